@@ -1,0 +1,185 @@
+#include "engine/config_loader.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "engine/config_validation.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+constexpr char kValid[] = R"pb(
+  model { n_layer: 2 n_head: 2 n_embd: 32 vocab_size: 256 seq_len: 16 }
+  data { train_path: "train.bin" batch_size: 12 }
+  steps: 10
+  engine {
+    zero { stage: 3 prefetch: 1 }
+    parallel { dp: 3 }
+    gradient_accumulation_steps: 2
+  }
+)pb";
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  std::string path = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ConfigLoaderTest, ValidConfigLoadsWithDefaults) {
+  absl::StatusOr<TrainConfig> c = LoadTrainConfig(WriteTemp("valid.pbtxt", kValid), {}, 3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->engine().zero().stage(), 3);
+  EXPECT_EQ(c->engine().zero().bucket_bytes(), 25 << 20);
+  EXPECT_EQ(c->engine().optimizer().type(), OptimizerConfig::ADAMW);
+  EXPECT_EQ(c->engine().comm().timeout_s(), 300);
+  EXPECT_EQ(MicroBatchSize(*c), 2);  // 12 / (3 * 2)
+}
+
+TEST(ConfigLoaderTest, OverridesApplyAfterParsingAndAreValidated) {
+  const std::string path = WriteTemp("over.pbtxt", kValid);
+  absl::StatusOr<TrainConfig> c = LoadTrainConfig(
+      path,
+      {"engine.zero.stage=1", "data.train_path=/tmp/x y.bin", "engine.optimizer.type=SGD",
+       "engine.optimizer.no_decay_patterns=.bias", "engine.optimizer.no_decay_patterns=wpe"},
+      3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->engine().zero().stage(), 1);
+  EXPECT_EQ(c->data().train_path(), "/tmp/x y.bin");
+  EXPECT_EQ(c->engine().optimizer().type(), OptimizerConfig::SGD);
+  ASSERT_EQ(c->engine().optimizer().no_decay_patterns_size(), 2);
+  ASSERT_TRUE(ApplyOverride("engine.optimizer.no_decay_patterns=", &*c).ok());
+  EXPECT_EQ(c->engine().optimizer().no_decay_patterns_size(), 0);
+
+  absl::StatusOr<TrainConfig> bad = LoadTrainConfig(path, {"engine.zero.stage=7"}, 3);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), path + ": invalid config:\nengine.zero.stage: 7 is out of range [0, 3]");
+}
+
+TEST(ConfigLoaderTest, MissingFileIsNotFound) {
+  absl::StatusOr<TrainConfig> c = LoadTrainConfig("/nonexistent/run.pbtxt");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(c.status().message(), "/nonexistent/run.pbtxt: cannot read config file");
+}
+
+struct BadOverride {
+  const char* override_text;
+  const char* message;
+};
+
+TEST(ConfigLoaderTest, BadOverridesNameTheOverride) {
+  const BadOverride cases[] = {
+      {"engine.zero.stag=1",
+       "--set engine.zero.stag=1: no field 'stag' in engine.zero; fields are: stage, prefetch, persistence_threshold, "
+       "reshard_after_forward, bucket_bytes, reduce_mode"},
+      {"engine.zero.stage=two", "--set engine.zero.stage=two: 'two' is not valid for engine.zero.stage; expected a "
+                                "value of type int32"},
+      {"engine.precision.compute_dtype=FP8",
+       "--set engine.precision.compute_dtype=FP8: 'FP8' is not valid for engine.precision.compute_dtype; expected "
+       "one of F32, BF16, F16"},
+      {"engine.zero", "--set engine.zero: expected PATH=VALUE, e.g. engine.zero.stage=2"},
+      {"engine.zero=1",
+       "--set engine.zero=1: engine.zero is a section; set one of its fields: stage, prefetch, "
+       "persistence_threshold, reshard_after_forward, bucket_bytes, reduce_mode"},
+      {"steps.x=1", "--set steps.x=1: steps is not a section"},
+      {"engine.comm.debug_checks=maybe",
+       "--set engine.comm.debug_checks=maybe: 'maybe' is not valid for engine.comm.debug_checks; expected true or "
+       "false"},
+  };
+  for (const BadOverride& b : cases) {
+    TrainConfig c;
+    absl::Status s = ApplyOverride(b.override_text, &c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.override_text;
+    EXPECT_EQ(s.message(), b.message);
+  }
+}
+
+struct BadConfig {
+  const char* name;
+  const char* text;  // appended to kValid (later fields override), or whole text
+  bool whole;
+  int world_size;
+  const char* message;  // exact message after "<path>: invalid config:\n", or whole message for syntax errors
+};
+
+class BadConfigTest : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(BadConfigTest, ExactMessageAndCode) {
+  const BadConfig& b = GetParam();
+  std::string text = b.text;
+  if (!b.whole) {  // Merge the snippet over the valid config.
+    TrainConfig merged = *ParseTrainConfig(kValid, "valid");
+    ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString(b.text, &merged)) << b.text;
+    ASSERT_TRUE(google::protobuf::TextFormat::PrintToString(merged, &text));
+  }
+  const std::string path = WriteTemp(std::string(b.name) + ".pbtxt", text);
+  absl::StatusOr<TrainConfig> c = LoadTrainConfig(path, {}, b.world_size);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  std::string expected = std::string(b.message);
+  size_t pos;
+  while ((pos = expected.find("PATH")) != std::string::npos) expected.replace(pos, 4, path);
+  EXPECT_EQ(std::string(c.status().message()), expected);
+}
+
+const BadConfig kBadConfigs[] = {
+    {"syntax_missing_brace", "model { n_layer: 2\n", true, -1,
+     "PATH:2:1: Expected identifier, got: "},
+    {"syntax_bad_value", "steps: ten\n", true, -1, "PATH:1:8: Expected integer, got: ten"},
+    {"unknown_field", "engine {\n  zero { stages: 2 }\n}\n", true, -1,
+     "PATH:2:16: Message type \"zeroshard.ZeroConfig\" has no field named \"stages\"."},
+    {"unknown_enum", "engine { precision { compute_dtype: FP8 } }", true, -1,
+     "PATH:1:41: Unknown enumeration value of \"FP8\" for field \"compute_dtype\"."},
+    {"duplicate_section", "steps: 1\nsteps: 2\n", true, -1,
+     "PATH:2:6: Non-repeated field \"steps\" is specified multiple times."},
+    {"stage_out_of_range", "engine { zero { stage: 4 } }", false, 3,
+     "PATH: invalid config:\nengine.zero.stage: 4 is out of range [0, 3]"},
+    {"world_mismatch", "engine { parallel { dp: 8 } } data { batch_size: 16 }", false, 4,
+     "PATH: invalid config:\nengine.parallel: dp*tp*pp = 8 but the world has 4 ranks"},
+    {"batch_does_not_split", "data { batch_size: 10 }", false, 3,
+     "PATH: invalid config:\ndata.batch_size: 10 does not split evenly over dp 3 x gradient_accumulation_steps 2 = 6; "
+     "expected a multiple of 6"},
+    {"loss_scale_with_bf16", "engine { precision { compute_dtype: BF16 loss_scale { initial_scale: 1024 } } }", false, 3,
+     "PATH: invalid config:\nengine.precision.compute_dtype: BF16 (low-precision compute) is not supported yet\n"
+     "engine.precision.loss_scale is set but compute dtype is bf16; loss scaling applies to F16 only"},
+    {"heads_do_not_divide", "model { n_head: 5 }", false, 3,
+     "PATH: invalid config:\nmodel.n_head: 5 does not divide model.n_embd = 32"},
+    {"negative_lr", "engine { optimizer { lr: -0.1 } }", false, 3,
+     "PATH: invalid config:\nengine.optimizer.lr: -0.1 is out of range; expected > 0\n"
+     "engine.lr_schedule.min_lr: 0 is out of range [0, engine.optimizer.lr = -0.1]"},
+    {"beta_one", "engine { optimizer { beta2: 1.0 } }", false, 3,
+     "PATH: invalid config:\nengine.optimizer.beta2: 1 is out of range [0, 1)"},
+    {"nesterov_without_momentum", "engine { optimizer { type: SGD nesterov: true } }", false, 3,
+     "PATH: invalid config:\nengine.optimizer.nesterov: needs momentum > 0 and dampening 0; got momentum 0, "
+     "dampening 0"},
+    {"tensor_parallel", "engine { parallel { dp: 1 tp: 3 } }", false, 3,
+     "PATH: invalid config:\nengine.parallel.tp: 3 (tensor parallelism; expected 1) is not supported yet"},
+    {"master_bf16", "engine { precision { master_dtype: BF16 } }", false, 3,
+     "PATH: invalid config:\nengine.precision.master_dtype: BF16 is not allowed; expected F32"},
+    {"named_unknown_unit", "engine { activation_checkpointing { policy: NAMED units: \"h.7\" } }", false, 3,
+     "PATH: invalid config:\nengine.activation_checkpointing.units: 'h.7' is not a unit; expected embed, h.0..h.1 or "
+     "head\nengine.activation_checkpointing.policy: NAMED is not supported yet"},
+    {"decay_before_warmup", "engine { lr_schedule { type: WARMUP_COSINE warmup_steps: 10 decay_steps: 5 } }", false, 3,
+     "PATH: invalid config:\nengine.lr_schedule.decay_steps: 5 must be greater than warmup_steps 10"},
+    {"eval_without_val", "eval_interval: 5", false, 3,
+     "PATH: invalid config:\neval_interval: 5 needs data.val_path to be set"},
+    {"no_train_path", "model { vocab_size: 1 }", true, -1,
+     "PATH: invalid config:\nmodel.vocab_size: 1 is out of range [2, 1048576]\ndata.train_path: must be set to a "
+     "token file"},
+    {"nccl_on_cpu", "engine { comm { backend: NCCL timeout_s: 0 } }", false, 3,
+     "PATH: invalid config:\nengine.comm.timeout_s: 0 is out of range; expected > 0\nengine.comm.backend: NCCL needs "
+     "engine.device.type CUDA; got CPU"},
+    {"accumulation_zero", "engine { gradient_accumulation_steps: 0 }", false, 3,
+     "PATH: invalid config:\nengine.gradient_accumulation_steps: 0 is out of range [1, 1048576]"},
+    {"micro_batches_without_pp", "engine { parallel { micro_batches: 4 } }", false, 3,
+     "PATH: invalid config:\nengine.parallel.micro_batches: 4 is set but pp is 1; use "
+     "engine.gradient_accumulation_steps"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Table, BadConfigTest, ::testing::ValuesIn(kBadConfigs),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace zeroshard

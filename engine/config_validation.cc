@@ -1,0 +1,230 @@
+#include "engine/config_validation.h"
+
+#include <cstdint>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+
+namespace zeroshard {
+namespace {
+
+std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
+
+class Checker {
+ public:
+  void Range(const std::string& field, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) Add(absl::StrCat(field, ": ", v, " is out of range [", lo, ", ", hi, "]"));
+  }
+  void AtLeast(const std::string& field, double v, double lo) {
+    if (!(v >= lo)) Add(absl::StrCat(field, ": ", v, " is out of range; expected >= ", lo));
+  }
+  void Positive(const std::string& field, double v) {
+    if (!(v > 0)) Add(absl::StrCat(field, ": ", v, " is out of range; expected > 0"));
+  }
+  void HalfOpen01(const std::string& field, double v) {
+    if (!(v >= 0 && v < 1)) Add(absl::StrCat(field, ": ", v, " is out of range [0, 1)"));
+  }
+  void NotYet(const std::string& what) { Add(absl::StrCat(what, " is not supported yet")); }
+  void Add(std::string e) { errors.push_back(std::move(e)); }
+  std::vector<std::string> errors;
+};
+
+// Valid unit names of the GPT-2 model: "embed", "h.0".."h.{L-1}", "head".
+bool IsUnitName(const std::string& name, int n_layer) {
+  if (name == "embed" || name == "head") return true;
+  absl::string_view rest = name;
+  int index;
+  return absl::ConsumePrefix(&rest, "h.") && absl::SimpleAtoi(rest, &index) && index >= 0 && index < n_layer &&
+         absl::StrCat("h.", index) == name;
+}
+
+void CheckModel(const ModelConfig& m, Checker& c) {
+  c.Range("model.n_layer", m.n_layer(), 1, 1024);
+  c.Range("model.n_head", m.n_head(), 1, 1024);
+  c.Range("model.n_embd", m.n_embd(), 1, 1 << 16);
+  c.Range("model.vocab_size", m.vocab_size(), 2, 1 << 20);
+  c.Range("model.seq_len", m.seq_len(), 1, 1 << 16);
+  if (m.n_head() >= 1 && m.n_embd() >= 1 && m.n_embd() % m.n_head() != 0) {
+    c.Add(absl::StrCat("model.n_head: ", m.n_head(), " does not divide model.n_embd = ", m.n_embd()));
+  }
+}
+
+void CheckZero(const ZeroConfig& z, Checker& c) {
+  c.Range("engine.zero.stage", z.stage(), 0, 3);
+  c.Range("engine.zero.prefetch", z.prefetch(), 0, 8);
+  c.AtLeast("engine.zero.persistence_threshold", z.persistence_threshold(), 0);
+  c.AtLeast("engine.zero.bucket_bytes", z.bucket_bytes(), 0);
+}
+
+void CheckPrecision(const PrecisionConfig& p, Checker& c) {
+  if (p.master_dtype() != F32) {
+    c.Add(absl::StrCat("engine.precision.master_dtype: ", DTypeProto_Name(p.master_dtype()), " is not allowed; expected F32"));
+  }
+  if (p.compute_dtype() != F32) {
+    c.NotYet(absl::StrCat("engine.precision.compute_dtype: ", DTypeProto_Name(p.compute_dtype()),
+                          " (low-precision compute)"));
+  }
+  if (p.reduce_dtype() != F32) {
+    c.NotYet(absl::StrCat("engine.precision.reduce_dtype: ", DTypeProto_Name(p.reduce_dtype()),
+                          " (low-precision reduction)"));
+  }
+  if (p.has_loss_scale()) {
+    if (p.compute_dtype() != F16) {
+      c.Add(absl::StrCat("engine.precision.loss_scale is set but compute dtype is ", Lower(DTypeProto_Name(p.compute_dtype())),
+                         "; loss scaling applies to F16 only"));
+    }
+    const LossScaleConfig& s = p.loss_scale();
+    c.Positive("engine.precision.loss_scale.initial_scale", s.initial_scale());
+    if (!(s.growth_factor() > 1)) {
+      c.Add(absl::StrCat("engine.precision.loss_scale.growth_factor: ", s.growth_factor(), " is out of range; expected > 1"));
+    }
+    if (!(s.backoff_factor() > 0 && s.backoff_factor() < 1)) {
+      c.Add(absl::StrCat("engine.precision.loss_scale.backoff_factor: ", s.backoff_factor(), " is out of range (0, 1)"));
+    }
+    c.AtLeast("engine.precision.loss_scale.growth_interval", s.growth_interval(), 1);
+    c.AtLeast("engine.precision.loss_scale.hysteresis", s.hysteresis(), 1);
+    c.Positive("engine.precision.loss_scale.min_scale", s.min_scale());
+    if (s.min_scale() > s.initial_scale()) {
+      c.Add(absl::StrCat("engine.precision.loss_scale.min_scale: ", s.min_scale(), " is above initial_scale ",
+                         s.initial_scale()));
+    }
+  }
+}
+
+void CheckOptimizer(const OptimizerConfig& o, Checker& c) {
+  c.Positive("engine.optimizer.lr", o.lr());
+  c.HalfOpen01("engine.optimizer.beta1", o.beta1());
+  c.HalfOpen01("engine.optimizer.beta2", o.beta2());
+  c.Positive("engine.optimizer.eps", o.eps());
+  c.AtLeast("engine.optimizer.weight_decay", o.weight_decay(), 0);
+  c.HalfOpen01("engine.optimizer.momentum", o.momentum());
+  c.HalfOpen01("engine.optimizer.dampening", o.dampening());
+  c.AtLeast("engine.optimizer.grad_clip", o.grad_clip(), 0);
+  if (o.nesterov() && (o.momentum() <= 0 || o.dampening() != 0)) {
+    c.Add(absl::StrCat("engine.optimizer.nesterov: needs momentum > 0 and dampening 0; got momentum ", o.momentum(),
+                       ", dampening ", o.dampening()));
+  }
+  if (o.type() == OptimizerConfig::ADAMW && (o.momentum() != 0 || o.nesterov())) {
+    c.Add("engine.optimizer.momentum/nesterov: set for ADAMW, they apply to SGD only");
+  }
+  for (int i = 0; i < o.no_decay_patterns_size(); ++i) {
+    if (o.no_decay_patterns(i).empty()) c.Add(absl::StrCat("engine.optimizer.no_decay_patterns[", i, "]: empty pattern"));
+  }
+}
+
+void CheckSchedule(const TrainConfig& t, Checker& c) {
+  const LrScheduleConfig& s = t.engine().lr_schedule();
+  c.AtLeast("engine.lr_schedule.warmup_steps", s.warmup_steps(), 0);
+  c.AtLeast("engine.lr_schedule.decay_steps", s.decay_steps(), 0);
+  if (s.decay_steps() > 0 && s.decay_steps() <= s.warmup_steps()) {
+    c.Add(absl::StrCat("engine.lr_schedule.decay_steps: ", s.decay_steps(), " must be greater than warmup_steps ",
+                       s.warmup_steps()));
+  }
+  if (!(s.min_lr() >= 0 && s.min_lr() <= t.engine().optimizer().lr())) {
+    c.Add(absl::StrCat("engine.lr_schedule.min_lr: ", s.min_lr(), " is out of range [0, engine.optimizer.lr = ",
+                       t.engine().optimizer().lr(), "]"));
+  }
+  if (s.type() == LrScheduleConfig::CONSTANT && (s.decay_steps() != 0 || s.min_lr() != 0)) {
+    c.Add("engine.lr_schedule: decay_steps/min_lr are set but type is CONSTANT");
+  }
+}
+
+void CheckCheckpointing(const TrainConfig& t, Checker& c) {
+  const ActivationCheckpointingConfig& a = t.engine().activation_checkpointing();
+  c.AtLeast("engine.activation_checkpointing.k", a.k(), 1);
+  if (a.policy() == ActivationCheckpointingConfig::NAMED) {
+    if (a.units_size() == 0) c.Add("engine.activation_checkpointing.units: policy NAMED needs at least one unit name");
+    for (const std::string& u : a.units()) {
+      if (!IsUnitName(u, t.model().n_layer())) {
+        c.Add(absl::StrCat("engine.activation_checkpointing.units: '", u, "' is not a unit; expected embed, h.0..h.",
+                           t.model().n_layer() - 1, " or head"));
+      }
+    }
+  } else if (a.units_size() > 0) {
+    c.Add(absl::StrCat("engine.activation_checkpointing.units: set but policy is ",
+                       ActivationCheckpointingConfig::Policy_Name(a.policy())));
+  }
+  if (a.policy() != ActivationCheckpointingConfig::NONE) {
+    c.NotYet(absl::StrCat("engine.activation_checkpointing.policy: ",
+                          ActivationCheckpointingConfig::Policy_Name(a.policy())));
+  }
+}
+
+void CheckParallel(const TrainConfig& t, const ValidationOptions& options, Checker& c) {
+  const ParallelConfig& p = t.engine().parallel();
+  c.Range("engine.parallel.dp", p.dp(), 1, 1 << 20);
+  c.Range("engine.parallel.tp", p.tp(), 1, 1 << 20);
+  c.Range("engine.parallel.pp", p.pp(), 1, 1 << 20);
+  c.Range("engine.parallel.micro_batches", p.micro_batches(), 1, 1 << 20);
+  if (p.tp() > 1) c.NotYet(absl::StrCat("engine.parallel.tp: ", p.tp(), " (tensor parallelism; expected 1)"));
+  if (p.pp() > 1) c.NotYet(absl::StrCat("engine.parallel.pp: ", p.pp(), " (pipeline parallelism; expected 1)"));
+  if (p.pp() == 1 && p.micro_batches() != 1) {
+    c.Add(absl::StrCat("engine.parallel.micro_batches: ", p.micro_batches(),
+                       " is set but pp is 1; use engine.gradient_accumulation_steps"));
+  }
+  const int64_t product = int64_t{p.dp()} * p.tp() * p.pp();
+  if (options.world_size > 0 && product != options.world_size) {
+    c.Add(absl::StrCat("engine.parallel: dp*tp*pp = ", product, " but the world has ", options.world_size, " ranks"));
+  }
+  const int accum = t.engine().gradient_accumulation_steps();
+  c.Range("engine.gradient_accumulation_steps", accum, 1, 1 << 20);
+  const int batch = t.data().batch_size();
+  c.Range("data.batch_size", batch, 1, 1 << 24);
+  if (accum >= 1 && p.dp() >= 1 && batch >= 1 && batch % (int64_t{p.dp()} * accum) != 0) {
+    c.Add(absl::StrCat("data.batch_size: ", batch, " does not split evenly over dp ", p.dp(),
+                       " x gradient_accumulation_steps ", accum, " = ", int64_t{p.dp()} * accum,
+                       "; expected a multiple of ", int64_t{p.dp()} * accum));
+  }
+}
+
+void CheckRuntime(const TrainConfig& t, Checker& c) {
+  const EngineConfig& e = t.engine();
+  c.Positive("engine.comm.timeout_s", e.comm().timeout_s());
+  if (e.device().type() == DeviceConfig::CUDA) c.NotYet("engine.device.type: CUDA (GPU training)");
+  if (e.comm().backend() == CommConfig::NCCL && e.device().type() != DeviceConfig::CUDA) {
+    c.Add("engine.comm.backend: NCCL needs engine.device.type CUDA; got CPU");
+  }
+  c.AtLeast("engine.device.threads_per_rank", e.device().threads_per_rank(), 0);
+  c.AtLeast("engine.checkpoint.interval", e.checkpoint().interval(), 0);
+  c.AtLeast("engine.checkpoint.keep_last", e.checkpoint().keep_last(), 0);
+  if (!e.checkpoint().dir().empty()) c.NotYet("engine.checkpoint.dir (sharded checkpoints)");
+  c.AtLeast("engine.logging.interval", e.logging().interval(), 1);
+  if (!e.logging().metrics_path().empty()) c.NotYet("engine.logging.metrics_path (metrics file)");
+  if (!e.logging().trace_path().empty()) c.NotYet("engine.logging.trace_path (timeline trace)");
+}
+
+void CheckData(const TrainConfig& t, Checker& c) {
+  if (t.data().train_path().empty()) c.Add("data.train_path: must be set to a token file");
+  c.AtLeast("data.eval_batches", t.data().eval_batches(), 1);
+  c.AtLeast("steps", t.steps(), 0);
+  c.AtLeast("eval_interval", t.eval_interval(), 0);
+  if (t.eval_interval() > 0 && t.data().val_path().empty()) {
+    c.Add(absl::StrCat("eval_interval: ", t.eval_interval(), " needs data.val_path to be set"));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> TrainConfigErrors(const TrainConfig& config, const ValidationOptions& options) {
+  Checker c;
+  CheckModel(config.model(), c);
+  CheckData(config, c);
+  CheckZero(config.engine().zero(), c);
+  CheckPrecision(config.engine().precision(), c);
+  CheckOptimizer(config.engine().optimizer(), c);
+  CheckSchedule(config, c);
+  CheckCheckpointing(config, c);
+  CheckParallel(config, options, c);
+  CheckRuntime(config, c);
+  return c.errors;
+}
+
+int MicroBatchSize(const TrainConfig& config) {
+  return config.data().batch_size() /
+         (config.engine().parallel().dp() * config.engine().gradient_accumulation_steps());
+}
+
+}  // namespace zeroshard
