@@ -1,0 +1,52 @@
+#include "kernels/context.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include <cblas.h>
+
+namespace zeroshard::kernels {
+namespace {
+
+int LocalRanksFromEnv() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr) {
+      int n = std::atoi(v);
+      if (n > 0) return n;
+    }
+  }
+  return 1;
+}
+
+// 0 until configured; then the count applied to OpenBLAS too.
+std::atomic<int> g_cpu_threads{0};
+
+}  // namespace
+
+int DefaultCpuThreads() {
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (cores < 1) cores = 1;
+  int n = cores / LocalRanksFromEnv();
+  return n < 1 ? 1 : n;
+}
+
+void SetCpuThreads(int n) {
+  if (n < 1) n = 1;
+  g_cpu_threads.store(n);
+  openblas_set_num_threads(n);
+}
+
+int CpuThreads() {
+  int n = g_cpu_threads.load();
+  if (n == 0) {
+    SetCpuThreads(DefaultCpuThreads());
+    n = g_cpu_threads.load();
+  }
+  return n;
+}
+
+int LoopThreads(const KernelContext& ctx) { return ctx.num_threads > 0 ? ctx.num_threads : CpuThreads(); }
+
+}  // namespace zeroshard::kernels

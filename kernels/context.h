@@ -1,0 +1,57 @@
+// KernelContext: where and how a kernel runs, passed first to every kernel.
+//
+// CPU kernels use `num_threads` OpenMP threads (<= 0 means CpuThreads()).
+// OpenBLAS has one process-wide thread count, set by SetCpuThreads(); GEMM
+// and the kernels built on it (Linear, Attention) use that one.
+//
+// CUDA kernels are stream-ordered on `cuda_stream` (nullptr = legacy default
+// stream) and return once launched, except where a header says the call
+// synchronizes (results returned to the host). `cublas_handle` is needed by
+// GEMM, Linear and the LM head; `cuda_workspace` (>= kMinCudaWorkspaceBytes)
+// by reductions (SumOfSquares, ScaleInPlace's finite check, cross-entropy's
+// mean). kernels/cuda/cuda_resources.h creates all three.
+#ifndef ZEROSHARD_KERNELS_CONTEXT_H_
+#define ZEROSHARD_KERNELS_CONTEXT_H_
+
+#include <cstddef>
+
+#include "core/device.h"
+
+namespace zeroshard::kernels {
+
+inline constexpr size_t kMinCudaWorkspaceBytes = size_t{1} << 20;
+
+struct KernelContext {
+  Device device = Device::kCpu;
+  int num_threads = 0;              // CPU: OpenMP threads for loops; <= 0 -> CpuThreads().
+  void* cuda_stream = nullptr;      // cudaStream_t
+  void* cublas_handle = nullptr;    // cublasHandle_t, bound to cuda_stream by the kernels.
+  void* cuda_workspace = nullptr;   // device scratch for reductions
+  size_t cuda_workspace_bytes = 0;
+
+  static KernelContext Cpu(int num_threads = 0) {
+    KernelContext ctx;
+    ctx.num_threads = num_threads;
+    return ctx;
+  }
+};
+
+// Cores / ranks on this host: std::thread::hardware_concurrency() divided by
+// OMPI_COMM_WORLD_LOCAL_SIZE (or MPI_LOCALNRANKS) when set, at least 1.
+int DefaultCpuThreads();
+
+// Sets the process-wide CPU thread count (kernels' loops and OpenBLAS via
+// openblas_set_num_threads). n < 1 is clamped to 1. Not thread-safe with
+// respect to kernels running concurrently; call it at start-up.
+void SetCpuThreads(int n);
+
+// The configured count; DefaultCpuThreads() until SetCpuThreads is called
+// (the first call of CpuThreads() also applies it to OpenBLAS).
+int CpuThreads();
+
+// ctx.num_threads if > 0, else CpuThreads().
+int LoopThreads(const KernelContext& ctx);
+
+}  // namespace zeroshard::kernels
+
+#endif  // ZEROSHARD_KERNELS_CONTEXT_H_

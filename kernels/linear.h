@@ -1,0 +1,31 @@
+// Linear layer y = x · W + b with W stored [in, out] (Hugging Face Conv1D).
+//
+// Shapes: N = rows (B*T), C = in_features, OC = out_features.
+// All tensors share `dtype` (f32, bf16 or f16); f32 accumulation.
+#ifndef ZEROSHARD_KERNELS_LINEAR_H_
+#define ZEROSHARD_KERNELS_LINEAR_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "core/dtype.h"
+#include "kernels/context.h"
+
+namespace zeroshard::kernels {
+
+// out (N,OC) = inp (N,C) · weight (C,OC) + bias (OC). bias may be null.
+// out is written (never read) and must not alias inp.
+absl::Status LinearForward(const KernelContext& ctx, void* out, const void* inp, const void* weight,
+                           const void* bias, int64_t rows, int64_t in_features, int64_t out_features, DType dtype);
+
+// dinp (N,C)     = dout · weight^T   WRITTEN (skipped when dinp is null)
+// dweight (C,OC) += inp^T · dout     ACCUMULATED
+// dbias (OC)     += sum over rows of dout   ACCUMULATED (skipped when null)
+// dout is (N,OC).
+absl::Status LinearBackward(const KernelContext& ctx, void* dinp, void* dweight, void* dbias, const void* dout,
+                            const void* inp, const void* weight, int64_t rows, int64_t in_features,
+                            int64_t out_features, DType dtype);
+
+}  // namespace zeroshard::kernels
+
+#endif  // ZEROSHARD_KERNELS_LINEAR_H_
