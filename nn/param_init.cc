@@ -1,0 +1,61 @@
+#include "nn/param_init.h"
+
+#include <cmath>
+
+namespace zeroshard {
+namespace {
+
+uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t Fnv1a64(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// Uniform in (0, 1]: never 0, so log() in Box-Muller is finite.
+double Uniform(uint64_t key, uint64_t counter) {
+  const uint64_t bits = Mix64(key + 0x9e3779b97f4a7c15ull * (counter + 1));
+  return static_cast<double>((bits >> 11) + 1) * 0x1.0p-53;
+}
+
+}  // namespace
+
+void InitParamSlice(const ParamSpec& spec, uint64_t seed, int64_t begin, int64_t end, float* out) {
+  float constant = 0.0f;
+  switch (spec.init) {
+    case InitKind::kZeros:
+      constant = 0.0f;
+      break;
+    case InitKind::kOnes:
+      constant = 1.0f;
+      break;
+    case InitKind::kNormal: {
+      const uint64_t key = Mix64(seed ^ Mix64(Fnv1a64(spec.name)));
+      constexpr double kTwoPi = 6.283185307179586476925286766559;
+      for (int64_t i = begin; i < end; ++i) {
+        // Elements 2p and 2p+1 are the two outputs of one Box-Muller pair.
+        const uint64_t pair = static_cast<uint64_t>(i / 2);
+        const double r = std::sqrt(-2.0 * std::log(Uniform(key, 2 * pair)));
+        const double theta = kTwoPi * Uniform(key, 2 * pair + 1);
+        const double z = (i % 2 == 0) ? r * std::cos(theta) : r * std::sin(theta);
+        out[i - begin] = static_cast<float>(z * static_cast<double>(spec.init_std));
+      }
+      return;
+    }
+  }
+  for (int64_t i = begin; i < end; ++i) out[i - begin] = constant;
+}
+
+void InitParam(const ParamSpec& spec, uint64_t seed, float* out) {
+  InitParamSlice(spec, seed, 0, spec.numel(), out);
+}
+
+}  // namespace zeroshard

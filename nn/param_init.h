@@ -1,0 +1,28 @@
+// Deterministic parameter initialisation from (seed, parameter name) alone.
+//
+// Element i of parameter `name` is a function of (seed, name, i) only: a
+// counter-based generator (splitmix64 of a key derived from FNV-1a(name) and
+// the seed, plus the element's pair index) feeds Box-Muller. The result is
+// therefore independent of the data-parallel size, the unit layout, the rank
+// and the order in which tensors are initialised, and any slice of a tensor
+// can be initialised on its own (InitParamSlice) with the same values.
+#ifndef ZEROSHARD_NN_PARAM_INIT_H_
+#define ZEROSHARD_NN_PARAM_INIT_H_
+
+#include <cstdint>
+
+#include "nn/unit.h"
+
+namespace zeroshard {
+
+// Writes spec.numel() f32 values of the full tensor into out.
+void InitParam(const ParamSpec& spec, uint64_t seed, float* out);
+
+// Writes elements [begin, end) of the full tensor into out[0, end - begin);
+// bitwise equal to the same range of InitParam's output.
+// Precondition: 0 <= begin <= end <= spec.numel().
+void InitParamSlice(const ParamSpec& spec, uint64_t seed, int64_t begin, int64_t end, float* out);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_NN_PARAM_INIT_H_
