@@ -1,0 +1,22 @@
+// `zeroshard check-config FILE [--world-size N] [--set PATH=VALUE ...]`
+#ifndef ZEROSHARD_CLI_CHECK_CONFIG_H_
+#define ZEROSHARD_CLI_CHECK_CONFIG_H_
+
+#include <string>
+
+#include "cli/subcommand.h"
+#include "proto/config.pb.h"
+
+namespace zeroshard::cli {
+
+extern const Subcommand kCheckConfig;
+
+// Parameters of the GPT-2 the config describes (tied head counted once).
+long long Gpt2ParamCount(const ModelConfig& model);
+
+// The human-readable summary check-config prints for a valid config.
+std::string ConfigSummary(const TrainConfig& config, int world_size);
+
+}  // namespace zeroshard::cli
+
+#endif  // ZEROSHARD_CLI_CHECK_CONFIG_H_

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# End-to-end checks of the zeroshard binary: exit codes and messages.
+set -u
+bin=$1
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+fails=0
+expect() {  # expect NAME WANT_RC WANT_SUBSTRING -- command...
+  local name=$1 want_rc=$2 want=$3
+  shift 4
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" != "$want_rc" ] || [[ "$out" != *"$want"* ]]; then
+    echo "FAIL $name: rc=$rc (want $want_rc), output:"
+    echo "$out"
+    echo "--- wanted substring: $want"
+    fails=$((fails + 1))
+  else
+    echo "ok   $name"
+  fi
+}
+cat > "$tmp/good.pbtxt" <<'PB'
+model { n_layer: 2 n_head: 2 n_embd: 32 vocab_size: 256 seq_len: 16 }
+data { train_path: "train.bin" batch_size: 8 }
+engine { parallel { dp: 4 } zero { stage: 3 } }
+PB
+printf 'model {\n  n_layer: two\n}\n' > "$tmp/syntax.pbtxt"
+
+expect help 0 "check-config" -- "$bin" --help
+expect no_args 2 "usage: zeroshard SUBCOMMAND" -- "$bin"
+expect help_sub 0 "usage: zeroshard check-config FILE" -- "$bin" help check-config
+expect unknown_sub 2 "zeroshard: no subcommand 'frobnicate'" -- "$bin" frobnicate
+expect valid 0 "valid config for 4 ranks" -- "$bin" check-config "$tmp/good.pbtxt" --world-size 4
+expect normalized 0 "stage: 3" -- "$bin" check-config "$tmp/good.pbtxt"
+expect world 2 "engine.parallel: dp*tp*pp = 4 but the world has 2 ranks" -- "$bin" check-config "$tmp/good.pbtxt" --world-size 2
+expect override 2 "engine.zero.stage: 5 is out of range [0, 3]" -- "$bin" check-config "$tmp/good.pbtxt" --set engine.zero.stage=5
+expect override_ok 0 "zero       stage 1" -- "$bin" check-config "$tmp/good.pbtxt" --set engine.zero.stage=1
+expect bad_override 2 "--set engine.zero.stagex=1: no field 'stagex' in engine.zero" -- "$bin" check-config "$tmp/good.pbtxt" --set engine.zero.stagex=1
+expect syntax 2 "$tmp/syntax.pbtxt:2:12: Expected integer, got: two" -- "$bin" check-config "$tmp/syntax.pbtxt"
+expect missing 2 "/no/such.pbtxt: cannot read config file" -- "$bin" check-config /no/such.pbtxt
+expect bad_flag 2 "unknown flag --wrld-size" -- "$bin" check-config "$tmp/good.pbtxt" --wrld-size 4
+[ "$fails" = 0 ]
