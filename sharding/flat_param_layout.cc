@@ -56,9 +56,12 @@ absl::StatusOr<FlatParamLayout> FlatParamLayout::Create(std::string unit_name, i
 }
 
 std::vector<ShardSegment> FlatParamLayout::SegmentsForRank(int rank) const {
+  return SegmentsInRange(ShardBegin(rank), shard_numel_);
+}
+
+std::vector<ShardSegment> FlatParamLayout::SegmentsInRange(int64_t begin, int64_t length) const {
   std::vector<ShardSegment> segments;
-  const int64_t begin = ShardBegin(rank);
-  const int64_t end = begin + shard_numel_;
+  const int64_t end = begin + length;
   for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
     const FlatParamInfo& p = params_[i];
     const int64_t lo = std::max(begin, p.offset);

@@ -81,6 +81,11 @@ class FlatParamLayout {
   // Padding is not covered by any segment. Precondition: 0 <= rank < dp.
   std::vector<ShardSegment> SegmentsForRank(int rank) const;
 
+  // The same for any region [begin, begin + length) of the flat buffer;
+  // offset_in_shard is then relative to `begin`. SegmentsForRank(r) is
+  // SegmentsInRange(ShardBegin(r), shard_numel()).
+  std::vector<ShardSegment> SegmentsInRange(int64_t begin, int64_t length) const;
+
   // Index into params() of `name`; kNotFound naming the unit otherwise.
   absl::StatusOr<int> FindParam(absl::string_view name) const;
 

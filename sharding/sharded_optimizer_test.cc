@@ -1,0 +1,152 @@
+#include "sharding/sharded_optimizer.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+// N = 7*5 + 5 + 5 = 45 over dp = 3, alignment 4: S = 16, P = 48 (3 padding).
+FlatParamLayout MakeLayout() {
+  auto layout = FlatParamLayout::Create(
+      "h.0", 1, {{"h.0.attn.c_attn.weight", {7, 5}}, {"h.0.attn.c_attn.bias", {5}}, {"h.0.ln_1.weight", {5}}}, 3,
+      4);
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  return *layout;
+}
+
+std::vector<float> RandomVector(std::mt19937* rng, int64_t n) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(*rng);
+  return v;
+}
+
+OptimizerOptions AdamW() {
+  OptimizerOptions o;
+  o.type = OptimizerType::kAdamW;
+  o.beta1 = 0.9f;
+  o.beta2 = 0.95f;
+  o.eps = 1e-8f;
+  o.weight_decay = 0.1f;
+  return o;
+}
+
+OptimizerOptions SgdNesterov() {
+  OptimizerOptions o;
+  o.type = OptimizerType::kSgd;
+  o.momentum = 0.9f;
+  o.nesterov = true;
+  o.weight_decay = 0.01f;
+  return o;
+}
+
+// The whole padded buffer updated by one optimizer equals, bitwise, the
+// shards updated by dp optimizers, and the padding is never written.
+void ExpectShardsMatchWhole(const OptimizerOptions& options) {
+  std::mt19937 rng(std::random_device{}());
+  const FlatParamLayout layout = MakeLayout();
+  const int64_t P = layout.padded_numel(), S = layout.shard_numel(), N = layout.numel();
+  std::vector<float> whole = RandomVector(&rng, P);
+  for (int64_t i = N; i < P; ++i) whole[i] = 123.0f;  // sentinel in padding
+  std::vector<float> sharded = whole;
+  MemoryTracker tracker;
+  auto full_opt = ShardedOptimizer::Create(options, {{&layout, 0, P}}, &tracker, kernels::KernelContext::Cpu(1));
+  ASSERT_TRUE(full_opt.ok()) << full_opt.status();
+  std::vector<std::unique_ptr<ShardedOptimizer>> shard_opts;
+  for (int r = 0; r < 3; ++r) {
+    auto opt = ShardedOptimizer::Create(options, {{&layout, r * S, S}}, &tracker, kernels::KernelContext::Cpu(1));
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    shard_opts.push_back(std::move(*opt));
+  }
+  const int64_t per_element = options.type == OptimizerType::kAdamW ? 8 : 4;
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kOptimizerState).current, per_element * (P + 3 * S));
+  for (int step = 1; step <= 3; ++step) {
+    std::vector<float> grad = RandomVector(&rng, P);
+    for (int64_t i = N; i < P; ++i) grad[i] = 0.0f;
+    float* wp = whole.data();
+    const float* gp = grad.data();
+    ASSERT_TRUE((*full_opt)->Step({&wp, 1}, {&gp, 1}, 1e-2f, step).ok());
+    for (int r = 0; r < 3; ++r) {
+      float* p = sharded.data() + r * S;
+      const float* g = grad.data() + r * S;
+      absl::Status s = shard_opts[r]->Step({&p, 1}, {&g, 1}, 1e-2f, step);
+      ASSERT_TRUE(s.ok()) << s;
+    }
+  }
+  EXPECT_EQ(std::memcmp(whole.data(), sharded.data(), P * sizeof(float)), 0);
+  for (int64_t i = N; i < P; ++i) EXPECT_EQ(whole[i], 123.0f) << "padding element " << i << " was written";
+}
+
+TEST(ShardedOptimizerTest, AdamWShardsEqualWholeBitwise) { ExpectShardsMatchWhole(AdamW()); }
+TEST(ShardedOptimizerTest, SgdNesterovShardsEqualWholeBitwise) { ExpectShardsMatchWhole(SgdNesterov()); }
+
+TEST(ShardedOptimizerTest, WeightDecayOnlyOnDecayedParameters) {
+  // With zero gradients AdamW moves nothing but the decay: p *= 1 - lr*wd.
+  std::mt19937 rng(std::random_device{}());
+  const FlatParamLayout layout = MakeLayout();
+  const int64_t P = layout.padded_numel();
+  std::vector<float> p = RandomVector(&rng, P);
+  const std::vector<float> before = p;
+  std::vector<float> g(P, 0.0f);
+  MemoryTracker tracker;
+  auto opt = ShardedOptimizer::Create(AdamW(), {{&layout, 0, P}}, &tracker, kernels::KernelContext::Cpu(1));
+  ASSERT_TRUE(opt.ok());
+  float* pp = p.data();
+  const float* gp = g.data();
+  ASSERT_TRUE((*opt)->Step({&pp, 1}, {&gp, 1}, 0.5f, 1).ok());
+  const float factor = 1.0f - 0.5f * 0.1f;
+  for (int64_t i = 0; i < 35; ++i) EXPECT_EQ(p[i], before[i] * factor) << "weight element " << i;
+  for (int64_t i = 35; i < 45; ++i) EXPECT_EQ(p[i], before[i]) << "bias/LayerNorm element " << i;
+}
+
+TEST(ShardedOptimizerTest, AdamWFirstStepMatchesFormula) {
+  // Step 1: m = (1-b1) g, v = (1-b2) g^2, update = lr * g/|g| (up to eps).
+  const FlatParamLayout layout = MakeLayout();
+  const int64_t P = layout.padded_numel();
+  std::mt19937 rng(std::random_device{}());
+  std::vector<float> p = RandomVector(&rng, P), g = RandomVector(&rng, P);
+  for (int64_t i = layout.numel(); i < P; ++i) g[i] = 0;
+  const std::vector<float> before = p;
+  OptimizerOptions o = AdamW();
+  o.weight_decay = 0;
+  MemoryTracker tracker;
+  auto opt = ShardedOptimizer::Create(o, {{&layout, 0, P}}, &tracker, kernels::KernelContext::Cpu(1));
+  ASSERT_TRUE(opt.ok());
+  float* pp = p.data();
+  const float* gp = g.data();
+  ASSERT_TRUE((*opt)->Step({&pp, 1}, {&gp, 1}, 1e-3f, 1).ok());
+  for (int64_t i = 0; i < layout.numel(); ++i) {
+    const double expected = before[i] - 1e-3 * g[i] / (std::fabs(g[i]) + 1e-8);
+    EXPECT_NEAR(p[i], expected, 1e-6 * std::fabs(expected) + 1e-9) << i;
+    EXPECT_NEAR((*opt)->exp_avg(0).as<float>()[i], 0.1 * g[i], 1e-6 * std::fabs(g[i]));
+    EXPECT_NEAR((*opt)->exp_avg_sq(0).as<float>()[i], 0.05 * g[i] * g[i], 1e-6 * g[i] * g[i]);
+  }
+}
+
+TEST(ShardedOptimizerTest, RejectsBadRegionsAndOptions) {
+  const FlatParamLayout layout = MakeLayout();
+  MemoryTracker tracker;
+  auto ctx = kernels::KernelContext::Cpu(1);
+  absl::Status s = ShardedOptimizer::Create(AdamW(), {{&layout, 40, 16}}, &tracker, ctx).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "optimizer region [40, 56) is outside unit 'h.0' of 48 elements");
+  OptimizerOptions bad = AdamW();
+  bad.beta2 = 1.0f;
+  s = ShardedOptimizer::Create(bad, {}, &tracker, ctx).status();
+  EXPECT_EQ(s.message(), "beta2 is 1, expected in [0, 1)");
+  OptimizerOptions nesterov = SgdNesterov();
+  nesterov.dampening = 0.5f;
+  EXPECT_EQ(ShardedOptimizer::Create(nesterov, {}, &tracker, ctx).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto opt = ShardedOptimizer::Create(AdamW(), {{&layout, 0, 16}}, &tracker, ctx);
+  ASSERT_TRUE(opt.ok());
+  EXPECT_EQ((*opt)->Step({}, {}, 1.0f, 1).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zeroshard
