@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end checks of the zeroshard binary: exit codes and messages.
 set -u
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 bin=$1
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
-fails=0
 expect() {  # expect NAME WANT_RC WANT_SUBSTRING -- command...
   local name=$1 want_rc=$2 want=$3
   shift 4
@@ -11,12 +11,9 @@ expect() {  # expect NAME WANT_RC WANT_SUBSTRING -- command...
   out=$("$@" 2>&1)
   rc=$?
   if [ "$rc" != "$want_rc" ] || [[ "$out" != *"$want"* ]]; then
-    echo "FAIL $name: rc=$rc (want $want_rc), output:"
-    echo "$out"
-    echo "--- wanted substring: $want"
-    fails=$((fails + 1))
+    record_case "$name" 0 "rc=$rc (want $want_rc); wanted substring: $want; output: $out"
   else
-    echo "ok   $name"
+    record_case "$name" 1
   fi
 }
 cat > "$tmp/good.pbtxt" <<'PB'
@@ -39,4 +36,4 @@ expect bad_override 2 "--set engine.zero.stagex=1: no field 'stagex' in engine.z
 expect syntax 2 "$tmp/syntax.pbtxt:2:12: Expected integer, got: two" -- "$bin" check-config "$tmp/syntax.pbtxt"
 expect missing 2 "/no/such.pbtxt: cannot read config file" -- "$bin" check-config /no/such.pbtxt
 expect bad_flag 2 "unknown flag --wrld-size" -- "$bin" check-config "$tmp/good.pbtxt" --wrld-size 4
-[ "$fails" = 0 ]
+finish_cases

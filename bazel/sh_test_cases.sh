@@ -1,0 +1,39 @@
+# Sourced by shell tests so each check counts as its own test case.
+#   record_case NAME PASSED(0/1) [MESSAGE]   -- after each check
+#   finish_cases                             -- writes $XML_OUTPUT_FILE, exits 1 if any failed
+# Bazel reads the XML instead of inventing one case for the whole script.
+_zs_cases=()
+_zs_failed=0
+_zs_suite=${TEST_TARGET:-shell_test}
+
+_zs_xml_escape() {
+  local s=$1
+  s=${s//&/&amp;}; s=${s//</&lt;}; s=${s//>/&gt;}; s=${s//\"/&quot;}
+  printf '%s' "$s"
+}
+
+record_case() {
+  local name=$1 passed=$2 message=${3:-}
+  if [ "$passed" = 1 ]; then
+    echo "ok   $name"
+    _zs_cases+=("<testcase classname=\"$(_zs_xml_escape "$_zs_suite")\" name=\"$(_zs_xml_escape "$name")\" time=\"0\"/>")
+  else
+    echo "FAIL $name"
+    [ -n "$message" ] && echo "$message"
+    _zs_failed=$((_zs_failed + 1))
+    _zs_cases+=("<testcase classname=\"$(_zs_xml_escape "$_zs_suite")\" name=\"$(_zs_xml_escape "$name")\" time=\"0\"><failure message=\"$(_zs_xml_escape "${message:0:2000}")\"/></testcase>")
+  fi
+}
+
+finish_cases() {
+  if [ -n "${XML_OUTPUT_FILE:-}" ]; then
+    {
+      echo '<?xml version="1.0" encoding="UTF-8"?>'
+      echo "<testsuites><testsuite name=\"$(_zs_xml_escape "$_zs_suite")\" tests=\"${#_zs_cases[@]}\" failures=\"$_zs_failed\">"
+      printf '%s\n' "${_zs_cases[@]}"
+      echo '</testsuite></testsuites>'
+    } >"$XML_OUTPUT_FILE"
+  fi
+  [ "$_zs_failed" = 0 ]
+  exit $?
+}
