@@ -1,0 +1,54 @@
+// A Work completed by another thread (the MPI progress thread, a watchdog).
+//
+// The producer keeps a std::shared_ptr<WorkState> and calls Complete() once;
+// the caller holds the AsyncWork. Either side may go away first.
+#ifndef ZEROSHARD_COMM_ASYNC_WORK_H_
+#define ZEROSHARD_COMM_ASYNC_WORK_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "comm/communicator.h"
+
+namespace zeroshard {
+
+// Completion state shared by producer and waiter. Thread-safe.
+class WorkState {
+ public:
+  // `description` names the operation in Wait's deadline message, e.g.
+  // "AllReduce(f32, 1024) in group world".
+  explicit WorkState(std::string description) : description_(std::move(description)) {}
+
+  // Records the result and wakes waiters. Only the first call counts.
+  void Complete(absl::Status status);
+  bool IsCompleted() const;
+  // The result, or kDeadlineExceeded naming the operation after `timeout`.
+  absl::Status Wait(absl::Duration timeout) const;
+  const std::string& description() const { return description_; }
+
+ private:
+  const std::string description_;
+  mutable absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+class AsyncWork : public Work {
+ public:
+  explicit AsyncWork(std::shared_ptr<WorkState> state) : state_(std::move(state)) {}
+  // A Work that is already finished with `status` (e.g. an argument error).
+  static std::unique_ptr<Work> Done(absl::Status status);
+
+  bool IsCompleted() override { return state_->IsCompleted(); }
+  absl::Status Wait(absl::Duration timeout = absl::InfiniteDuration()) override { return state_->Wait(timeout); }
+
+ private:
+  std::shared_ptr<WorkState> state_;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_COMM_ASYNC_WORK_H_

@@ -1,0 +1,421 @@
+#include "comm/mpi_communicator.h"
+
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "comm/async_work.h"
+#include "comm/collective_checker.h"
+#include "comm/fingerprint.h"
+#include "comm/watchdog.h"
+#include "core/status_macros.h"
+
+namespace zeroshard {
+namespace {
+
+constexpr int kMaxTag = 32767;  // the MPI standard's minimum MPI_TAG_UB
+
+// f32 staging for f16/bf16 reductions, accounted as kCommBuffers.
+class F32Staging {
+ public:
+  F32Staging(MemoryTracker* tracker, size_t n) : tracker_(tracker), data_(n) {
+    if (tracker_) tracker_->Allocated(MemoryCategory::kCommBuffers, Bytes());
+  }
+  ~F32Staging() {
+    if (tracker_) tracker_->Freed(MemoryCategory::kCommBuffers, Bytes());
+  }
+  float* data() { return data_.data(); }
+  int64_t Bytes() const { return static_cast<int64_t>(data_.size() * sizeof(float)); }
+
+ private:
+  MemoryTracker* tracker_;
+  std::vector<float> data_;
+};
+
+bool IsHalf(DType dtype) { return dtype == DType::kF16 || dtype == DType::kBF16; }
+
+MPI_Op MpiOpOf(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
+
+// The reduction type MPI sees: f16/bf16 are reduced as f32.
+MPI_Datatype MpiReduceType(DType dtype) { return dtype == DType::kI32 ? MPI_INT32_T : MPI_FLOAT; }
+
+void DivideInPlace(void* buf, int64_t n, DType dtype, int divisor) {
+  if (dtype == DType::kI32) {
+    auto* p = static_cast<int32_t*>(buf);
+    for (int64_t i = 0; i < n; ++i) p[i] /= divisor;
+  } else {
+    auto* p = static_cast<float*>(buf);
+    const float d = static_cast<float>(divisor);
+    for (int64_t i = 0; i < n; ++i) p[i] /= d;
+  }
+}
+
+class MpiCommunicator : public Communicator {
+ public:
+  // Takes ownership of `comm`.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(MPI_Comm comm, const std::string& name,
+                                                              const CommOptions& options) {
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    std::unique_ptr<CollectiveChecker> checker;
+    if (options.debug_checks) {
+      auto checker_or = CollectiveChecker::Create(comm, name);
+      if (!checker_or.ok()) {
+        MPI_Comm_free(&comm);
+        return checker_or.status();
+      }
+      checker = std::move(checker_or).value();
+    }
+    return std::unique_ptr<Communicator>(new MpiCommunicator(comm, name, options, std::move(checker)));
+  }
+
+  ~MpiCommunicator() override {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    progress_thread_.join();
+    watchdog_.reset();
+    checker_.reset();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  Device device() const override { return Device::kCpu; }
+
+  std::unique_ptr<Work> AllGather(const void* in, void* out, int64_t count, DType dtype) override {
+    absl::Status s = CheckBuffers(count, dtype, size_, {in, out});
+    if (!s.ok()) return AsyncWork::Done(s);
+    const size_t bytes = count * DTypeSize(dtype);
+    const bool in_place = in == static_cast<const char*>(out) + rank_ * bytes;
+    CollectiveFingerprint fp{0, CommOp::kAllGather, count, dtype, -1, ReduceOp::kSum};
+    return IssueCollective(fp, bytes, false, [=] {
+      MPI_Datatype t = MpiRawType(dtype);
+      return MpiStatus(MPI_Allgather(in_place ? MPI_IN_PLACE : in, static_cast<int>(count), t, out,
+                                     static_cast<int>(count), t, comm_),
+                       "MPI_Allgather");
+    });
+  }
+
+  std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype,
+                                      ReduceOp op) override {
+    absl::Status s = CheckBuffers(count, dtype, size_, {in, out});
+    if (s.ok()) s = CheckReducible(dtype);
+    if (!s.ok()) return AsyncWork::Done(s);
+    CollectiveFingerprint fp{0, CommOp::kReduceScatter, count, dtype, -1, op};
+    return IssueCollective(fp, count * DTypeSize(dtype), false, [=] {
+      const int c = static_cast<int>(count);
+      if (!IsHalf(dtype)) {
+        RETURN_IF_ERROR(MpiStatus(
+            MPI_Reduce_scatter_block(in, out, c, MpiReduceType(dtype), MpiOpOf(op), comm_),
+            "MPI_Reduce_scatter_block"));
+        if (op == ReduceOp::kAvg) DivideInPlace(out, count, dtype, size_);
+        return absl::OkStatus();
+      }
+      F32Staging wide_in(options_.tracker, static_cast<size_t>(count) * size_);
+      F32Staging wide_out(options_.tracker, static_cast<size_t>(count));
+      ConvertHalfToF32(static_cast<const uint16_t*>(in), wide_in.data(), count * size_, dtype);
+      RETURN_IF_ERROR(MpiStatus(
+          MPI_Reduce_scatter_block(wide_in.data(), wide_out.data(), c, MPI_FLOAT, MpiOpOf(op), comm_),
+          "MPI_Reduce_scatter_block"));
+      if (op == ReduceOp::kAvg) DivideInPlace(wide_out.data(), count, DType::kF32, size_);
+      ConvertF32ToHalf(wide_out.data(), static_cast<uint16_t*>(out), count, dtype);
+      return absl::OkStatus();
+    });
+  }
+
+  std::unique_ptr<Work> AllReduce(void* buf, int64_t count, DType dtype, ReduceOp op) override {
+    absl::Status s = CheckBuffers(count, dtype, 1, {buf});
+    if (s.ok()) s = CheckReducible(dtype);
+    if (!s.ok()) return AsyncWork::Done(s);
+    CollectiveFingerprint fp{0, CommOp::kAllReduce, count, dtype, -1, op};
+    return IssueCollective(fp, count * DTypeSize(dtype), false, [=] {
+      const int c = static_cast<int>(count);
+      if (!IsHalf(dtype)) {
+        RETURN_IF_ERROR(MpiStatus(MPI_Allreduce(MPI_IN_PLACE, buf, c, MpiReduceType(dtype), MpiOpOf(op), comm_),
+                                  "MPI_Allreduce"));
+        if (op == ReduceOp::kAvg) DivideInPlace(buf, count, dtype, size_);
+        return absl::OkStatus();
+      }
+      F32Staging wide(options_.tracker, static_cast<size_t>(count));
+      ConvertHalfToF32(static_cast<const uint16_t*>(buf), wide.data(), count, dtype);
+      RETURN_IF_ERROR(
+          MpiStatus(MPI_Allreduce(MPI_IN_PLACE, wide.data(), c, MPI_FLOAT, MpiOpOf(op), comm_), "MPI_Allreduce"));
+      if (op == ReduceOp::kAvg) DivideInPlace(wide.data(), count, DType::kF32, size_);
+      ConvertF32ToHalf(wide.data(), static_cast<uint16_t*>(buf), count, dtype);
+      return absl::OkStatus();
+    });
+  }
+
+  std::unique_ptr<Work> Broadcast(void* buf, int64_t count, DType dtype, int root) override {
+    absl::Status s = CheckBuffers(count, dtype, 1, {buf});
+    if (s.ok()) s = CheckRank(root, "root");
+    if (!s.ok()) return AsyncWork::Done(s);
+    CollectiveFingerprint fp{0, CommOp::kBroadcast, count, dtype, root, ReduceOp::kSum};
+    return IssueCollective(fp, count * DTypeSize(dtype), root == rank_, [=] {
+      return MpiStatus(MPI_Bcast(buf, static_cast<int>(count), MpiRawType(dtype), root, comm_), "MPI_Bcast");
+    });
+  }
+
+  std::unique_ptr<Work> Send(const void* buf, int64_t count, DType dtype, int peer, int tag) override {
+    absl::Status s = CheckPointToPoint(buf, count, dtype, peer, tag);
+    if (!s.ok()) return AsyncWork::Done(s);
+    std::string what = absl::StrCat("Send(", DTypeName(dtype), ", ", count, ") to rank ", peer, " tag ", tag);
+    return IssuePointToPoint(CommOp::kSend, std::move(what), count * DTypeSize(dtype), [=](MPI_Request* req) {
+      return MpiStatus(MPI_Isend(buf, static_cast<int>(count), MpiRawType(dtype), peer, tag, comm_, req),
+                       "MPI_Isend");
+    });
+  }
+
+  std::unique_ptr<Work> Recv(void* buf, int64_t count, DType dtype, int peer, int tag) override {
+    absl::Status s = CheckPointToPoint(buf, count, dtype, peer, tag);
+    if (!s.ok()) return AsyncWork::Done(s);
+    std::string what = absl::StrCat("Recv(", DTypeName(dtype), ", ", count, ") from rank ", peer, " tag ", tag);
+    return IssuePointToPoint(CommOp::kRecv, std::move(what), count * DTypeSize(dtype), [=](MPI_Request* req) {
+      return MpiStatus(MPI_Irecv(buf, static_cast<int>(count), MpiRawType(dtype), peer, tag, comm_, req),
+                       "MPI_Irecv");
+    });
+  }
+
+  std::unique_ptr<Work> Barrier() override {
+    CollectiveFingerprint fp{0, CommOp::kBarrier, 0, DType::kF32, -1, ReduceOp::kSum};
+    return IssueCollective(fp, 0, false, [=] { return MpiStatus(MPI_Barrier(comm_), "MPI_Barrier"); });
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key, const std::string& name) override {
+    if (color < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Split color ", color, " must be >= 0"));
+    }
+    auto result = std::make_shared<absl::StatusOr<std::unique_ptr<Communicator>>>(
+        absl::InternalError("Split did not run"));
+    CollectiveFingerprint fp{0, CommOp::kSplit, 0, DType::kF32, -1, ReduceOp::kSum};
+    CommOptions options = options_;
+    std::unique_ptr<Work> work = IssueCollective(fp, 0, false, [=] {
+      MPI_Comm sub;
+      RETURN_IF_ERROR(MpiStatus(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split"));
+      *result = Create(sub, name, options);
+      return result->status();
+    });
+    RETURN_IF_ERROR(work->Wait());
+    return std::move(*result);
+  }
+
+  CommStats Stats() const override {
+    absl::MutexLock lock(&mu_);
+    return stats_;
+  }
+
+ private:
+  struct Task {
+    std::shared_ptr<WorkState> state;
+    std::string what;                                 // for watchdog and p2p messages
+    std::optional<CollectiveFingerprint> fingerprint;  // collectives only
+    std::function<absl::Status()> run;                 // collectives: blocking MPI call
+    std::function<absl::Status(MPI_Request*)> post;    // p2p: posts a nonblocking call
+  };
+  struct PendingRequest {
+    MPI_Request request;
+    std::shared_ptr<WorkState> state;
+    std::string what;
+    absl::Time start;
+  };
+
+  MpiCommunicator(MPI_Comm comm, std::string name, CommOptions options, std::unique_ptr<CollectiveChecker> checker)
+      : comm_(comm), name_(std::move(name)), options_(options), checker_(std::move(checker)) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    watchdog_ = std::make_unique<CollectiveWatchdog>(name_, size_, options_.timeout,
+                                                     [](const std::string& msg) { AbortJob(msg); });
+    progress_thread_ = std::thread([this] { ProgressLoop(); });
+  }
+
+  absl::Status CheckBuffers(int64_t count, DType dtype, int count_multiplier, std::vector<const void*> bufs) const {
+    if (count < 0) return absl::InvalidArgumentError(absl::StrCat("element count ", count, " must be >= 0"));
+    if (count * count_multiplier > INT_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat("element count ", count, " x ", count_multiplier,
+                                                     " exceeds MPI's limit of ", INT_MAX, " per call"));
+    }
+    if (count > 0) {
+      for (const void* b : bufs) {
+        if (b == nullptr) return absl::InvalidArgumentError(absl::StrCat("null buffer for ", count, " elements"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status CheckReducible(DType dtype) {
+    if (dtype == DType::kU16) {
+      return absl::InvalidArgumentError("dtype u16 cannot be reduced; expected f32, f16, bf16 or i32");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckRank(int r, const char* what) const {
+    if (r < 0 || r >= size_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", r, " is not a rank of group ", name_, " (size ", size_, ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckPointToPoint(const void* buf, int64_t count, DType dtype, int peer, int tag) const {
+    RETURN_IF_ERROR(CheckBuffers(count, dtype, 1, {buf}));
+    RETURN_IF_ERROR(CheckRank(peer, "peer"));
+    if (tag < 0 || tag > kMaxTag) {
+      return absl::InvalidArgumentError(absl::StrCat("tag ", tag, " is outside [0, ", kMaxTag, "]"));
+    }
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<Work> IssueCollective(CollectiveFingerprint fp, int64_t bytes_per_rank, bool is_root,
+                                        std::function<absl::Status()> run) {
+    Task task;
+    task.run = std::move(run);
+    absl::MutexLock lock(&mu_);
+    fp.seq = ++seq_;
+    task.what = absl::StrCat("collective #", fp.seq, " ", DescribeCollective(fp));
+    task.state = std::make_shared<WorkState>(absl::StrCat(task.what, " in group ", name_));
+    task.fingerprint = fp;
+    stats_.Record(fp.op, size_, bytes_per_rank, is_root);
+    auto work = std::make_unique<AsyncWork>(task.state);
+    queue_.push_back(std::move(task));
+    return work;
+  }
+
+  std::unique_ptr<Work> IssuePointToPoint(CommOp op, std::string what, int64_t bytes,
+                                          std::function<absl::Status(MPI_Request*)> post) {
+    Task task;
+    task.post = std::move(post);
+    task.state = std::make_shared<WorkState>(absl::StrCat(what, " in group ", name_));
+    task.what = std::move(what);
+    absl::MutexLock lock(&mu_);
+    stats_.Record(op, size_, bytes, false);
+    auto work = std::make_unique<AsyncWork>(task.state);
+    queue_.push_back(std::move(task));
+    return work;
+  }
+
+  bool HasQueuedOrStopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stop_; }
+  bool HasQueued() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty(); }
+
+  void ProgressLoop() {
+    absl::Duration pause = absl::Microseconds(1);
+    while (true) {
+      std::optional<Task> task;
+      {
+        absl::MutexLock lock(&mu_);
+        if (queue_.empty() && pending_.empty() && stop_) return;
+        if (pending_.empty()) {
+          mu_.Await(absl::Condition(this, &MpiCommunicator::HasQueuedOrStopped));
+        } else {
+          // Requests in flight: sleep briefly, wake early for new work.
+          mu_.AwaitWithTimeout(absl::Condition(this, &MpiCommunicator::HasQueued), pause);
+        }
+        if (!queue_.empty()) {
+          task = std::move(queue_.front());
+          queue_.pop_front();
+        }
+      }
+      const bool progressed = PollPending();
+      if (task) Execute(*task);
+      pause = (task || progressed) ? absl::Microseconds(1) : std::min(pause * 2, absl::Microseconds(500));
+    }
+  }
+
+  void Execute(Task& task) {
+    if (!failure_.ok()) {
+      task.state->Complete(absl::FailedPreconditionError(
+          absl::StrCat("communicator ", name_, " is unusable after an earlier failure: ", failure_.message())));
+      return;
+    }
+    if (task.post) {
+      PendingRequest p{MPI_REQUEST_NULL, task.state, std::move(task.what), absl::Now()};
+      absl::Status s = task.post(&p.request);
+      if (!s.ok()) {
+        failure_ = s;
+        task.state->Complete(s);
+        return;
+      }
+      pending_.push_back(std::move(p));
+      PollPending();
+      return;
+    }
+    const bool check = checker_ != nullptr && task.fingerprint.has_value();
+    watchdog_->Begin(task.what, check);
+    absl::Status s;
+    if (check) s = checker_->Check(*task.fingerprint, watchdog_.get());
+    if (s.ok()) s = task.run();
+    watchdog_->End();
+    if (!s.ok()) failure_ = s;
+    task.state->Complete(s);
+  }
+
+  // Completes finished point-to-point requests; true if any finished.
+  bool PollPending() {
+    bool progressed = false;
+    const absl::Time now = absl::Now();
+    for (size_t i = 0; i < pending_.size();) {
+      int flag = 0;
+      absl::Status s = MpiStatus(MPI_Test(&pending_[i].request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      if (s.ok() && !flag) {
+        if (options_.timeout != absl::InfiniteDuration() && now - pending_[i].start > options_.timeout) {
+          AbortJob(absl::StrCat(pending_[i].what, " in group ", name_, " did not finish within ",
+                                absl::FormatDuration(options_.timeout)));
+        }
+        ++i;
+        continue;
+      }
+      pending_[i].state->Complete(s);
+      pending_.erase(pending_.begin() + i);
+      progressed = true;
+    }
+    return progressed;
+  }
+
+  MPI_Comm comm_;
+  const std::string name_;
+  const CommOptions options_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::unique_ptr<CollectiveChecker> checker_;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  CommStats stats_ ABSL_GUARDED_BY(mu_);
+
+  // Owned by the progress thread.
+  std::vector<PendingRequest> pending_;
+  absl::Status failure_;
+  std::thread progress_thread_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(MPI_Comm group, const std::string& name,
+                                                                    const CommOptions& options) {
+  RETURN_IF_ERROR(EnsureMpiInitialized());
+  MPI_Comm dup;
+  RETURN_IF_ERROR(MpiStatus(MPI_Comm_dup(group, &dup), "MPI_Comm_dup"));
+  return MpiCommunicator::Create(dup, name, options);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiWorld(const CommOptions& options) {
+  RETURN_IF_ERROR(EnsureMpiInitialized());
+  return CreateMpiCommunicator(MPI_COMM_WORLD, "world", options);
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,41 @@
+// Process-wide MPI set-up shared by the MPI and NCCL backends.
+#ifndef ZEROSHARD_COMM_MPI_ENV_H_
+#define ZEROSHARD_COMM_MPI_ENV_H_
+
+#include <mpi.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/dtype.h"
+
+namespace zeroshard {
+
+// Exit status of a job the watchdog aborted (what mpirun reports).
+inline constexpr int kWatchdogExitCode = 70;
+
+// Initialises MPI with MPI_THREAD_MULTIPLE (every communicator has its own
+// progress thread, and they call MPI concurrently) unless it is already
+// initialised. kFailedPrecondition when MPI was finalised, or when it runs at
+// a lower thread level than MPI_THREAD_MULTIPLE (naming both levels).
+absl::Status EnsureMpiInitialized();
+
+// MPI_Finalize if MPI is initialised and not yet finalised. Every
+// communicator must be destroyed before.
+void FinalizeMpi();
+
+// OK for MPI_SUCCESS, else kInternal "`what` failed: <MPI's error string>".
+absl::Status MpiStatus(int mpi_error, absl::string_view what);
+
+// The MPI type that moves `dtype` verbatim (f16/bf16/u16 as MPI_UINT16_T).
+MPI_Datatype MpiRawType(DType dtype);
+
+// Prints "[rank R] zeroshard: <message>; aborting the job" to stderr and
+// calls MPI_Abort(MPI_COMM_WORLD, kWatchdogExitCode). Does not return. The
+// watchdog's way out of a collective that cannot be cancelled.
+[[noreturn]] void AbortJob(const std::string& message);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_COMM_MPI_ENV_H_

@@ -1,0 +1,90 @@
+#include "comm/process_grid.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace zeroshard {
+namespace {
+
+// The coordinate along `axis`, and an id shared by the rank's group on it.
+int CoordAlong(const GridCoords& c, GridAxis axis) {
+  return axis == GridAxis::kDp ? c.dp : axis == GridAxis::kTp ? c.tp : c.pp;
+}
+
+int GroupColor(const GridShape& s, const GridCoords& c, GridAxis axis) {
+  switch (axis) {
+    case GridAxis::kTp:
+      return c.dp + s.dp * c.pp;
+    case GridAxis::kDp:
+      return c.tp + s.tp * c.pp;
+    case GridAxis::kPp:
+      return c.tp + s.tp * c.dp;
+  }
+  return 0;
+}
+
+}  // namespace
+
+const char* GridAxisName(GridAxis axis) {
+  return axis == GridAxis::kDp ? "dp" : axis == GridAxis::kTp ? "tp" : "pp";
+}
+
+GridCoords CoordsOfRank(const GridShape& shape, int rank) {
+  GridCoords c;
+  c.tp = rank % shape.tp;
+  c.dp = (rank / shape.tp) % shape.dp;
+  c.pp = rank / (shape.tp * shape.dp);
+  return c;
+}
+
+int RankOfCoords(const GridShape& shape, const GridCoords& c) { return c.tp + shape.tp * (c.dp + shape.dp * c.pp); }
+
+std::vector<std::vector<int>> GroupsAlong(const GridShape& shape, GridAxis axis) {
+  const int n = shape.size();
+  const int group_size = axis == GridAxis::kDp ? shape.dp : axis == GridAxis::kTp ? shape.tp : shape.pp;
+  std::vector<std::vector<int>> groups(n / group_size, std::vector<int>(group_size));
+  // Colors are dense in [0, n / group_size) but not ordered by lowest rank;
+  // map them in order of first appearance (ranks ascend).
+  std::vector<int> slot_of_color(n / group_size, -1);
+  int next = 0;
+  for (int r = 0; r < n; ++r) {
+    const GridCoords c = CoordsOfRank(shape, r);
+    int& slot = slot_of_color[GroupColor(shape, c, axis)];
+    if (slot < 0) slot = next++;
+    groups[slot][CoordAlong(c, axis)] = r;
+  }
+  return groups;
+}
+
+absl::Status ValidateGridShape(const GridShape& shape, int world_size) {
+  if (shape.dp < 1 || shape.tp < 1 || shape.pp < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("grid shape dp=", shape.dp, " tp=", shape.tp, " pp=", shape.pp,
+                                                   " has a dimension < 1"));
+  }
+  if (static_cast<int64_t>(shape.dp) * shape.tp * shape.pp != world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("grid shape dp=", shape.dp, " tp=", shape.tp, " pp=", shape.pp,
+                                                   " needs ", static_cast<int64_t>(shape.dp) * shape.tp * shape.pp,
+                                                   " ranks but the world has ", world_size));
+  }
+  return absl::OkStatus();
+}
+
+Communicator& ProcessGrid::group(GridAxis axis) const {
+  return axis == GridAxis::kDp ? dp() : axis == GridAxis::kTp ? tp() : pp();
+}
+
+absl::StatusOr<ProcessGrid> ProcessGrid::Create(std::unique_ptr<Communicator> world, GridShape shape) {
+  if (world == nullptr) return absl::InvalidArgumentError("ProcessGrid::Create needs a world communicator");
+  RETURN_IF_ERROR(ValidateGridShape(shape, world->size()));
+  ProcessGrid grid;
+  grid.shape_ = shape;
+  grid.coords_ = CoordsOfRank(shape, world->rank());
+  const GridCoords& c = grid.coords_;
+  ASSIGN_OR_RETURN(grid.tp_, world->Split(GroupColor(shape, c, GridAxis::kTp), c.tp, "tp"));
+  ASSIGN_OR_RETURN(grid.dp_, world->Split(GroupColor(shape, c, GridAxis::kDp), c.dp, "dp"));
+  ASSIGN_OR_RETURN(grid.pp_, world->Split(GroupColor(shape, c, GridAxis::kPp), c.pp, "pp"));
+  grid.world_ = std::move(world);
+  return grid;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,82 @@
+// The dp × tp × pp process grid (DESIGN.md §4, Megatron's order).
+//
+// World rank = tp_rank + tp · (dp_rank + dp · pp_rank): tp varies fastest, so
+// a tp group is tp consecutive ranks (neighbours on a host), then dp, then pp.
+// A tp group fixes (dp_rank, pp_rank); a dp group fixes (tp_rank, pp_rank); a
+// pp group fixes (tp_rank, dp_rank). Within a group, ranks are ordered by
+// their coordinate along the group's axis, so group rank == that coordinate.
+#ifndef ZEROSHARD_COMM_PROCESS_GRID_H_
+#define ZEROSHARD_COMM_PROCESS_GRID_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+
+namespace zeroshard {
+
+struct GridShape {
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  int size() const { return dp * tp * pp; }
+};
+
+struct GridCoords {
+  int dp = 0;
+  int tp = 0;
+  int pp = 0;
+  bool operator==(const GridCoords& o) const { return dp == o.dp && tp == o.tp && pp == o.pp; }
+};
+
+enum class GridAxis { kDp, kTp, kPp };
+const char* GridAxisName(GridAxis axis);  // "dp", "tp", "pp"
+
+// Rank-layout arithmetic, usable without MPI. Preconditions: valid shape
+// (ValidateGridShape), rank in [0, shape.size()).
+GridCoords CoordsOfRank(const GridShape& shape, int rank);
+int RankOfCoords(const GridShape& shape, const GridCoords& coords);
+// Every group along `axis`, each listed by world rank in group-rank order;
+// groups are ordered by their lowest world rank.
+std::vector<std::vector<int>> GroupsAlong(const GridShape& shape, GridAxis axis);
+// kInvalidArgument unless every dimension is >= 1 and dp·tp·pp == world_size.
+absl::Status ValidateGridShape(const GridShape& shape, int world_size);
+
+// Owns the world communicator and its dp, tp and pp sub-communicators.
+// Movable; the communicators live as long as the grid.
+class ProcessGrid {
+ public:
+  // Collective over `world`: splits it into the three groups (always in the
+  // order tp, dp, pp). Errors: the shape does not match world->size()
+  // (kInvalidArgument), or a Split failed.
+  static absl::StatusOr<ProcessGrid> Create(std::unique_ptr<Communicator> world, GridShape shape);
+
+  Communicator& world() const { return *world_; }
+  Communicator& dp() const { return *dp_; }
+  Communicator& tp() const { return *tp_; }
+  Communicator& pp() const { return *pp_; }
+  Communicator& group(GridAxis axis) const;
+
+  const GridShape& shape() const { return shape_; }
+  const GridCoords& coords() const { return coords_; }
+  int dp_rank() const { return coords_.dp; }
+  int tp_rank() const { return coords_.tp; }
+  int pp_rank() const { return coords_.pp; }
+
+ private:
+  ProcessGrid() = default;
+
+  GridShape shape_;
+  GridCoords coords_;
+  // Sub-communicators are destroyed before the world they were split from.
+  std::unique_ptr<Communicator> world_;
+  std::unique_ptr<Communicator> tp_;
+  std::unique_ptr<Communicator> dp_;
+  std::unique_ptr<Communicator> pp_;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_COMM_PROCESS_GRID_H_
