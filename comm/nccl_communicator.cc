@@ -169,7 +169,7 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype,
                                       ReduceOp op) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
-    if (dtype == DType::kU16) return AsyncWork::Done(absl::InvalidArgumentError("dtype u16 cannot be reduced"));
+    if (dtype == DType::kU16) return AsyncWork::Done(NotReducible());
     CollectiveFingerprint fp{0, CommOp::kReduceScatter, count, dtype, -1, op};
     return Issue(fp, count * DTypeSize(dtype), false, [=](cudaStream_t s) {
       return ncclReduceScatter(in, out, count, NcclType(dtype), NcclOp(op), comm_, s);
@@ -177,7 +177,7 @@ class NcclCommunicator : public Communicator {
   }
   std::unique_ptr<Work> AllReduce(void* buf, int64_t count, DType dtype, ReduceOp op) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
-    if (dtype == DType::kU16) return AsyncWork::Done(absl::InvalidArgumentError("dtype u16 cannot be reduced"));
+    if (dtype == DType::kU16) return AsyncWork::Done(NotReducible());
     CollectiveFingerprint fp{0, CommOp::kAllReduce, count, dtype, -1, op};
     return Issue(fp, count * DTypeSize(dtype), false, [=](cudaStream_t s) {
       return ncclAllReduce(buf, buf, count, NcclType(dtype), NcclOp(op), comm_, s);
@@ -195,6 +195,7 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<Work> Send(const void* buf, int64_t count, DType dtype, int peer, int tag) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
     if (peer < 0 || peer >= size_) return AsyncWork::Done(BadRank(peer, "peer"));
+    if (tag < 0 || tag > 32767) return AsyncWork::Done(BadTag(tag));
     CollectiveFingerprint fp{0, CommOp::kSend, count, dtype, peer, ReduceOp::kSum};
     return Issue(fp, count * DTypeSize(dtype), false, [=](cudaStream_t s) {
       return ncclSend(buf, count, NcclType(dtype), peer, comm_, s);
@@ -203,6 +204,7 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<Work> Recv(void* buf, int64_t count, DType dtype, int peer, int tag) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
     if (peer < 0 || peer >= size_) return AsyncWork::Done(BadRank(peer, "peer"));
+    if (tag < 0 || tag > 32767) return AsyncWork::Done(BadTag(tag));
     CollectiveFingerprint fp{0, CommOp::kRecv, count, dtype, peer, ReduceOp::kSum};
     return Issue(fp, count * DTypeSize(dtype), false, [=](cudaStream_t s) {
       return ncclRecv(buf, count, NcclType(dtype), peer, comm_, s);
@@ -258,6 +260,12 @@ class NcclCommunicator : public Communicator {
 
   absl::Status BadCount(int64_t count) const {
     return absl::InvalidArgumentError(absl::StrCat("element count ", count, " must be >= 0"));
+  }
+  static absl::Status NotReducible() {
+    return absl::InvalidArgumentError("dtype u16 cannot be reduced; expected f32, f16, bf16 or i32");
+  }
+  static absl::Status BadTag(int tag) {
+    return absl::InvalidArgumentError(absl::StrCat("tag ", tag, " is outside [0, 32767]"));
   }
   absl::Status BadRank(int r, const char* what) const {
     return absl::InvalidArgumentError(

@@ -1,0 +1,76 @@
+// Builds a ProcessGrid for every dp × tp × pp shape of the world and checks
+// that every member of every group agrees on who is in it.
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "comm/process_grid.h"
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+std::vector<GridShape> ShapesOf(int n) {
+  std::vector<GridShape> shapes;
+  for (int dp = 1; dp <= n; ++dp) {
+    for (int tp = 1; tp <= n; ++tp) {
+      if (n % (dp * tp) == 0) shapes.push_back({dp, tp, n / (dp * tp)});
+    }
+  }
+  return shapes;
+}
+
+// The members of this rank's group along `axis`, gathered over the group.
+std::vector<int> GatherMembers(Communicator& group, int world_rank) {
+  std::vector<int32_t> members(group.size(), -1);
+  int32_t mine = world_rank;
+  EXPECT_TRUE(group.AllGather(&mine, members.data(), 1, DType::kI32)->Wait().ok());
+  return std::vector<int>(members.begin(), members.end());
+}
+
+TEST(ProcessGridMpiTest, EveryShapeAgreesOnGroupMembership) {
+  CommOptions options;
+  options.timeout = absl::Seconds(60);
+  options.debug_checks = true;
+  auto probe = CreateMpiWorld(options);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const int n = (*probe)->size();
+  const int world_rank = (*probe)->rank();
+  probe->reset();
+  for (const GridShape& shape : ShapesOf(n)) {
+    SCOPED_TRACE(testing::Message() << "dp=" << shape.dp << " tp=" << shape.tp << " pp=" << shape.pp);
+    auto world = CreateMpiWorld(options);
+    ASSERT_TRUE(world.ok()) << world.status();
+    auto grid = ProcessGrid::Create(std::move(world).value(), shape);
+    ASSERT_TRUE(grid.ok()) << grid.status();
+    EXPECT_EQ(grid->coords(), CoordsOfRank(shape, world_rank));
+    EXPECT_EQ(grid->world().rank(), world_rank);
+    for (GridAxis axis : {GridAxis::kTp, GridAxis::kDp, GridAxis::kPp}) {
+      Communicator& group = grid->group(axis);
+      EXPECT_EQ(group.name(), GridAxisName(axis));
+      const std::vector<int> members = GatherMembers(group, world_rank);
+      std::vector<int> expected;
+      for (const auto& g : GroupsAlong(shape, axis)) {
+        for (int r : g) {
+          if (r == world_rank) expected = g;
+        }
+      }
+      EXPECT_EQ(members, expected) << GridAxisName(axis);
+      const int coord = axis == GridAxis::kDp ? grid->dp_rank() : axis == GridAxis::kTp ? grid->tp_rank()
+                                                                                         : grid->pp_rank();
+      EXPECT_EQ(group.rank(), coord) << GridAxisName(axis);
+    }
+  }
+}
+
+TEST(ProcessGridMpiTest, ShapeThatDoesNotFitIsRejected) {
+  auto world = CreateMpiWorld(CommOptions{});
+  ASSERT_TRUE(world.ok()) << world.status();
+  const int n = (*world)->size();
+  auto grid = ProcessGrid::Create(std::move(world).value(), {n + 1, 1, 1});
+  EXPECT_EQ(grid.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(grid.status().message(), "grid shape dp=" + std::to_string(n + 1) + " tp=1 pp=1 needs " +
+                                         std::to_string(n + 1) + " ranks but the world has " + std::to_string(n));
+}
+
+}  // namespace
+}  // namespace zeroshard
