@@ -1,0 +1,316 @@
+#include "nn/gpt2_units.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "kernels/residual.h"
+#include "nn/tensor_checks.h"
+
+namespace zeroshard {
+namespace {
+
+// A view of the same memory with another shape.
+TensorView Reshaped(const TensorView& t, std::vector<int64_t> shape) {
+  TensorView v = t;
+  v.shape = std::move(shape);
+  return v;
+}
+
+absl::Status CheckParamCount(const std::string& unit, absl::Span<const TensorView> views, size_t expected,
+                             const char* what) {
+  if (views.size() != expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(unit, ": got ", views.size(), " ", what, " views, expected ", expected));
+  }
+  return absl::OkStatus();
+}
+
+// (B, T) of the batch's inputs; kInvalidArgument unless (B, T) i32 on device.
+absl::StatusOr<std::pair<int64_t, int64_t>> BatchShape(const ComputeContext& ctx, const TokenBatch& batch,
+                                                       bool need_targets) {
+  if (batch.inputs.shape.size() != 2) {
+    return CheckTensor(batch.inputs, "batch inputs", DType::kI32, {-1, -1}, ctx.kernels.device);
+  }
+  const int64_t b = batch.inputs.shape[0], t = batch.inputs.shape[1];
+  RETURN_IF_ERROR(CheckTensor(batch.inputs, "batch inputs", DType::kI32, {b, t}, ctx.kernels.device));
+  if (need_targets) RETURN_IF_ERROR(CheckTensor(batch.targets, "batch targets", DType::kI32, {b, t}, ctx.kernels.device));
+  return std::make_pair(b, t);
+}
+
+absl::StatusOr<Buffer> CopyOf(const ComputeContext& ctx, const TensorView& src, MemoryCategory category) {
+  ASSIGN_OR_RETURN(Buffer buf, AllocateOnDevice(ctx, category, src.dtype, src.numel()));
+  RETURN_IF_ERROR(DeviceCopy(buf.data(), buf.device(), src.data, src.device, static_cast<size_t>(src.bytes())));
+  return buf;
+}
+
+ParamSpec Spec(std::string name, std::vector<int64_t> shape, InitKind init, float std = 0.02f) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  p.init = init;
+  p.init_std = init == InitKind::kNormal ? std : 0.0f;
+  return p;
+}
+
+class NothingSaved : public SavedActivations {
+ public:
+  int64_t bytes() const override { return 0; }
+};
+
+struct BlockSaved : public SavedActivations {
+  Buffer x, ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
+  int64_t bytes() const override {
+    return x.bytes() + ln1.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + qkv.bytes() + att.bytes() +
+           atty.bytes() + res2.bytes() + ln2.bytes() + ln2_mean.bytes() + ln2_rstd.bytes() + fch.bytes() +
+           fch_gelu.bytes();
+  }
+};
+
+struct HeadSaved : public SavedActivations {
+  Buffer x, lnf, lnf_mean, lnf_rstd, logits, lse;
+  int64_t bytes() const override {
+    return x.bytes() + lnf.bytes() + lnf_mean.bytes() + lnf_rstd.bytes() + logits.bytes() + lse.bytes();
+  }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// embed
+
+Gpt2EmbedUnit::Gpt2EmbedUnit(const Gpt2Config& config)
+    : embedding_(config.vocab_size, config.seq_len, config.n_embd), c_(config.n_embd) {
+  // Hugging Face initialises both embeddings with normal(0, 0.02).
+  params_.push_back(Spec("wte.weight", {config.vocab_size, config.n_embd}, InitKind::kNormal));
+  params_.push_back(Spec("wpe.weight", {config.seq_len, config.n_embd}, InitKind::kNormal));
+}
+
+absl::Status Gpt2EmbedUnit::Forward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+                                    const TokenBatch& batch, const TensorView& /*in*/, Buffer* out,
+                                    std::unique_ptr<SavedActivations>* saved) {
+  RETURN_IF_ERROR(CheckParamCount(name_, params, 2, "parameter"));
+  ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/false));
+  ASSIGN_OR_RETURN(*out, AllocateOnDevice(ctx, MemoryCategory::kActivations, ctx.compute_dtype,
+                                          bt.first * bt.second * c_));
+  RETURN_IF_ERROR(embedding_.Forward(ctx, params[0], params[1], batch.inputs, View(*out, {bt.first, bt.second, c_})));
+  *saved = std::make_unique<NothingSaved>();
+  return absl::OkStatus();
+}
+
+absl::Status Gpt2EmbedUnit::Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+                                     absl::Span<const TensorView> grads, const TokenBatch& batch,
+                                     const SavedActivations& /*saved*/, const TensorView& grad_out,
+                                     Buffer* grad_in) {
+  RETURN_IF_ERROR(CheckParamCount(name_, params, 2, "parameter"));
+  RETURN_IF_ERROR(CheckParamCount(name_, grads, 2, "gradient"));
+  grad_in->Reset();
+  return embedding_.Backward(ctx, batch.inputs, grad_out, grads[0], grads[1]);
+}
+
+// ---------------------------------------------------------------------------
+// h.i
+
+Gpt2BlockUnit::Gpt2BlockUnit(const Gpt2Config& config, int layer)
+    : name_(absl::StrCat("h.", layer)),
+      c_(config.n_embd),
+      nh_(config.n_head),
+      ln_1_(absl::StrCat(name_, ".ln_1"), c_, kGpt2LayerNormEps),
+      ln_2_(absl::StrCat(name_, ".ln_2"), c_, kGpt2LayerNormEps),
+      c_attn_(absl::StrCat(name_, ".attn.c_attn"), c_, 3 * c_),
+      attn_c_proj_(absl::StrCat(name_, ".attn.c_proj"), c_, c_),
+      c_fc_(absl::StrCat(name_, ".mlp.c_fc"), c_, 4 * c_),
+      mlp_c_proj_(absl::StrCat(name_, ".mlp.c_proj"), 4 * c_, c_),
+      attn_(c_, nh_) {
+  // GPT-2 scales the residual projections' init by 1/sqrt(2 * n_layer).
+  const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config.n_layer));
+  const std::string p = name_ + ".";
+  params_ = {
+      Spec(p + "ln_1.weight", {c_}, InitKind::kOnes),
+      Spec(p + "ln_1.bias", {c_}, InitKind::kZeros),
+      Spec(p + "attn.c_attn.weight", {c_, 3 * c_}, InitKind::kNormal),
+      Spec(p + "attn.c_attn.bias", {3 * c_}, InitKind::kZeros),
+      Spec(p + "attn.c_proj.weight", {c_, c_}, InitKind::kNormal, proj_std),
+      Spec(p + "attn.c_proj.bias", {c_}, InitKind::kZeros),
+      Spec(p + "ln_2.weight", {c_}, InitKind::kOnes),
+      Spec(p + "ln_2.bias", {c_}, InitKind::kZeros),
+      Spec(p + "mlp.c_fc.weight", {c_, 4 * c_}, InitKind::kNormal),
+      Spec(p + "mlp.c_fc.bias", {4 * c_}, InitKind::kZeros),
+      Spec(p + "mlp.c_proj.weight", {4 * c_, c_}, InitKind::kNormal, proj_std),
+      Spec(p + "mlp.c_proj.bias", {c_}, InitKind::kZeros),
+  };
+}
+
+namespace {
+enum BlockParam { kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
+}  // namespace
+
+absl::Status Gpt2BlockUnit::Forward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+                                    const TokenBatch& /*batch*/, const TensorView& in, Buffer* out,
+                                    std::unique_ptr<SavedActivations>* saved) {
+  RETURN_IF_ERROR(CheckParamCount(name_, params, 12, "parameter"));
+  const DType dt = ctx.compute_dtype;
+  const Device dev = ctx.kernels.device;
+  const int64_t b = in.shape.size() == 3 ? in.shape[0] : -1;
+  const int64_t t = in.shape.size() == 3 ? in.shape[1] : -1;
+  RETURN_IF_ERROR(CheckTensor(in, absl::StrCat(name_, " input"), dt, {b, t, c_}, dev));
+  const int64_t n = b * t;
+  const auto act = MemoryCategory::kActivations;
+  auto s = std::make_unique<BlockSaved>();
+  ASSIGN_OR_RETURN(s->x, CopyOf(ctx, in, act));
+  ASSIGN_OR_RETURN(s->ln1, AllocateOnDevice(ctx, act, dt, n * c_));
+  ASSIGN_OR_RETURN(s->ln1_mean, AllocateOnDevice(ctx, act, DType::kF32, n));
+  ASSIGN_OR_RETURN(s->ln1_rstd, AllocateOnDevice(ctx, act, DType::kF32, n));
+  ASSIGN_OR_RETURN(s->qkv, AllocateOnDevice(ctx, act, dt, n * 3 * c_));
+  ASSIGN_OR_RETURN(s->att, AllocateOnDevice(ctx, act, DType::kF32, b * nh_ * t * t));
+  ASSIGN_OR_RETURN(s->atty, AllocateOnDevice(ctx, act, dt, n * c_));
+  ASSIGN_OR_RETURN(s->res2, AllocateOnDevice(ctx, act, dt, n * c_));
+  ASSIGN_OR_RETURN(s->ln2, AllocateOnDevice(ctx, act, dt, n * c_));
+  ASSIGN_OR_RETURN(s->ln2_mean, AllocateOnDevice(ctx, act, DType::kF32, n));
+  ASSIGN_OR_RETURN(s->ln2_rstd, AllocateOnDevice(ctx, act, DType::kF32, n));
+  ASSIGN_OR_RETURN(s->fch, AllocateOnDevice(ctx, act, dt, n * 4 * c_));
+  ASSIGN_OR_RETURN(s->fch_gelu, AllocateOnDevice(ctx, act, dt, n * 4 * c_));
+  ASSIGN_OR_RETURN(*out, AllocateOnDevice(ctx, act, dt, n * c_));
+
+  const TensorView x = View(s->x, {n, c_});
+  const TensorView res2 = View(s->res2, {n, c_});
+  const TensorView y = View(*out, {n, c_});
+  // Attention branch: res2 = x + c_proj(attn(c_attn(ln_1(x)))).
+  RETURN_IF_ERROR(ln_1_.Forward(ctx, params[kLn1W], params[kLn1B], x, View(s->ln1, {n, c_}),
+                                View(s->ln1_mean, {n}), View(s->ln1_rstd, {n})));
+  RETURN_IF_ERROR(c_attn_.Forward(ctx, params[kAttnW], params[kAttnB], View(s->ln1, {n, c_}),
+                                  View(s->qkv, {n, 3 * c_})));
+  RETURN_IF_ERROR(attn_.Forward(ctx, View(s->qkv, {b, t, 3 * c_}), View(s->atty, {b, t, c_}),
+                                View(s->att, {b, nh_, t, t})));
+  RETURN_IF_ERROR(attn_c_proj_.Forward(ctx, params[kAttnProjW], params[kAttnProjB], View(s->atty, {n, c_}), res2));
+  RETURN_IF_ERROR(kernels::ResidualForward(ctx.kernels, res2.data, res2.data, x.data, n * c_, dt));
+  // MLP branch: out = res2 + c_proj(gelu(c_fc(ln_2(res2)))).
+  RETURN_IF_ERROR(ln_2_.Forward(ctx, params[kLn2W], params[kLn2B], res2, View(s->ln2, {n, c_}),
+                                View(s->ln2_mean, {n}), View(s->ln2_rstd, {n})));
+  RETURN_IF_ERROR(c_fc_.Forward(ctx, params[kFcW], params[kFcB], View(s->ln2, {n, c_}), View(s->fch, {n, 4 * c_})));
+  RETURN_IF_ERROR(gelu_.Forward(ctx, View(s->fch, {n, 4 * c_}), View(s->fch_gelu, {n, 4 * c_})));
+  RETURN_IF_ERROR(mlp_c_proj_.Forward(ctx, params[kFcProjW], params[kFcProjB], View(s->fch_gelu, {n, 4 * c_}), y));
+  RETURN_IF_ERROR(kernels::ResidualForward(ctx.kernels, y.data, y.data, res2.data, n * c_, dt));
+  *saved = std::move(s);
+  return absl::OkStatus();
+}
+
+absl::Status Gpt2BlockUnit::Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+                                     absl::Span<const TensorView> grads, const TokenBatch& /*batch*/,
+                                     const SavedActivations& saved_base, const TensorView& grad_out,
+                                     Buffer* grad_in) {
+  RETURN_IF_ERROR(CheckParamCount(name_, params, 12, "parameter"));
+  RETURN_IF_ERROR(CheckParamCount(name_, grads, 12, "gradient"));
+  const auto* s = dynamic_cast<const BlockSaved*>(&saved_base);
+  if (s == nullptr) return absl::InvalidArgumentError(absl::StrCat(name_, ": saved activations are not a block's"));
+  const DType dt = ctx.compute_dtype;
+  const Device dev = ctx.kernels.device;
+  const int64_t b = grad_out.shape.size() == 3 ? grad_out.shape[0] : -1;
+  const int64_t t = grad_out.shape.size() == 3 ? grad_out.shape[1] : -1;
+  const int64_t n = b * t;
+  RETURN_IF_ERROR(CheckTensor(grad_out, absl::StrCat(name_, " output grad"), dt, {b, t, c_}, dev));
+  if (s->x.numel() != n * c_) {
+    return absl::InvalidArgumentError(absl::StrCat(name_, ": output grad has ", n, " rows but the saved forward had ",
+                                                   s->x.numel() / c_));
+  }
+  const auto ws = MemoryCategory::kWorkspace;
+  const TensorView dy = Reshaped(grad_out, {n, c_});
+  // dres2 = dout + (ln_2 branch's input grad).
+  ASSIGN_OR_RETURN(Buffer dres2, CopyOf(ctx, dy, ws));
+  ASSIGN_OR_RETURN(Buffer dfch, AllocateOnDevice(ctx, ws, dt, n * 4 * c_));
+  ASSIGN_OR_RETURN(Buffer dnc, AllocateOnDevice(ctx, ws, dt, n * c_));     // an (N,C) input grad
+  ASSIGN_OR_RETURN(Buffer dtmp, AllocateOnDevice(ctx, ws, dt, n * c_));    // LayerNorm input grads
+  ASSIGN_OR_RETURN(Buffer dqkv, AllocateOnDevice(ctx, ws, dt, n * 3 * c_));
+  const TensorView fch = View(s->fch, {n, 4 * c_});
+  RETURN_IF_ERROR(mlp_c_proj_.Backward(ctx, params[kFcProjW], View(s->fch_gelu, {n, 4 * c_}), dy,
+                                       View(dfch, {n, 4 * c_}), grads[kFcProjW], grads[kFcProjB]));
+  RETURN_IF_ERROR(gelu_.Backward(ctx, fch, View(dfch, {n, 4 * c_}), View(dfch, {n, 4 * c_})));
+  RETURN_IF_ERROR(c_fc_.Backward(ctx, params[kFcW], View(s->ln2, {n, c_}), View(dfch, {n, 4 * c_}),
+                                 View(dnc, {n, c_}), grads[kFcW], grads[kFcB]));
+  RETURN_IF_ERROR(ln_2_.Backward(ctx, params[kLn2W], View(s->res2, {n, c_}), View(s->ln2_mean, {n}),
+                                 View(s->ln2_rstd, {n}), View(dnc, {n, c_}), View(dtmp, {n, c_}), grads[kLn2W],
+                                 grads[kLn2B]));
+  RETURN_IF_ERROR(kernels::AddInPlace(ctx.kernels, dres2.data(), dtmp.data(), n * c_, dt));
+  RETURN_IF_ERROR(attn_c_proj_.Backward(ctx, params[kAttnProjW], View(s->atty, {n, c_}), View(dres2, {n, c_}),
+                                        View(dnc, {n, c_}), grads[kAttnProjW], grads[kAttnProjB]));
+  RETURN_IF_ERROR(attn_.Backward(ctx, View(s->qkv, {b, t, 3 * c_}), View(s->att, {b, nh_, t, t}),
+                                 View(dnc, {b, t, c_}), View(dqkv, {b, t, 3 * c_})));
+  RETURN_IF_ERROR(c_attn_.Backward(ctx, params[kAttnW], View(s->ln1, {n, c_}), View(dqkv, {n, 3 * c_}),
+                                   View(dnc, {n, c_}), grads[kAttnW], grads[kAttnB]));
+  ASSIGN_OR_RETURN(*grad_in, AllocateOnDevice(ctx, MemoryCategory::kActivations, dt, n * c_));
+  RETURN_IF_ERROR(ln_1_.Backward(ctx, params[kLn1W], View(s->x, {n, c_}), View(s->ln1_mean, {n}),
+                                 View(s->ln1_rstd, {n}), View(dnc, {n, c_}), View(*grad_in, {n, c_}), grads[kLn1W],
+                                 grads[kLn1B]));
+  return kernels::AddInPlace(ctx.kernels, grad_in->data(), dres2.data(), n * c_, dt);
+}
+
+// ---------------------------------------------------------------------------
+// head
+
+Gpt2HeadUnit::Gpt2HeadUnit(const Gpt2Config& config)
+    : c_(config.n_embd),
+      v_(config.vocab_size),
+      ln_f_("ln_f", c_, kGpt2LayerNormEps),
+      lm_head_(v_, c_),
+      cross_entropy_(v_) {
+  params_ = {Spec("ln_f.weight", {c_}, InitKind::kOnes), Spec("ln_f.bias", {c_}, InitKind::kZeros)};
+}
+
+absl::Status Gpt2HeadUnit::Forward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+                                   const TokenBatch& batch, const TensorView& in, Buffer* out,
+                                   std::unique_ptr<SavedActivations>* saved) {
+  RETURN_IF_ERROR(CheckParamCount(name_, params, 3, "parameter (ln_f.weight, ln_f.bias, wte.weight)"));
+  const DType dt = ctx.compute_dtype;
+  ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/true));
+  const int64_t n = bt.first * bt.second;
+  RETURN_IF_ERROR(CheckTensor(in, "head input", dt, {bt.first, bt.second, c_}, ctx.kernels.device));
+  const auto act = MemoryCategory::kActivations;
+  auto s = std::make_unique<HeadSaved>();
+  ASSIGN_OR_RETURN(s->x, CopyOf(ctx, in, act));
+  ASSIGN_OR_RETURN(s->lnf, AllocateOnDevice(ctx, act, dt, n * c_));
+  ASSIGN_OR_RETURN(s->lnf_mean, AllocateOnDevice(ctx, act, DType::kF32, n));
+  ASSIGN_OR_RETURN(s->lnf_rstd, AllocateOnDevice(ctx, act, DType::kF32, n));
+  ASSIGN_OR_RETURN(s->logits, AllocateOnDevice(ctx, act, dt, n * v_));
+  ASSIGN_OR_RETURN(s->lse, AllocateOnDevice(ctx, act, DType::kF32, n));
+  ASSIGN_OR_RETURN(Buffer losses, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, n));
+  ASSIGN_OR_RETURN(*out, AllocateOnDevice(ctx, act, DType::kF32, 1));
+  RETURN_IF_ERROR(ln_f_.Forward(ctx, params[0], params[1], View(s->x, {n, c_}), View(s->lnf, {n, c_}),
+                                View(s->lnf_mean, {n}), View(s->lnf_rstd, {n})));
+  RETURN_IF_ERROR(lm_head_.Forward(ctx, params[2], View(s->lnf, {n, c_}), View(s->logits, {n, v_})));
+  RETURN_IF_ERROR(cross_entropy_.Forward(ctx, View(s->logits, {n, v_}), Reshaped(batch.targets, {n}),
+                                         View(losses, {n}), View(s->lse, {n}), View(*out, {1})));
+  *saved = std::move(s);
+  return absl::OkStatus();
+}
+
+absl::Status Gpt2HeadUnit::Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+                                    absl::Span<const TensorView> grads, const TokenBatch& batch,
+                                    const SavedActivations& saved_base, const TensorView& grad_out,
+                                    Buffer* grad_in) {
+  RETURN_IF_ERROR(CheckParamCount(name_, params, 3, "parameter (ln_f.weight, ln_f.bias, wte.weight)"));
+  RETURN_IF_ERROR(CheckParamCount(name_, grads, 3, "gradient"));
+  const auto* s = dynamic_cast<const HeadSaved*>(&saved_base);
+  if (s == nullptr) return absl::InvalidArgumentError("head: saved activations are not the head's");
+  const DType dt = ctx.compute_dtype;
+  ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/true));
+  const int64_t n = bt.first * bt.second;
+  if (s->x.numel() != n * c_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("head: batch has ", n, " rows but the saved forward had ", s->x.numel() / c_));
+  }
+  RETURN_IF_ERROR(CheckTensor(grad_out, "head output grad", DType::kF32, {1}, ctx.kernels.device));
+  float dloss = 0.0f;
+  RETURN_IF_ERROR(DeviceCopy(&dloss, Device::kCpu, grad_out.data, grad_out.device, sizeof(float)));
+  const auto ws = MemoryCategory::kWorkspace;
+  ASSIGN_OR_RETURN(Buffer dlogits, AllocateOnDevice(ctx, ws, dt, n * v_));
+  ASSIGN_OR_RETURN(Buffer dlnf, AllocateOnDevice(ctx, ws, dt, n * c_));
+  RETURN_IF_ERROR(cross_entropy_.Backward(ctx, View(s->logits, {n, v_}), View(s->lse, {n}),
+                                          Reshaped(batch.targets, {n}), dloss, View(dlogits, {n, v_})));
+  RETURN_IF_ERROR(lm_head_.Backward(ctx, params[2], View(s->lnf, {n, c_}), View(dlogits, {n, v_}),
+                                    View(dlnf, {n, c_}), grads[2]));
+  ASSIGN_OR_RETURN(*grad_in, AllocateOnDevice(ctx, MemoryCategory::kActivations, dt, n * c_));
+  return ln_f_.Backward(ctx, params[0], View(s->x, {n, c_}), View(s->lnf_mean, {n}), View(s->lnf_rstd, {n}),
+                        View(dlnf, {n, c_}), View(*grad_in, {n, c_}), grads[0], grads[1]);
+}
+
+}  // namespace zeroshard

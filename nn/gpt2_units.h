@@ -1,0 +1,91 @@
+// GPT-2's three kinds of unit (private to nn/; users call BuildGpt2).
+// B batch, T sequence length, C channels, V vocab, L layers, N = B*T.
+#ifndef ZEROSHARD_NN_GPT2_UNITS_H_
+#define ZEROSHARD_NN_GPT2_UNITS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/causal_self_attention.h"
+#include "nn/cross_entropy.h"
+#include "nn/embedding.h"
+#include "nn/gelu.h"
+#include "nn/gpt2.h"
+#include "nn/layernorm.h"
+#include "nn/linear.h"
+#include "nn/tied_lm_head.h"
+#include "nn/unit.h"
+
+namespace zeroshard {
+
+// "embed": out = wte[inputs] + wpe[t]. Saves nothing (tokens come from the batch).
+class Gpt2EmbedUnit : public Unit {
+ public:
+  explicit Gpt2EmbedUnit(const Gpt2Config& config);
+  const std::string& name() const override { return name_; }
+  const std::vector<ParamSpec>& params() const override { return params_; }
+  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
+                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override;
+  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+                        absl::Span<const TensorView> grads, const TokenBatch& batch, const SavedActivations& saved,
+                        const TensorView& grad_out, Buffer* grad_in) override;
+
+ private:
+  std::string name_ = "embed";
+  std::vector<ParamSpec> params_;
+  Embedding embedding_;
+  int64_t c_;
+};
+
+// "h.i": x + attn(ln_1(x)), then + mlp(ln_2(.)). Saves its input and every
+// intermediate backward reads (llm.c's activation set for one layer).
+class Gpt2BlockUnit : public Unit {
+ public:
+  Gpt2BlockUnit(const Gpt2Config& config, int layer);
+  const std::string& name() const override { return name_; }
+  const std::vector<ParamSpec>& params() const override { return params_; }
+  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
+                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override;
+  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+                        absl::Span<const TensorView> grads, const TokenBatch& batch, const SavedActivations& saved,
+                        const TensorView& grad_out, Buffer* grad_in) override;
+
+ private:
+  std::string name_;
+  std::vector<ParamSpec> params_;
+  int64_t c_;
+  int64_t nh_;
+  LayerNorm ln_1_, ln_2_;
+  Linear c_attn_, attn_c_proj_, c_fc_, mlp_c_proj_;
+  CausalSelfAttention attn_;
+  Gelu gelu_;
+};
+
+// "head": mean cross-entropy of ln_f(x) · wte^T against the targets.
+// Owns ln_f.*, borrows wte.weight.
+class Gpt2HeadUnit : public Unit {
+ public:
+  explicit Gpt2HeadUnit(const Gpt2Config& config);
+  const std::string& name() const override { return name_; }
+  const std::vector<ParamSpec>& params() const override { return params_; }
+  std::vector<std::string> borrowed_params() const override { return {"wte.weight"}; }
+  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
+                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override;
+  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+                        absl::Span<const TensorView> grads, const TokenBatch& batch, const SavedActivations& saved,
+                        const TensorView& grad_out, Buffer* grad_in) override;
+
+ private:
+  std::string name_ = "head";
+  std::vector<ParamSpec> params_;
+  int64_t c_;
+  int64_t v_;
+  LayerNorm ln_f_;
+  TiedLmHead lm_head_;
+  CrossEntropy cross_entropy_;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_NN_GPT2_UNITS_H_

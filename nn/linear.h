@@ -1,0 +1,41 @@
+// Linear layer y = x · W + b with W stored [in, out] (Hugging Face Conv1D).
+// N rows (B*T). Parameters and activations in ctx.compute_dtype.
+#ifndef ZEROSHARD_NN_LINEAR_H_
+#define ZEROSHARD_NN_LINEAR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "nn/unit.h"
+
+namespace zeroshard {
+
+class Linear {
+ public:
+  // `name` prefixes error messages, e.g. "h.0.attn.c_attn".
+  Linear(std::string name, int64_t in_features, int64_t out_features)
+      : name_(std::move(name)), in_(in_features), out_(out_features) {}
+
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+  // y (N,out) WRITTEN = x (N,in) · weight (in,out) + bias (out).
+  absl::Status Forward(const ComputeContext& ctx, const TensorView& weight, const TensorView& bias,
+                       const TensorView& x, const TensorView& y) const;
+
+  // dx (N,in) WRITTEN (skipped when dx.data is null); dweight (in,out) and
+  // dbias (out) ACCUMULATED. x and weight are the forward's.
+  absl::Status Backward(const ComputeContext& ctx, const TensorView& weight, const TensorView& x,
+                        const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                        const TensorView& dbias) const;
+
+ private:
+  std::string name_;
+  int64_t in_;
+  int64_t out_;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_NN_LINEAR_H_

@@ -1,0 +1,126 @@
+#include "nn/resident_model.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "nn/param_init.h"
+
+namespace zeroshard {
+
+absl::StatusOr<ResidentModel> ResidentModel::Create(const Model* model, const ComputeContext& ctx) {
+  if (ctx.compute_dtype != DType::kF32) {
+    return absl::UnimplementedError(absl::StrCat("ResidentModel computes in f32 only, got ",
+                                                 DTypeName(ctx.compute_dtype)));
+  }
+  RETURN_IF_ERROR(model->Validate());
+  ResidentModel rm;
+  rm.model_ = model;
+  rm.ctx_ = ctx;
+  for (const auto& unit : model->units) {
+    std::vector<int64_t> offsets;
+    int64_t numel = 0;
+    for (const ParamSpec& p : unit->params()) {
+      offsets.push_back(numel);
+      numel += p.numel();
+    }
+    rm.offsets_.push_back(std::move(offsets));
+    ASSIGN_OR_RETURN(Buffer p, Buffer::Allocate(ctx.tracker, MemoryCategory::kParams, ctx.kernels.device,
+                                                DType::kF32, numel));
+    ASSIGN_OR_RETURN(Buffer g, Buffer::Allocate(ctx.tracker, MemoryCategory::kGrads, ctx.kernels.device,
+                                                DType::kF32, numel));
+    rm.params_.push_back(std::move(p));
+    rm.grads_.push_back(std::move(g));
+    std::vector<ParamLocation> borrowed;
+    for (const std::string& name : unit->borrowed_params()) {
+      ASSIGN_OR_RETURN(ParamLocation loc, model->FindParam(name));
+      borrowed.push_back(loc);
+    }
+    rm.borrowed_.push_back(std::move(borrowed));
+  }
+  return rm;
+}
+
+absl::Status ResidentModel::InitParams(uint64_t seed) {
+  for (int u = 0; u < num_units(); ++u) {
+    std::vector<float> host(static_cast<size_t>(params_[u].numel()));
+    const auto& specs = model_->units[u]->params();
+    for (size_t i = 0; i < specs.size(); ++i) InitParam(specs[i], seed, host.data() + offsets_[u][i]);
+    RETURN_IF_ERROR(DeviceCopy(params_[u].data(), params_[u].device(), host.data(), Device::kCpu,
+                               static_cast<size_t>(params_[u].bytes())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResidentModel::ZeroGrads() {
+  for (Buffer& g : grads_) RETURN_IF_ERROR(DeviceMemset(g.data(), g.device(), 0, static_cast<size_t>(g.bytes())));
+  return absl::OkStatus();
+}
+
+TensorView ResidentModel::param(ParamLocation loc) {
+  TensorView v;
+  v.data = params_[loc.unit].as<float>() + offsets_[loc.unit][loc.param];
+  v.dtype = DType::kF32;
+  v.shape = model_->units[loc.unit]->params()[loc.param].shape;
+  v.device = ctx_.kernels.device;
+  return v;
+}
+
+TensorView ResidentModel::grad(ParamLocation loc) {
+  TensorView v = param(loc);
+  v.data = grads_[loc.unit].as<float>() + offsets_[loc.unit][loc.param];
+  return v;
+}
+
+std::vector<TensorView> ResidentModel::UnitViews(int u, bool grads) {
+  std::vector<TensorView> views;
+  const int n = static_cast<int>(model_->units[u]->params().size());
+  for (int i = 0; i < n; ++i) views.push_back(grads ? grad({u, i}) : param({u, i}));
+  for (ParamLocation loc : borrowed_[u]) views.push_back(grads ? grad(loc) : param(loc));
+  return views;
+}
+
+absl::StatusOr<float> ResidentModel::Run(const TokenBatch& batch, bool backward, float dloss) {
+  const int n = num_units();
+  std::vector<std::unique_ptr<SavedActivations>> saved(static_cast<size_t>(n));
+  Buffer act;  // the current unit's input
+  for (int u = 0; u < n; ++u) {
+    Buffer out;
+    const std::vector<TensorView> params = UnitViews(u, false);
+    TensorView in;
+    if (u > 0) in = ViewOf(act, {batch.inputs.shape[0], batch.inputs.shape[1], act.numel() / batch.inputs.numel()});
+    RETURN_IF_ERROR(model_->units[u]->Forward(ctx_, params, batch, in, &out, &saved[u]));
+    act = std::move(out);  // saved activations are self-contained: the input can go
+    if (!backward) saved[u].reset();
+  }
+  float loss = 0.0f;
+  RETURN_IF_ERROR(DeviceCopy(&loss, Device::kCpu, act.data(), act.device(), sizeof(float)));
+  if (!backward) return loss;
+
+  ASSIGN_OR_RETURN(Buffer grad, Buffer::Allocate(ctx_.tracker, MemoryCategory::kActivations, ctx_.kernels.device,
+                                                 DType::kF32, 1));
+  RETURN_IF_ERROR(DeviceCopy(grad.data(), grad.device(), &dloss, Device::kCpu, sizeof(float)));
+  std::vector<int64_t> grad_shape = {1};
+  for (int u = n - 1; u >= 0; --u) {
+    Buffer grad_in;
+    const std::vector<TensorView> params = UnitViews(u, false);
+    const std::vector<TensorView> grads = UnitViews(u, true);
+    RETURN_IF_ERROR(model_->units[u]->Backward(ctx_, params, grads, batch, *saved[u], ViewOf(grad, grad_shape),
+                                               &grad_in));
+    saved[u].reset();
+    grad = std::move(grad_in);
+    if (!grad.empty()) {
+      grad_shape = {batch.inputs.shape[0], batch.inputs.shape[1], grad.numel() / batch.inputs.numel()};
+    }
+  }
+  return loss;
+}
+
+absl::StatusOr<float> ResidentModel::Forward(const TokenBatch& batch) { return Run(batch, false, 0.0f); }
+
+absl::StatusOr<float> ResidentModel::ForwardBackward(const TokenBatch& batch, float dloss) {
+  return Run(batch, true, dloss);
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,65 @@
+// Runs a Model on one rank with every parameter resident: the plain
+// single-rank path (tests, examples/train_single_rank, bench/single_rank).
+// The sharding engine does the same walk with gathered parameters.
+//
+// Per unit, parameters and gradients each live in one flat buffer in
+// params() order (kParams, kGrads), like a gathered FSDP unit. Only f32
+// compute is supported here (parameters double as the AdamW master copy).
+// Not thread-safe; the model must outlive the ResidentModel.
+#ifndef ZEROSHARD_NN_RESIDENT_MODEL_H_
+#define ZEROSHARD_NN_RESIDENT_MODEL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/buffer.h"
+#include "nn/model.h"
+#include "nn/unit.h"
+
+namespace zeroshard {
+
+class ResidentModel {
+ public:
+  // Allocates zeroed parameters and gradients on ctx.kernels.device.
+  // kUnimplemented unless ctx.compute_dtype is f32; errors of Model::Validate.
+  static absl::StatusOr<ResidentModel> Create(const Model* model, const ComputeContext& ctx);
+
+  // Every parameter = InitParam(spec, seed).
+  absl::Status InitParams(uint64_t seed);
+  absl::Status ZeroGrads();
+
+  // Mean loss of the batch (forward only; nothing kept).
+  absl::StatusOr<float> Forward(const TokenBatch& batch);
+  // Forward, then backward with d(objective)/d(mean loss) = dloss; gradients
+  // ACCUMULATE into grads. Returns the mean loss.
+  absl::StatusOr<float> ForwardBackward(const TokenBatch& batch, float dloss = 1.0f);
+
+  const Model& model() const { return *model_; }
+  const ComputeContext& ctx() const { return ctx_; }
+  int num_units() const { return static_cast<int>(params_.size()); }
+  // Flat f32 buffers of unit u (numel = sum of its params' numel).
+  Buffer& unit_params(int u) { return params_[u]; }
+  Buffer& unit_grads(int u) { return grads_[u]; }
+  // Views of one parameter / its gradient, located by Model::FindParam.
+  TensorView param(ParamLocation loc);
+  TensorView grad(ParamLocation loc);
+
+ private:
+  ResidentModel() = default;
+  // Owned params of unit u followed by its borrowed params.
+  std::vector<TensorView> UnitViews(int u, bool grads);
+  absl::StatusOr<float> Run(const TokenBatch& batch, bool backward, float dloss);
+
+  const Model* model_ = nullptr;
+  ComputeContext ctx_;
+  std::vector<Buffer> params_;
+  std::vector<Buffer> grads_;
+  std::vector<std::vector<int64_t>> offsets_;            // per unit, per param
+  std::vector<std::vector<ParamLocation>> borrowed_;    // per unit
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_NN_RESIDENT_MODEL_H_

@@ -1,0 +1,50 @@
+#include "nn/tied_lm_head.h"
+
+#include "nn/testing/grad_check.h"
+
+namespace zeroshard {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::HostView;
+
+std::vector<double> RefLogits(const std::vector<double>& x, const std::vector<double>& wte, int64_t n, int64_t c,
+                              int64_t v) {
+  std::vector<double> l(n * v, 0.0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < v; ++j)
+      for (int64_t k = 0; k < c; ++k) l[r * v + j] += x[r * c + k] * wte[j * c + k];
+  return l;
+}
+
+TEST(TiedLmHeadTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
+  const uint32_t seed = testing::FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  const int64_t n = 4, c = 6, v = 9;
+  ComputeContext ctx;
+  TiedLmHead head(v, c);
+  auto x = testing::RandomFloats(rng, n * c, 1.0f), wte = testing::RandomFloats(rng, v * c, 1.0f);
+  auto logits = testing::Poisoned(n * v);
+  ASSERT_TRUE(head.Forward(ctx, HostView(wte, {v, c}), HostView(x, {n, c}), HostView(logits, {n, v})).ok());
+  const auto xd = testing::ToDouble(x), wd = testing::ToDouble(wte);
+  ExpectAllClose(logits, RefLogits(xd, wd, n, c, v), 1e-5, 1e-5, "logits");
+
+  auto dlogits = testing::RandomFloats(rng, n * v, 1.0f);
+  auto dx = testing::Poisoned(n * c);
+  auto dwte0 = testing::RandomFloats(rng, v * c, 1.0f), dwte = dwte0;
+  ASSERT_TRUE(head.Backward(ctx, HostView(wte, {v, c}), HostView(x, {n, c}), HostView(dlogits, {n, v}),
+                            HostView(dx, {n, c}), HostView(dwte, {v, c})).ok());
+  for (size_t i = 0; i < dwte.size(); ++i) dwte[i] -= dwte0[i];
+  auto objective = [&](const std::vector<double>& xx, const std::vector<double>& ww) {
+    const auto l = RefLogits(xx, ww, n, c, v);
+    double s = 0;
+    for (size_t i = 0; i < l.size(); ++i) s += l[i] * dlogits[i];
+    return s;
+  };
+  ExpectAllClose(dx, testing::NumericalGradient([&](const auto& a) { return objective(a, wd); }, xd), 1e-5, 1e-4, "dx");
+  ExpectAllClose(dwte, testing::NumericalGradient([&](const auto& a) { return objective(xd, a); }, wd), 1e-5, 1e-4, "dwte");
+}
+
+}  // namespace
+}  // namespace zeroshard
