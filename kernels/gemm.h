@@ -30,10 +30,9 @@
 #include "absl/status/status.h"
 #include "core/dtype.h"
 #include "kernels/context.h"
+#include "kernels/transpose.h"
 
 namespace zeroshard::kernels {
-
-enum class Transpose : uint8_t { kNo, kYes };
 
 // kInvalidArgument when m, n or k < 1 or > INT32_MAX, a leading dimension is
 // smaller than the layout above needs, a pointer is null, or dtype is not a

@@ -1,16 +1,67 @@
 #include "kernels/linear.h"
 
+#include "core/status_macros.h"
+#include "kernels/checks.h"
+#include "kernels/cpu/linear_cpu.h"
+#include "kernels/cuda/launchers.h"
+
 namespace zeroshard::kernels {
+namespace {
+
+#ifdef ZEROSHARD_HAS_CUDA
+// CUDA: cuBLAS GEMM, then the bias in a second pass (bf16/f16 outputs are
+// rounded twice; the CPU path rounds once).
+absl::Status LinearForwardCuda(const KernelContext& ctx, void* out, const void* inp, const void* weight,
+                               const void* bias, int64_t n, int64_t c, int64_t oc, DType dtype) {
+  RETURN_IF_ERROR(cuda::Gemm(ctx, Transpose::kNo, Transpose::kNo, n, oc, c, 1.0f, inp, c, weight, oc, 0.0f, out, oc,
+                             dtype));
+  if (bias != nullptr) RETURN_IF_ERROR(cuda::BiasAdd(ctx, out, bias, n, oc, dtype));
+  return absl::OkStatus();
+}
+
+absl::Status LinearBackwardCuda(const KernelContext& ctx, void* dinp, void* dweight, void* dbias, const void* dout,
+                                const void* inp, const void* weight, int64_t n, int64_t c, int64_t oc, DType dtype) {
+  if (dinp != nullptr) {
+    RETURN_IF_ERROR(cuda::Gemm(ctx, Transpose::kNo, Transpose::kYes, n, c, oc, 1.0f, dout, oc, weight, oc, 0.0f,
+                               dinp, c, dtype));
+  }
+  RETURN_IF_ERROR(cuda::Gemm(ctx, Transpose::kYes, Transpose::kNo, c, oc, n, 1.0f, inp, c, dout, oc, 1.0f, dweight,
+                             oc, dtype));
+  if (dbias != nullptr) RETURN_IF_ERROR(cuda::BiasGrad(ctx, dbias, dout, n, oc, dtype));
+  return absl::OkStatus();
+}
+#endif
+
+absl::Status CheckLinear(const char* kernel, int64_t rows, int64_t in_features, int64_t out_features, DType dtype) {
+  RETURN_IF_ERROR(CheckDims(kernel, {{"rows", rows}, {"in_features", in_features}, {"out_features", out_features}}));
+  RETURN_IF_ERROR(
+      CheckFitsInt32(kernel, {{"rows", rows}, {"in_features", in_features}, {"out_features", out_features}}));
+  return CheckComputeDType(kernel, dtype);
+}
+
+}  // namespace
 
 absl::Status LinearForward(const KernelContext& ctx, void* out, const void* inp, const void* weight,
                            const void* bias, int64_t rows, int64_t in_features, int64_t out_features, DType dtype) {
-  return absl::UnimplementedError("LinearForward is not implemented yet");
+  RETURN_IF_ERROR(CheckLinear("LinearForward", rows, in_features, out_features, dtype));
+  RETURN_IF_ERROR(CheckNotNull("LinearForward", {{"out", out}, {"inp", inp}, {"weight", weight}}));
+  ZS_KERNEL_DISPATCH(
+      "LinearForward", ctx,
+      cpu::LinearForward(LoopThreads(ctx), out, inp, weight, bias, rows, in_features, out_features, dtype),
+      LinearForwardCuda(ctx, out, inp, weight, bias, rows, in_features, out_features, dtype));
 }
 
 absl::Status LinearBackward(const KernelContext& ctx, void* dinp, void* dweight, void* dbias, const void* dout,
                             const void* inp, const void* weight, int64_t rows, int64_t in_features,
                             int64_t out_features, DType dtype) {
-  return absl::UnimplementedError("LinearBackward is not implemented yet");
+  RETURN_IF_ERROR(CheckLinear("LinearBackward", rows, in_features, out_features, dtype));
+  RETURN_IF_ERROR(
+      CheckNotNull("LinearBackward", {{"dweight", dweight}, {"dout", dout}, {"inp", inp}, {"weight", weight}}));
+  ZS_KERNEL_DISPATCH("LinearBackward", ctx,
+                     cpu::LinearBackward(LoopThreads(ctx), dinp, dweight, dbias, dout, inp, weight, rows, in_features,
+                                         out_features, dtype),
+                     LinearBackwardCuda(ctx, dinp, dweight, dbias, dout, inp, weight, rows, in_features,
+                                        out_features, dtype));
 }
 
 }  // namespace zeroshard::kernels

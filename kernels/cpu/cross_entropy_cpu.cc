@@ -1,0 +1,59 @@
+#include "kernels/cpu/cross_entropy_cpu.h"
+
+#include <cmath>
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/float_types.h"
+#include "kernels/pointwise_math.h"
+
+namespace zeroshard::kernels::cpu {
+
+absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* mean_loss, const void* logits,
+                                 const int32_t* targets, int64_t rows, int64_t vocab, DType dtype) {
+  return DispatchFloatDType(dtype, "CrossEntropyForward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* z = static_cast<const T*>(logits);
+    ParallelFor(threads, rows, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* zr = z + r * vocab;
+        float mx = -INFINITY;
+        for (int64_t v = 0; v < vocab; ++v) mx = std::fmax(mx, Load(zr[v]));
+        // f64 sum: V is ~5e4 and this is the loss's only long reduction.
+        double sum = 0.0;
+        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(Load(zr[v]) - mx);  // f32 exp, f64 sum
+        const float row_lse = mx + static_cast<float>(std::log(sum));
+        lse[r] = row_lse;
+        losses[r] = row_lse - Load(zr[targets[r]]);
+      }
+    });
+    if (mean_loss != nullptr) {
+      double total = 0.0;
+      for (int64_t r = 0; r < rows; ++r) total += losses[r];
+      *mean_loss = static_cast<float>(total / static_cast<double>(rows));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CrossEntropyBackward(int threads, void* dlogits, const void* logits, const float* lse,
+                                  const int32_t* targets, float dloss, int64_t rows, int64_t vocab, DType dtype) {
+  return DispatchFloatDType(dtype, "CrossEntropyBackward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* z = static_cast<const T*>(logits);
+    T* dz = static_cast<T*>(dlogits);
+    ParallelFor(threads, rows, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* zr = z + r * vocab;
+        T* dzr = dz + r * vocab;
+        const float row_lse = lse[r];
+        const int64_t target = targets[r];
+        for (int64_t v = 0; v < vocab; ++v) {
+          dzr[v] = Store<T>(CrossEntropyLogitGrad(Load(zr[v]), row_lse, v == target, dloss));
+        }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace zeroshard::kernels::cpu

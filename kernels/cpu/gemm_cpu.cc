@@ -1,0 +1,36 @@
+#include "kernels/cpu/gemm_cpu.h"
+
+#include <cblas.h>
+
+#include "kernels/cpu/f32_staging.h"
+#include "kernels/float_types.h"
+
+namespace zeroshard::kernels::cpu {
+
+void SgemmRowMajor(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a == Transpose::kYes ? CblasTrans : CblasNoTrans,
+              trans_b == Transpose::kYes ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+absl::Status Gemm(int threads, Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* c, int64_t ldc,
+                  DType dtype) {
+  return DispatchFloatDType(dtype, "Gemm", [&](auto tag) {
+    using T = decltype(tag);
+    int64_t a_rows = trans_a == Transpose::kNo ? m : k, a_cols = trans_a == Transpose::kNo ? k : m;
+    int64_t b_rows = trans_b == Transpose::kNo ? k : n, b_cols = trans_b == Transpose::kNo ? n : k;
+    F32Input<T> a32(threads, static_cast<const T*>(a), StorageExtent(a_rows, a_cols, lda));
+    F32Input<T> b32(threads, static_cast<const T*>(b), StorageExtent(b_rows, b_cols, ldb));
+    // Gaps between rows (ldc > n) belong to someone else: load them so the
+    // round trip writes them back unchanged.
+    F32Output<T> c32(threads, static_cast<T*>(c), StorageExtent(m, n, ldc), /*load=*/beta != 0.0f || ldc != n);
+    SgemmRowMajor(trans_a, trans_b, m, n, k, alpha, a32.get(), lda, b32.get(), ldb, beta, c32.get(), ldc);
+    c32.Commit();
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace zeroshard::kernels::cpu

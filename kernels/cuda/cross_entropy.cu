@@ -1,0 +1,77 @@
+// Fused softmax cross-entropy: one block per row for the forward reductions,
+// one thread per logit for the backward; the mean by a single block in a
+// fixed order (f64).
+#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/launchers.h"
+#include "kernels/float_types.h"
+#include "kernels/pointwise_math.h"
+
+namespace zeroshard::kernels::cuda {
+namespace {
+
+template <typename T>
+__global__ void CrossEntropyForwardKernel(float* losses, float* lse, const T* logits, const int32_t* targets,
+                                          int64_t vocab) {
+  __shared__ float shared_f[32];
+  __shared__ double shared_d[32];
+  const int64_t r = blockIdx.x;
+  const T* z = logits + r * vocab;
+  float mx = -INFINITY;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) mx = fmaxf(mx, Load(z[v]));
+  mx = BlockMax(mx, shared_f);
+  double sum = 0.0;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) sum += expf(Load(z[v]) - mx);
+  sum = BlockSum(sum, shared_d);
+  if (threadIdx.x == 0) {
+    const float row_lse = mx + static_cast<float>(log(sum));
+    lse[r] = row_lse;
+    losses[r] = row_lse - Load(z[targets[r]]);
+  }
+}
+
+__global__ void MeanKernel(const float* losses, int64_t rows, float* mean) {
+  __shared__ double shared[32];
+  double acc = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) acc += losses[r];
+  acc = BlockSum(acc, shared);
+  if (threadIdx.x == 0) *mean = static_cast<float>(acc / static_cast<double>(rows));
+}
+
+template <typename T>
+__global__ void CrossEntropyBackwardKernel(T* dlogits, const T* logits, const float* lse, const int32_t* targets,
+                                           float dloss, int64_t rows, int64_t vocab) {
+  const int64_t n = rows * vocab;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / vocab, v = i % vocab;
+    dlogits[i] = Store<T>(CrossEntropyLogitGrad(Load(logits[i]), lse[r], v == targets[r], dloss));
+  }
+}
+
+}  // namespace
+
+absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float* lse, float* mean_loss,
+                                 const void* logits, const int32_t* targets, int64_t rows, int64_t vocab,
+                                 DType dtype) {
+  cudaStream_t stream = StreamOf(ctx);
+  absl::Status s = DispatchFloatDType(dtype, "CrossEntropyForward", [&](auto tag) {
+    using T = decltype(tag);
+    CrossEntropyForwardKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+        losses, lse, static_cast<const T*>(logits), targets, vocab);
+    return CheckLaunch("CrossEntropyForward");
+  });
+  if (!s.ok() || mean_loss == nullptr) return s;
+  MeanKernel<<<1, 1024, 0, stream>>>(losses, rows, mean_loss);
+  return CheckLaunch("CrossEntropyForward (mean)");
+}
+
+absl::Status CrossEntropyBackward(const KernelContext& ctx, void* dlogits, const void* logits, const float* lse,
+                                  const int32_t* targets, float dloss, int64_t rows, int64_t vocab, DType dtype) {
+  return DispatchFloatDType(dtype, "CrossEntropyBackward", [&](auto tag) {
+    using T = decltype(tag);
+    CrossEntropyBackwardKernel<T><<<GridFor(rows * vocab), kThreads, 0, StreamOf(ctx)>>>(
+        static_cast<T*>(dlogits), static_cast<const T*>(logits), lse, targets, dloss, rows, vocab);
+    return CheckLaunch("CrossEntropyBackward");
+  });
+}
+
+}  // namespace zeroshard::kernels::cuda
