@@ -1,0 +1,167 @@
+// Engine: trains a Model with ZeRO stages 0-3 over the dp communicator
+// (DESIGN.md §6). The engine owns the order of unit calls: it gathers
+// parameters before a unit runs (stage 3), releases them after, launches
+// gradient reductions as units finish their backward, and runs the sharded
+// optimizer.
+//
+// One TrainStep, for k = gradient_accumulation_steps micro-batches:
+//   for each micro-batch: forward units 0..L-1, backward L-1..0 with d(loss)/
+//     d(mean loss) = 1/k; reductions (ReduceScatter kAvg over dp, bucketed by
+//     GradReducer) per micro-batch (ACCUMULATE) or after the last (DEFER):
+//     stages 0, 2, 3 launch a bucket as soon as its last unit's backward ends
+//     and finish it while the next bucket's units compute; stage 1 reduces at
+//     the end of the micro-batch's backward;
+//   then one AllReduce(sum) of [local sum of squares of the gradient shard,
+//   local mean loss]; clip by min(1, clip/(norm+1e-6)); skip the update if the
+//   norm is not finite; optimizer on the master region; publish parameters
+//   (stage 0: full copy; stages 1-2: in-place AllGather; stage 3: shard copy).
+// Stage 0 all-reduces as ReduceScatter + AllGather of the gradients, so every
+// stage sums in the same order: for one dp size all stages give bitwise equal
+// weights, and a run is bitwise repeatable.
+//
+// Batches: each rank passes its own k micro-batches (B, T) of inputs and
+// targets. Which global sequences go where is data/batch_plan.h's rule
+// (sequence j of the step -> micro-batch j/(dp·B), rank (j/B)%dp, row j%B).
+//
+// Errors are returned on every rank alike: Create compares model and config
+// fingerprints across dp ranks; TrainStep/Evaluate agree on the batch shapes
+// with one small AllReduce before any other collective; GatherParam checks
+// the name locally (every rank has the same names) before communicating.
+// A failure inside a unit's Forward/Backward on one rank only (e.g. a token
+// >= V on that rank) cannot be agreed on; the comm watchdog bounds it.
+//
+// Thread-compatible: one thread drives an Engine. Not copyable.
+#ifndef ZEROSHARD_ENGINE_ENGINE_H_
+#define ZEROSHARD_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "comm/process_grid.h"
+#include "core/memory_tracker.h"
+#include "engine/engine_options.h"
+#include "nn/model.h"
+#include "proto/config.pb.h"
+#include "sharding/flat_param_layout.h"
+#include "sharding/grad_reducer.h"
+#include "sharding/lr_schedule.h"
+#include "sharding/param_gatherer.h"
+#include "sharding/sharded_optimizer.h"
+#include "sharding/unit_shard.h"
+
+namespace zeroshard {
+
+// Wall-clock seconds of one step's phases on this rank.
+struct StepTimings {
+  double forward = 0;        // unit forwards, gathers included
+  double backward = 0;       // unit backwards, gathers and reduction launches included
+  double gather_wait = 0;    // blocked waiting for parameter all-gathers (stage 3)
+  double reduce_wait = 0;    // blocked waiting for gradient reduce-scatters
+  double optimizer = 0;      // norm all-reduce, clipping, update, parameter publication
+  double total = 0;
+};
+
+struct StepResult {
+  int64_t step = 0;        // optimizer steps taken so far (a skipped step does not count)
+  float loss = 0;          // mean over the global batch
+  float grad_norm = 0;     // global L2 norm before clipping
+  float lr = 0;            // rate this step used (or would have used, if skipped)
+  bool skipped = false;    // non-finite gradient norm: nothing updated
+  int64_t tokens = 0;      // tokens in the global batch
+  StepTimings timings;
+};
+
+class Engine {
+ public:
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Collective over grid->dp(). The grid must outlive the engine. Errors:
+  // the model is invalid or the config unusable (kInvalidArgument /
+  // kUnimplemented naming the field), or the dp ranks were given different
+  // models or configs (kFailedPrecondition, on every rank).
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config, ProcessGrid* grid,
+                                                        std::unique_ptr<Model> model);
+  // The same over an explicit dp communicator (which must outlive the engine).
+  static absl::StatusOr<std::unique_ptr<Engine>> CreateWithCommunicator(const EngineConfig& config,
+                                                                        Communicator* dp,
+                                                                        std::unique_ptr<Model> model);
+
+  // One optimizer step over this rank's micro-batches (exactly
+  // gradient_accumulation_steps of them, all (B, T) i32 on the CPU, the same
+  // B and T on every rank). kInvalidArgument on every rank if any rank's
+  // batch is malformed.
+  absl::StatusOr<StepResult> TrainStep(absl::Span<const TokenBatch> micro_batches);
+
+  // Mean loss over every rank's batch (forward only, no update).
+  absl::StatusOr<float> Evaluate(const TokenBatch& batch);
+
+  // The full f32 master value of parameter `name` (collective: every rank
+  // calls it). kNotFound, on every rank, for an unknown name.
+  absl::StatusOr<std::vector<float>> GatherParam(absl::string_view name);
+
+  const EngineOptions& options() const { return options_; }
+  const Model& model() const { return *model_; }
+  int num_units() const { return static_cast<int>(layouts_.size()); }
+  const FlatParamLayout& layout(int unit) const { return layouts_[unit]; }
+  // Every parameter name, owned ones, in unit and declaration order.
+  std::vector<std::string> ParamNames() const;
+  int64_t step() const { return step_; }
+
+  // Bytes per category; see sharding/unit_shard.h for what each holds.
+  const MemoryTracker& memory() const { return tracker_; }
+  MemoryTracker& memory() { return tracker_; }
+  // Counters of the dp communicator (including Create's fingerprint check).
+  CommStats comm_stats() const { return dp_->Stats(); }
+  // Most stage-3 units gathered or in flight at once so far.
+  int peak_gathered_units() const { return gatherer_->peak_live_units(); }
+  const ParamGatherer& gatherer() const { return *gatherer_; }
+  const GradReducer& reducer() const { return *reducer_; }
+  UnitShard& unit_shard(int unit) { return *shards_[unit]; }
+
+ private:
+  Engine() = default;
+  absl::Status Init(const EngineConfig& config);
+  absl::Status CheckFingerprints(const EngineConfig& config, const absl::Status& local);
+  absl::Status InitParams();
+  absl::Status AgreeOnBatch(absl::Span<const TokenBatch> batches);
+  absl::Status ParamViews(int unit, std::vector<TensorView>* params, std::vector<TensorView>* grads);
+  absl::Status ForwardPass(const TokenBatch& batch, bool training, std::vector<Buffer>* outs,
+                           std::vector<std::unique_ptr<SavedActivations>>* saved, float* loss, StepTimings* t);
+  absl::Status BackwardPass(const TokenBatch& batch, bool reduce, std::vector<std::unique_ptr<SavedActivations>>* saved,
+                            StepTimings* t);
+  absl::Status FinishStep(float local_loss, StepResult* result);
+
+  EngineOptions options_;
+  Communicator* dp_ = nullptr;
+  std::unique_ptr<Model> model_;
+  MemoryTracker tracker_;
+  ComputeContext compute_;
+  std::vector<FlatParamLayout> layouts_;
+  // Per unit: (owner unit, offset in owner's flat buffer, shape) of each
+  // borrowed parameter, in borrowed_params() order.
+  struct Borrowed {
+    int owner = 0;
+    int64_t offset = 0;
+    std::vector<int64_t> shape;
+  };
+  std::vector<std::vector<Borrowed>> borrowed_;
+  std::vector<std::unique_ptr<UnitShard>> shards_;
+  std::unique_ptr<ParamGatherer> gatherer_;
+  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<ShardedOptimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  int64_t step_ = 0;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_ENGINE_ENGINE_H_

@@ -1,0 +1,79 @@
+#include "engine/engine_options.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace zeroshard {
+
+absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
+  EngineOptions o;
+  const ZeroConfig& z = c.zero();
+  if (z.stage() < 0 || z.stage() > 3) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.zero.stage: ", z.stage(), " is out of range [0, 3]"));
+  }
+  o.stage = z.stage();
+  o.gather.prefetch = z.prefetch();
+  o.gather.persistence_threshold = z.persistence_threshold();
+  o.gather.reshard_after_forward = z.reshard_after_forward();
+  o.bucket_bytes = z.bucket_bytes();
+  o.reduce_mode = z.reduce_mode() == ZeroConfig::DEFER ? ReduceMode::kDefer : ReduceMode::kAccumulate;
+  if (c.gradient_accumulation_steps() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.gradient_accumulation_steps: ",
+                                                   c.gradient_accumulation_steps(), " is out of range [1, inf)"));
+  }
+  o.accumulation_steps = c.gradient_accumulation_steps();
+
+  const PrecisionConfig& p = c.precision();
+  if (p.compute_dtype() != F32 || p.master_dtype() != F32 || p.reduce_dtype() != F32) {
+    return absl::UnimplementedError(
+        "engine.precision: only F32 compute, master and reduce dtypes are supported yet by the sharding engine");
+  }
+  if (c.activation_checkpointing().policy() != ActivationCheckpointingConfig::NONE) {
+    return absl::UnimplementedError("engine.activation_checkpointing: is not supported yet by the sharding engine");
+  }
+  if (c.parallel().tp() != 1 || c.parallel().pp() != 1) {
+    return absl::UnimplementedError(absl::StrCat("engine.parallel: tp=", c.parallel().tp(), " pp=",
+                                                 c.parallel().pp(), " is not supported yet (expected 1 and 1)"));
+  }
+  if (c.device().type() != DeviceConfig::CPU) {
+    return absl::UnimplementedError("engine.device.type: CUDA is not supported yet by the sharding engine");
+  }
+
+  const OptimizerConfig& opt = c.optimizer();
+  o.optimizer.type = opt.type() == OptimizerConfig::SGD ? OptimizerType::kSgd : OptimizerType::kAdamW;
+  o.optimizer.beta1 = static_cast<float>(opt.beta1());
+  o.optimizer.beta2 = static_cast<float>(opt.beta2());
+  o.optimizer.eps = static_cast<float>(opt.eps());
+  o.optimizer.weight_decay = static_cast<float>(opt.weight_decay());
+  o.optimizer.momentum = static_cast<float>(opt.momentum());
+  o.optimizer.dampening = static_cast<float>(opt.dampening());
+  o.optimizer.nesterov = opt.nesterov();
+  o.optimizer.no_decay_patterns.assign(opt.no_decay_patterns().begin(), opt.no_decay_patterns().end());
+  o.grad_clip = static_cast<float>(opt.grad_clip());
+
+  const LrScheduleConfig& lr = c.lr_schedule();
+  o.lr_schedule.lr = opt.lr();
+  o.lr_schedule.min_lr = lr.min_lr();
+  o.lr_schedule.warmup_steps = lr.warmup_steps();
+  o.lr_schedule.decay_steps = lr.decay_steps();
+  switch (lr.type()) {
+    case LrScheduleConfig::CONSTANT:
+      o.lr_schedule.type = LrScheduleType::kConstant;
+      break;
+    case LrScheduleConfig::WARMUP_COSINE:
+      o.lr_schedule.type = LrScheduleType::kWarmupCosine;
+      break;
+    case LrScheduleConfig::WARMUP_LINEAR:
+      o.lr_schedule.type = LrScheduleType::kWarmupLinear;
+      break;
+  }
+  if (o.lr_schedule.type != LrScheduleType::kConstant && lr.decay_steps() == 0) {
+    return absl::InvalidArgumentError(
+        "engine.lr_schedule.decay_steps: 0 (meaning TrainConfig.steps) must be resolved to the step count before "
+        "Engine::Create");
+  }
+  o.seed = c.seed();
+  o.threads_per_rank = c.device().threads_per_rank();
+  return o;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,45 @@
+// EngineOptions: the plain-struct form of EngineConfig the engine runs on.
+//
+// EngineOptionsFromConfig maps the proto and rejects what this engine does
+// not do yet (kUnimplemented naming the field) or cannot run (kInvalidArgument
+// naming the field and the expected value). The semantic ranges are checked
+// by the lead's engine/config_validation; this mapping repeats only what the
+// engine would otherwise misbehave on.
+#ifndef ZEROSHARD_ENGINE_ENGINE_OPTIONS_H_
+#define ZEROSHARD_ENGINE_ENGINE_OPTIONS_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "proto/config.pb.h"
+#include "sharding/lr_schedule.h"
+#include "sharding/param_gatherer.h"
+#include "sharding/sharded_optimizer.h"
+
+namespace zeroshard {
+
+enum class ReduceMode {
+  kAccumulate,  // reduce-scatter every micro-batch into the shard
+  kDefer,       // keep full local grads, reduce after the last micro-batch (no_sync)
+};
+
+struct EngineOptions {
+  int stage = 0;
+  GatherOptions gather;
+  int64_t bucket_bytes = 25 << 20;
+  ReduceMode reduce_mode = ReduceMode::kAccumulate;
+  int accumulation_steps = 1;
+  OptimizerOptions optimizer;
+  LrScheduleOptions lr_schedule;
+  float grad_clip = 1.0f;  // <= 0: off
+  uint64_t seed = 1234;
+  int threads_per_rank = 0;  // kernels' CPU threads; 0: cores / ranks
+};
+
+// decay_steps == 0 ("TrainConfig.steps") must be resolved by the caller for
+// decaying schedules: it is kInvalidArgument here.
+absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& config);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_ENGINE_ENGINE_OPTIONS_H_

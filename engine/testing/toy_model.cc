@@ -1,0 +1,236 @@
+#include "engine/testing/toy_model.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace zeroshard {
+namespace {
+
+// Saved activations: copies of whatever backward needs.
+class Saved : public SavedActivations {
+ public:
+  std::vector<float> a, b;
+  int64_t bytes() const override { return static_cast<int64_t>((a.size() + b.size()) * sizeof(float)); }
+};
+
+absl::Status Alloc(const ComputeContext& ctx, int64_t n, Buffer* out) {
+  ASSIGN_OR_RETURN(*out, Buffer::Allocate(ctx.tracker, MemoryCategory::kActivations, Device::kCpu, DType::kF32, n));
+  return absl::OkStatus();
+}
+
+class ToyUnitBase : public Unit {
+ public:
+  explicit ToyUnitBase(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  const std::vector<ParamSpec>& params() const override { return params_; }
+
+ protected:
+  std::string name_;
+  std::vector<ParamSpec> params_;
+};
+
+class Embed : public ToyUnitBase {
+ public:
+  Embed(int v, int t, int c) : ToyUnitBase("embed"), v_(v), c_(c) {
+    params_ = {{"wte.weight", {v, c}, InitKind::kNormal, 0.02f}, {"wpe.weight", {t, c}, InitKind::kNormal, 0.02f}};
+  }
+  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch& batch,
+                       const TensorView&, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
+    const int64_t B = batch.inputs.shape[0], T = batch.inputs.shape[1];
+    const int32_t* tok = batch.inputs.as<int32_t>();
+    for (int64_t i = 0; i < B * T; ++i) {
+      if (tok[i] < 0 || tok[i] >= v_) {
+        return absl::InvalidArgumentError(absl::StrCat("token ", tok[i], " at ", i, " is outside [0, ", v_, ")"));
+      }
+    }
+    RETURN_IF_ERROR(Alloc(ctx, B * T * c_, out));
+    const float* wte = p[0].as<float>();
+    const float* wpe = p[1].as<float>();
+    float* x = out->as<float>();
+    for (int64_t i = 0; i < B * T; ++i) {
+      const int64_t t = i % T;
+      for (int c = 0; c < c_; ++c) x[i * c_ + c] = wte[tok[i] * c_ + c] + wpe[t * c_ + c];
+    }
+    *saved = std::make_unique<Saved>();
+    return absl::OkStatus();
+  }
+  absl::Status Backward(const ComputeContext&, absl::Span<const TensorView>, absl::Span<const TensorView> g,
+                        const TokenBatch& batch, const SavedActivations&, const TensorView& grad_out,
+                        Buffer*) override {
+    const int64_t B = batch.inputs.shape[0], T = batch.inputs.shape[1];
+    const int32_t* tok = batch.inputs.as<int32_t>();
+    float* dwte = g[0].as<float>();
+    float* dwpe = g[1].as<float>();
+    const float* dx = grad_out.as<float>();
+    for (int64_t i = 0; i < B * T; ++i) {
+      const int64_t t = i % T;
+      for (int c = 0; c < c_; ++c) {
+        dwte[tok[i] * c_ + c] += dx[i * c_ + c];
+        dwpe[t * c_ + c] += dx[i * c_ + c];
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int v_, c_;
+};
+
+class Block : public ToyUnitBase {
+ public:
+  Block(int i, int c) : ToyUnitBase(absl::StrCat("blk.", i)), c_(c) {
+    params_ = {{absl::StrCat(name_, ".fc.weight"), {c, c}, InitKind::kNormal, 0.3f},
+               {absl::StrCat(name_, ".fc.bias"), {c}, InitKind::kNormal, 0.1f}};
+  }
+  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch&,
+                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
+    const int64_t n = in.numel() / c_;
+    const float* x = in.as<float>();
+    const float* w = p[0].as<float>();
+    const float* b = p[1].as<float>();
+    RETURN_IF_ERROR(Alloc(ctx, n * c_, out));
+    auto s = std::make_unique<Saved>();
+    s->a.assign(x, x + n * c_);
+    s->b.resize(n * c_);
+    float* y = out->as<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int o = 0; o < c_; ++o) {
+        float z = b[o];
+        for (int k = 0; k < c_; ++k) z += x[i * c_ + k] * w[k * c_ + o];
+        const float h = std::tanh(z);
+        s->b[i * c_ + o] = h;
+        y[i * c_ + o] = x[i * c_ + o] + h;
+      }
+    }
+    *saved = std::move(s);
+    return absl::OkStatus();
+  }
+  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> p, absl::Span<const TensorView> g,
+                        const TokenBatch&, const SavedActivations& saved, const TensorView& grad_out,
+                        Buffer* grad_in) override {
+    const Saved& s = static_cast<const Saved&>(saved);
+    const int64_t n = static_cast<int64_t>(s.a.size()) / c_;
+    const float* w = p[0].as<float>();
+    float* dw = g[0].as<float>();
+    float* db = g[1].as<float>();
+    const float* dy = grad_out.as<float>();
+    RETURN_IF_ERROR(Alloc(ctx, n * c_, grad_in));
+    float* dx = grad_in->as<float>();
+    std::vector<float> dz(c_);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int o = 0; o < c_; ++o) {
+        const float h = s.b[i * c_ + o];
+        dz[o] = dy[i * c_ + o] * (1.0f - h * h);
+        db[o] += dz[o];
+      }
+      for (int k = 0; k < c_; ++k) {
+        float acc = dy[i * c_ + k];
+        for (int o = 0; o < c_; ++o) {
+          dw[k * c_ + o] += s.a[i * c_ + k] * dz[o];
+          acc += dz[o] * w[k * c_ + o];
+        }
+        dx[i * c_ + k] = acc;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int c_;
+};
+
+class Head : public ToyUnitBase {
+ public:
+  Head(int v, int c) : ToyUnitBase("head"), v_(v), c_(c) { params_ = {{"ln_f.weight", {c}, InitKind::kOnes, 0}}; }
+  std::vector<std::string> borrowed_params() const override { return {"wte.weight"}; }
+
+  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch& batch,
+                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
+    const int64_t n = in.numel() / c_;
+    const float* x = in.as<float>();
+    const float* scale = p[0].as<float>();
+    const float* wte = p[1].as<float>();
+    const int32_t* target = batch.targets.as<int32_t>();
+    auto s = std::make_unique<Saved>();
+    s->a.assign(x, x + n * c_);
+    s->b.resize(n * v_);  // probabilities
+    double loss = 0;
+    std::vector<float> xs(c_);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int c = 0; c < c_; ++c) xs[c] = x[i * c_ + c] * scale[c];
+      float* prob = &s->b[i * v_];
+      float mx = -INFINITY;
+      for (int v = 0; v < v_; ++v) {
+        float z = 0;
+        for (int c = 0; c < c_; ++c) z += xs[c] * wte[v * c_ + c];
+        prob[v] = z;
+        mx = std::max(mx, z);
+      }
+      float sum = 0;
+      for (int v = 0; v < v_; ++v) {
+        prob[v] = std::exp(prob[v] - mx);
+        sum += prob[v];
+      }
+      for (int v = 0; v < v_; ++v) prob[v] /= sum;
+      loss -= std::log(prob[target[i]]);
+    }
+    RETURN_IF_ERROR(Alloc(ctx, 1, out));
+    out->as<float>()[0] = static_cast<float>(loss / n);
+    *saved = std::move(s);
+    return absl::OkStatus();
+  }
+  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> p, absl::Span<const TensorView> g,
+                        const TokenBatch& batch, const SavedActivations& saved, const TensorView& grad_out,
+                        Buffer* grad_in) override {
+    const Saved& s = static_cast<const Saved&>(saved);
+    const int64_t n = static_cast<int64_t>(s.a.size()) / c_;
+    const float* scale = p[0].as<float>();
+    const float* wte = p[1].as<float>();
+    float* dscale = g[0].as<float>();
+    float* dwte = g[1].as<float>();
+    const int32_t* target = batch.targets.as<int32_t>();
+    const float dloss = grad_out.as<float>()[0] / static_cast<float>(n);
+    RETURN_IF_ERROR(Alloc(ctx, n * c_, grad_in));
+    float* dx = grad_in->as<float>();
+    std::vector<float> xs(c_), dxs(c_);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* x = &s.a[i * c_];
+      for (int c = 0; c < c_; ++c) {
+        xs[c] = x[c] * scale[c];
+        dxs[c] = 0;
+      }
+      for (int v = 0; v < v_; ++v) {
+        const float dz = (s.b[i * v_ + v] - (v == target[i] ? 1.0f : 0.0f)) * dloss;
+        for (int c = 0; c < c_; ++c) {
+          dwte[v * c_ + c] += dz * xs[c];
+          dxs[c] += dz * wte[v * c_ + c];
+        }
+      }
+      for (int c = 0; c < c_; ++c) {
+        dscale[c] += dxs[c] * x[c];
+        dx[i * c_ + c] = dxs[c] * scale[c];
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int v_, c_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> BuildToyModel(const ToyModelConfig& config) {
+  auto model = std::make_unique<Model>();
+  model->units.push_back(std::make_unique<Embed>(config.vocab_size, config.seq_len, config.n_embd));
+  for (int i = 0; i < config.n_layer; ++i) model->units.push_back(std::make_unique<Block>(i, config.n_embd));
+  model->units.push_back(std::make_unique<Head>(config.vocab_size, config.n_embd));
+  return model;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,75 @@
+// GradReducer: reduce-scatters units' full gradients into their gradient
+// shards, fusing small consecutive units into buckets.
+//
+// Buckets are formed once, walking units in backward order (last unit
+// first): a unit joins the open bucket while the bucket's full gradient bytes
+// stay <= bucket_bytes; a larger unit gets a bucket of its own. A bucket is
+// complete after the backward of its lowest-index unit. The bucket layout
+// depends only on the layouts and bucket_bytes, never on the ZeRO stage, so
+// every stage issues the same reduce-scatters: the sums are bitwise equal.
+//
+// Launch(b): one ReduceScatter(kAvg over dp) of the bucket. A one-unit bucket
+// reduces straight from the unit's full gradients; a fused one first copies
+// the units' slices rank-major into a staging buffer (kCommBuffers) so rank r
+// receives [unit u's shard r for u in bucket]. Finish(b): waits, adds each
+// unit's part into its gradient shard (+=, so micro-batches accumulate), frees
+// the staging, then frees (stages 2-3) or zeroes (stages 0-1) the full grads.
+//
+// Thread-compatible; the units must outlive the reducer.
+#ifndef ZEROSHARD_SHARDING_GRAD_REDUCER_H_
+#define ZEROSHARD_SHARDING_GRAD_REDUCER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "core/buffer.h"
+#include "core/memory_tracker.h"
+#include "sharding/unit_shard.h"
+
+namespace zeroshard {
+
+class GradReducer {
+ public:
+  // `units` in forward order. kInvalidArgument for bucket_bytes < 0.
+  static absl::StatusOr<std::unique_ptr<GradReducer>> Create(std::vector<UnitShard*> units, int64_t bucket_bytes,
+                                                             Communicator* dp, MemoryTracker* tracker);
+
+  int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  int bucket_of(int unit) const { return bucket_of_[unit]; }
+  // Units of bucket b, in forward order.
+  const std::vector<int>& bucket_units(int b) const { return buckets_[b].units; }
+  // Whether the backward of `unit` completes its bucket.
+  bool closes_bucket(int unit) const { return buckets_[bucket_of_[unit]].units.front() == unit; }
+
+  // Preconditions: every unit of the bucket has full grads and a grad shard.
+  absl::Status Launch(int bucket);
+  // Waits for a launched bucket and accumulates; no-op if not launched.
+  absl::Status Finish(int bucket);
+  // Finish for every launched bucket, in launch order.
+  absl::Status FinishAll();
+
+ private:
+  struct Bucket {
+    std::vector<int> units;  // forward order
+    int64_t shard_numel = 0;  // sum of the units' S
+    Buffer staging_in;        // fused buckets only
+    Buffer staging_out;
+    std::unique_ptr<Work> work;
+  };
+  GradReducer() = default;
+
+  std::vector<UnitShard*> units_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;
+  std::vector<int> launched_;  // bucket ids in launch order, not yet finished
+  Communicator* dp_ = nullptr;
+  MemoryTracker* tracker_ = nullptr;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_SHARDING_GRAD_REDUCER_H_

@@ -1,0 +1,135 @@
+#include "sharding/unit_shard.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace zeroshard {
+
+absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayout* layout, int stage,
+                                                             Communicator* dp, MemoryTracker* tracker) {
+  if (stage < 0 || stage > 3) {
+    return absl::InvalidArgumentError(absl::StrCat("ZeRO stage is ", stage, ", expected 0, 1, 2 or 3"));
+  }
+  if (layout->dp() != dp->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("unit '", layout->unit_name(), "' is laid out for dp ",
+                                                   layout->dp(), " but the dp communicator has ", dp->size(),
+                                                   " ranks"));
+  }
+  std::unique_ptr<UnitShard> u(new UnitShard());
+  u->layout_ = layout;
+  u->stage_ = stage;
+  u->rank_ = dp->rank();
+  u->dp_ = dp;
+  u->tracker_ = tracker;
+  u->device_ = dp->device();
+  const int64_t P = layout->padded_numel();
+  const int64_t S = layout->shard_numel();
+  const Device d = u->device_;
+  ASSIGN_OR_RETURN(u->params_, Buffer::Allocate(tracker, MemoryCategory::kParams, d, DType::kF32,
+                                                stage == 3 ? S : P));
+  ASSIGN_OR_RETURN(u->master_, Buffer::Allocate(tracker, MemoryCategory::kMasterParams, d, DType::kF32,
+                                                stage == 0 ? P : S));
+  if (stage <= 1) {
+    ASSIGN_OR_RETURN(u->full_grads_, Buffer::Allocate(tracker, MemoryCategory::kGrads, d, DType::kF32, P));
+  } else {
+    ASSIGN_OR_RETURN(u->grad_shard_, Buffer::Allocate(tracker, MemoryCategory::kGrads, d, DType::kF32, S));
+  }
+  return u;
+}
+
+float* UnitShard::param_shard() {
+  if (stage_ == 3) return params_.as<float>();
+  return params_.as<float>() + layout_->ShardBegin(rank_);
+}
+
+float* UnitShard::full_params() {
+  if (stage_ != 3) return params_.as<float>();
+  return gather_state_ == GatherState::kGathered ? gathered_.as<float>() : nullptr;
+}
+
+absl::Status UnitShard::StartGather() {
+  if (stage_ != 3 || gather_state_ != GatherState::kReleased) return absl::OkStatus();
+  if (layout_->padded_numel() == 0) {  // nothing to move: every rank skips alike
+    gather_state_ = GatherState::kGathered;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(gathered_, Buffer::Allocate(tracker_, MemoryCategory::kParams, device_, DType::kF32,
+                                               layout_->padded_numel()));
+  gather_work_ = dp_->AllGather(params_.data(), gathered_.data(), layout_->shard_numel(), DType::kF32);
+  gather_state_ = GatherState::kInFlight;
+  ++gathers_;
+  return absl::OkStatus();
+}
+
+absl::Status UnitShard::WaitGather() {
+  if (stage_ != 3 || gather_state_ == GatherState::kGathered) return absl::OkStatus();
+  RETURN_IF_ERROR(StartGather());
+  absl::Status s = gather_work_->Wait();
+  gather_work_.reset();
+  if (!s.ok()) {
+    gathered_.Reset();
+    gather_state_ = GatherState::kReleased;
+    return s;
+  }
+  gather_state_ = GatherState::kGathered;
+  return absl::OkStatus();
+}
+
+absl::Status UnitShard::Release() {
+  if (stage_ != 3 || gather_state_ == GatherState::kReleased) return absl::OkStatus();
+  absl::Status s;
+  if (gather_work_ != nullptr) s = gather_work_->Wait();
+  gather_work_.reset();
+  gathered_.Reset();
+  gather_state_ = GatherState::kReleased;
+  return s;
+}
+
+absl::Status UnitShard::EnsureFullGrads() {
+  if (!full_grads_.empty() || layout_->padded_numel() == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(full_grads_, Buffer::Allocate(tracker_, MemoryCategory::kGrads, device_, DType::kF32,
+                                                 layout_->padded_numel()));
+  return absl::OkStatus();
+}
+
+void UnitShard::FreeFullGrads() {
+  if (stage_ >= 2) full_grads_.Reset();
+}
+
+absl::Status UnitShard::ZeroFullGrads() {
+  if (full_grads_.empty()) return absl::OkStatus();
+  return DeviceMemset(full_grads_.data(), device_, 0, full_grads_.bytes());
+}
+
+absl::Status UnitShard::EnsureGradShard() {
+  if (!grad_shard_.empty() || layout_->shard_numel() == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(grad_shard_, Buffer::Allocate(tracker_, MemoryCategory::kGrads, device_, DType::kF32,
+                                                 layout_->shard_numel()));
+  return absl::OkStatus();
+}
+
+void UnitShard::FreeGradShard() {
+  if (stage_ <= 1) grad_shard_.Reset();
+}
+
+absl::Status UnitShard::ZeroGradShard() {
+  if (grad_shard_.empty()) return absl::OkStatus();
+  return DeviceMemset(grad_shard_.data(), device_, 0, grad_shard_.bytes());
+}
+
+absl::StatusOr<std::unique_ptr<Work>> UnitShard::PublishMaster() {
+  const int64_t S = layout_->shard_numel();
+  if (stage_ == 0) {
+    RETURN_IF_ERROR(DeviceCopy(params_.data(), device_, master_.data(), device_, master_.bytes()));
+    return std::unique_ptr<Work>();
+  }
+  RETURN_IF_ERROR(DeviceCopy(param_shard(), device_, master_.data(), device_, master_.bytes()));
+  if (stage_ == 3 || S == 0) return std::unique_ptr<Work>();
+  // In place: this rank's slice is already at params + rank*S.
+  return dp_->AllGather(param_shard(), params_.data(), S, DType::kF32);
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,116 @@
+// UnitShard: one unit's parameter, master, gradient buffers on one rank under
+// a ZeRO stage (DESIGN.md §6), and the collectives that move them.
+//
+// At rest (between steps) a rank holds, with P the unit's padded numel, S its
+// shard numel, c the compute dtype size (f32 today):
+//   stage | params (kParams) | grads (kGrads) | master (kMasterParams)
+//   0     | P·c full         | P·c full       | P·4 full
+//   1     | P·c full         | P·c full       | S·4
+//   2     | P·c full         | S·4 shard      | S·4
+//   3     | S·c shard        | S·4 shard      | S·4
+// plus optimizer state (ShardedOptimizer) over the master region. Transient:
+// stage 3's gathered P·c buffer (kParams) while the unit is gathered; stage
+// 2-3's full P·c gradient buffer (kGrads) from the unit's first backward
+// until its reduction; stage 0-1's S·4 gradient shard (kGrads) during a step.
+//
+// Thread-compatible: the engine drives it from one thread; collectives run on
+// the communicator's own progress thread until their Work completes.
+#ifndef ZEROSHARD_SHARDING_UNIT_SHARD_H_
+#define ZEROSHARD_SHARDING_UNIT_SHARD_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "core/buffer.h"
+#include "core/memory_tracker.h"
+#include "sharding/flat_param_layout.h"
+
+namespace zeroshard {
+
+class UnitShard {
+ public:
+  // `layout` must outlive the shard; layout->dp() must equal dp->size().
+  // Allocates the at-rest buffers above (zeroed). kInvalidArgument for a
+  // stage outside [0, 3] or a dp size mismatch.
+  static absl::StatusOr<std::unique_ptr<UnitShard>> Create(const FlatParamLayout* layout, int stage,
+                                                           Communicator* dp, MemoryTracker* tracker);
+
+  const FlatParamLayout& layout() const { return *layout_; }
+  int stage() const { return stage_; }
+  int rank() const { return rank_; }
+
+  // The region of the flat buffer the master copy, the optimizer and the
+  // reduced gradient cover: [0, P) for stage 0, this rank's shard otherwise.
+  int64_t master_begin() const { return stage_ == 0 ? 0 : layout_->ShardBegin(rank_); }
+  int64_t master_numel() const { return master_.numel(); }
+  float* master() { return master_.as<float>(); }
+
+  // The compute-dtype parameters of the rank's shard (stage 3's shard
+  // buffer, else the slice of the full buffer).
+  float* param_shard();
+
+  // Full compute-dtype parameters; null under stage 3 unless gathered.
+  float* full_params();
+  bool gathered() const { return stage_ != 3 || gather_state_ == GatherState::kGathered; }
+  bool gather_in_flight() const { return gather_state_ == GatherState::kInFlight; }
+
+  // Stage 3: allocates the full buffer and all-gathers the shards into it.
+  // No-op when gathered or in flight; stages 0-2: no-op.
+  absl::Status StartGather();
+  // Waits for StartGather's collective (starting it first if needed).
+  absl::Status WaitGather();
+  // Stage 3: frees the full buffer (waits for an in-flight gather first).
+  absl::Status Release();
+  // Number of all-gathers of parameters this shard has issued.
+  int64_t gathers() const { return gathers_; }
+
+  // Full gradients (compute dtype, accumulated by Backward). Stages 0-1:
+  // always there; stages 2-3: allocated zeroed by EnsureFullGrads, freed by
+  // FreeFullGrads (after their reduction).
+  absl::Status EnsureFullGrads();
+  float* full_grads() { return full_grads_.empty() ? nullptr : full_grads_.as<float>(); }
+  void FreeFullGrads();
+  absl::Status ZeroFullGrads();
+
+  // The reduced gradient over the master region's shard, f32, S elements:
+  // stages 2-3 always there; stages 0-1 allocated zeroed by
+  // EnsureGradShard for one step and freed by FreeGradShard.
+  absl::Status EnsureGradShard();
+  float* grad_shard() { return grad_shard_.empty() ? nullptr : grad_shard_.as<float>(); }
+  void FreeGradShard();
+  absl::Status ZeroGradShard();
+
+  // After the optimizer updated master(): refresh the compute parameters.
+  // Stage 0: master -> full params. Stages 1-2: master -> own slice, then an
+  // in-place all-gather of the full buffer (returned Work must be waited).
+  // Stage 3: master -> shard (a gathered copy is stale: Release first).
+  // Returns null Work when nothing was issued.
+  absl::StatusOr<std::unique_ptr<Work>> PublishMaster();
+
+ private:
+  enum class GatherState { kReleased, kInFlight, kGathered };
+  UnitShard() = default;
+
+  const FlatParamLayout* layout_ = nullptr;
+  int stage_ = 0;
+  int rank_ = 0;
+  Communicator* dp_ = nullptr;
+  MemoryTracker* tracker_ = nullptr;
+  Device device_ = Device::kCpu;
+
+  Buffer params_;       // full (stages 0-2) or shard (stage 3)
+  Buffer gathered_;     // stage 3 full buffer while gathered
+  GatherState gather_state_ = GatherState::kReleased;
+  std::unique_ptr<Work> gather_work_;
+  int64_t gathers_ = 0;
+  Buffer master_;
+  Buffer full_grads_;
+  Buffer grad_shard_;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_SHARDING_UNIT_SHARD_H_
