@@ -23,21 +23,31 @@ namespace {
 
 constexpr int kMaxTag = 32767;  // the MPI standard's minimum MPI_TAG_UB
 
-// f32 staging for f16/bf16 reductions, accounted as kCommBuffers.
+// f32 staging for f16/bf16 reductions, reused across operations (it only
+// grows) and accounted as kCommBuffers. Progress thread only.
 class F32Staging {
  public:
-  F32Staging(MemoryTracker* tracker, size_t n) : tracker_(tracker), data_(n) {
-    if (tracker_) tracker_->Allocated(MemoryCategory::kCommBuffers, Bytes());
-  }
+  explicit F32Staging(MemoryTracker* tracker) : tracker_(tracker) {}
   ~F32Staging() {
     if (tracker_) tracker_->Freed(MemoryCategory::kCommBuffers, Bytes());
   }
-  float* data() { return data_.data(); }
-  int64_t Bytes() const { return static_cast<int64_t>(data_.size() * sizeof(float)); }
+  // At least n floats, uninitialised.
+  float* Get(size_t n) {
+    if (n > capacity_) {
+      if (tracker_) tracker_->Freed(MemoryCategory::kCommBuffers, Bytes());
+      data_.reset(new float[n]);
+      capacity_ = n;
+      if (tracker_) tracker_->Allocated(MemoryCategory::kCommBuffers, Bytes());
+    }
+    return data_.get();
+  }
 
  private:
+  int64_t Bytes() const { return static_cast<int64_t>(capacity_ * sizeof(float)); }
+
   MemoryTracker* tracker_;
-  std::vector<float> data_;
+  std::unique_ptr<float[]> data_;
+  size_t capacity_ = 0;
 };
 
 bool IsHalf(DType dtype) { return dtype == DType::kF16 || dtype == DType::kBF16; }
@@ -123,14 +133,15 @@ class MpiCommunicator : public Communicator {
         if (op == ReduceOp::kAvg) DivideInPlace(out, count, dtype, size_);
         return absl::OkStatus();
       }
-      F32Staging wide_in(options_.tracker, static_cast<size_t>(count) * size_);
-      F32Staging wide_out(options_.tracker, static_cast<size_t>(count));
-      ConvertHalfToF32(static_cast<const uint16_t*>(in), wide_in.data(), count * size_, dtype);
-      RETURN_IF_ERROR(MpiStatus(
-          MPI_Reduce_scatter_block(wide_in.data(), wide_out.data(), c, MPI_FLOAT, MpiOpOf(op), comm_),
-          "MPI_Reduce_scatter_block"));
-      if (op == ReduceOp::kAvg) DivideInPlace(wide_out.data(), count, DType::kF32, size_);
-      ConvertF32ToHalf(wide_out.data(), static_cast<uint16_t*>(out), count, dtype);
+      // One staging block: [0, n·count) widened input, then count outputs.
+      float* wide_in = staging_.Get(static_cast<size_t>(count) * (size_ + 1));
+      float* wide_out = wide_in + count * size_;
+      ConvertHalfToF32(static_cast<const uint16_t*>(in), wide_in, count * size_, dtype);
+      RETURN_IF_ERROR(
+          MpiStatus(MPI_Reduce_scatter_block(wide_in, wide_out, c, MPI_FLOAT, MpiOpOf(op), comm_),
+                    "MPI_Reduce_scatter_block"));
+      if (op == ReduceOp::kAvg) DivideInPlace(wide_out, count, DType::kF32, size_);
+      ConvertF32ToHalf(wide_out, static_cast<uint16_t*>(out), count, dtype);
       return absl::OkStatus();
     });
   }
@@ -148,12 +159,12 @@ class MpiCommunicator : public Communicator {
         if (op == ReduceOp::kAvg) DivideInPlace(buf, count, dtype, size_);
         return absl::OkStatus();
       }
-      F32Staging wide(options_.tracker, static_cast<size_t>(count));
-      ConvertHalfToF32(static_cast<const uint16_t*>(buf), wide.data(), count, dtype);
+      float* wide = staging_.Get(static_cast<size_t>(count));
+      ConvertHalfToF32(static_cast<const uint16_t*>(buf), wide, count, dtype);
       RETURN_IF_ERROR(
-          MpiStatus(MPI_Allreduce(MPI_IN_PLACE, wide.data(), c, MPI_FLOAT, MpiOpOf(op), comm_), "MPI_Allreduce"));
-      if (op == ReduceOp::kAvg) DivideInPlace(wide.data(), count, DType::kF32, size_);
-      ConvertF32ToHalf(wide.data(), static_cast<uint16_t*>(buf), count, dtype);
+          MpiStatus(MPI_Allreduce(MPI_IN_PLACE, wide, c, MPI_FLOAT, MpiOpOf(op), comm_), "MPI_Allreduce"));
+      if (op == ReduceOp::kAvg) DivideInPlace(wide, count, DType::kF32, size_);
+      ConvertF32ToHalf(wide, static_cast<uint16_t*>(buf), count, dtype);
       return absl::OkStatus();
     });
   }
@@ -398,6 +409,7 @@ class MpiCommunicator : public Communicator {
   CommStats stats_ ABSL_GUARDED_BY(mu_);
 
   // Owned by the progress thread.
+  F32Staging staging_{options_.tracker};
   std::vector<PendingRequest> pending_;
   absl::Status failure_;
   std::thread progress_thread_;

@@ -26,6 +26,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
 #include "core/device.h"
+#include "core/memory_tracker.h"
 #include "core/dtype.h"
 #include "gtest/gtest.h"
 
@@ -522,6 +523,31 @@ TEST_P(CommConformanceTest, DebugChecksFailEveryRankOnMismatch) {
   absl::Status after = checked->Barrier()->Wait();
   EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(after.message(), absl::StrCat("communicator world is unusable after an earlier failure: ", s.message()));
+}
+
+// The MPI backend widens f16/bf16 reductions into one reusable f32 staging
+// buffer, counted as kCommBuffers in options.tracker until the communicator
+// goes away.
+TEST_P(CommConformanceTest, LowPrecisionStagingIsTracked) {
+  SKIP_IF_UNAVAILABLE();
+  if (GetParam().name != "mpi") GTEST_SKIP() << "only the MPI backend stages through f32";
+  MemoryTracker tracker;
+  CommOptions options;
+  options.tracker = &tracker;
+  auto tracked = Create(options);
+  ASSERT_NE(tracked, nullptr);
+  const int64_t n = 1000;
+  Staged buf(device(), DType::kBF16, n * size()), out(device(), DType::kBF16, n);
+  Fill(buf, rank(), n, 1);
+  ASSERT_TRUE(tracked->AllReduce(buf.data(), n, DType::kBF16, ReduceOp::kSum)->Wait().ok());
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, n * 4);
+  ASSERT_TRUE(tracked->ReduceScatter(buf.data(), out.data(), n, DType::kBF16, ReduceOp::kMax)->Wait().ok());
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, n * (size() + 1) * 4);
+  ASSERT_TRUE(tracked->AllReduce(buf.data(), 10, DType::kF16, ReduceOp::kSum)->Wait().ok());  // reuses it
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, n * (size() + 1) * 4);
+  tracked.reset();
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, 0);
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).peak, n * (size() + 1) * 4);
 }
 
 const Backend kBackends[] = {
