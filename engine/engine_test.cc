@@ -1,0 +1,533 @@
+// Engine tests with dp ranks as threads (engine/testing/thread_communicator.h)
+// and the loop-based toy model: parity, stage equality, repeatability,
+// memory and communication accounting, errors. The same claims for GPT-2
+// under mpirun live in tests/engine/.
+#include "engine/engine.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nn/param_init.h"
+#include "engine/testing/thread_communicator.h"
+#include "engine/testing/toy_model.h"
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+constexpr int kGlobalBatch = 36;  // divisible by dp * k for dp in 1..4, k in {1, 3}
+const ToyModelConfig kToy{2, 16, 67, 8};
+
+struct RunSpec {
+  int stage = 0;
+  int dp = 1;
+  int k = 1;
+  ZeroConfig::ReduceMode mode = ZeroConfig::ACCUMULATE;
+  int prefetch = 1;
+  int64_t persistence_threshold = 0;
+  bool reshard_after_forward = true;
+  int64_t bucket_bytes = 4096;
+  OptimizerConfig::Type optimizer = OptimizerConfig::ADAMW;
+  int steps = 10;
+};
+
+EngineConfig MakeConfig(const RunSpec& s) {
+  EngineConfig c;
+  c.mutable_zero()->set_stage(s.stage);
+  c.mutable_zero()->set_prefetch(s.prefetch);
+  c.mutable_zero()->set_persistence_threshold(s.persistence_threshold);
+  c.mutable_zero()->set_reshard_after_forward(s.reshard_after_forward);
+  c.mutable_zero()->set_bucket_bytes(s.bucket_bytes);
+  c.mutable_zero()->set_reduce_mode(s.mode);
+  c.set_gradient_accumulation_steps(s.k);
+  c.mutable_parallel()->set_dp(s.dp);
+  c.mutable_optimizer()->set_type(s.optimizer);
+  c.mutable_optimizer()->set_lr(1e-3);
+  c.mutable_optimizer()->set_weight_decay(0.1);
+  c.mutable_optimizer()->set_grad_clip(1.0);
+  c.mutable_optimizer()->set_momentum(s.optimizer == OptimizerConfig::SGD ? 0.9 : 0.0);
+  c.mutable_optimizer()->set_nesterov(s.optimizer == OptimizerConfig::SGD);
+  c.mutable_lr_schedule()->set_type(LrScheduleConfig::WARMUP_COSINE);
+  c.mutable_lr_schedule()->set_warmup_steps(2);
+  c.mutable_lr_schedule()->set_decay_steps(10);
+  c.mutable_lr_schedule()->set_min_lr(1e-4);
+  c.mutable_device()->set_threads_per_rank(1);
+  c.set_seed(42);
+  return c;
+}
+
+// Global batch: kGlobalBatch sequences of T+1 tokens.
+std::vector<int32_t> RandomTokens(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> tokens(kGlobalBatch * (kToy.seq_len + 1));
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % kToy.vocab_size);
+  return tokens;
+}
+
+// Rank r's micro-batch m under data/batch_plan.h's rule j = m*dp*B + r*B + b.
+struct HostBatch {
+  std::vector<int32_t> inputs, targets;
+  TokenBatch view;
+};
+std::vector<HostBatch> SliceBatch(const std::vector<int32_t>& tokens, int dp, int k, int rank) {
+  const int T = kToy.seq_len, B = kGlobalBatch / (dp * k);
+  std::vector<HostBatch> out(k);
+  for (int m = 0; m < k; ++m) {
+    HostBatch& hb = out[m];
+    for (int b = 0; b < B; ++b) {
+      const int j = m * dp * B + rank * B + b;
+      const int32_t* seq = &tokens[j * (T + 1)];
+      hb.inputs.insert(hb.inputs.end(), seq, seq + T);
+      hb.targets.insert(hb.targets.end(), seq + 1, seq + T + 1);
+    }
+    hb.view.inputs = TensorView{hb.inputs.data(), DType::kI32, {B, T}, Device::kCpu};
+    hb.view.targets = TensorView{hb.targets.data(), DType::kI32, {B, T}, Device::kCpu};
+  }
+  return out;
+}
+
+struct MemorySnapshot {
+  int64_t params = 0, master = 0, grads = 0, optim = 0, params_peak = 0;
+};
+
+struct RunOutput {
+  std::map<std::string, std::vector<float>> weights;  // gathered on rank 0
+  std::vector<StepResult> results;                    // rank 0
+  std::vector<MemorySnapshot> memory;                 // per rank, after step 1
+  std::vector<CommStats> step1_comm;                  // per rank, during step 1
+  std::vector<int> peak_gathered_units;               // per rank
+  std::vector<int64_t> shard_params_bytes;            // per rank: stage-3 shard bytes
+};
+
+// Runs `fn(rank, comm)` on dp threads.
+template <typename Fn>
+void OnRanks(int dp, Fn fn) {
+  std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(dp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < dp; ++r) threads.emplace_back([&, r] { fn(r, comms[r].get()); });
+  for (std::thread& t : threads) t.join();
+}
+
+RunOutput RunEngine(const RunSpec& spec, const std::vector<int32_t>& tokens) {
+  RunOutput out;
+  out.memory.resize(spec.dp);
+  out.step1_comm.resize(spec.dp);
+  out.peak_gathered_units.resize(spec.dp);
+  out.shard_params_bytes.resize(spec.dp);
+  OnRanks(spec.dp, [&](int rank, Communicator* comm) {
+    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<HostBatch> batches = SliceBatch(tokens, spec.dp, spec.k, rank);
+    std::vector<TokenBatch> views;
+    for (HostBatch& hb : batches) views.push_back(hb.view);
+    for (int step = 1; step <= spec.steps; ++step) {
+      const CommStats before = (*engine)->comm_stats();
+      (*engine)->memory().ResetPeaks();
+      absl::StatusOr<StepResult> result = (*engine)->TrainStep(views);
+      ASSERT_TRUE(result.ok()) << result.status();
+      if (rank == 0) out.results.push_back(*result);
+      if (step == 1) {
+        const MemoryTracker& m = (*engine)->memory();
+        out.memory[rank] = {m.Usage(MemoryCategory::kParams).current, m.Usage(MemoryCategory::kMasterParams).current,
+                            m.Usage(MemoryCategory::kGrads).current,
+                            m.Usage(MemoryCategory::kOptimizerState).current,
+                            m.Usage(MemoryCategory::kParams).peak};
+        out.step1_comm[rank] = (*engine)->comm_stats() - before;
+      }
+    }
+    out.peak_gathered_units[rank] = (*engine)->peak_gathered_units();
+    for (const std::string& name : (*engine)->ParamNames()) {
+      absl::StatusOr<std::vector<float>> w = (*engine)->GatherParam(name);
+      ASSERT_TRUE(w.ok()) << w.status();
+      if (rank == 0) out.weights[name] = std::move(*w);
+    }
+  });
+  return out;
+}
+
+bool BitwiseEqual(const RunOutput& a, const RunOutput& b) {
+  if (a.weights.size() != b.weights.size()) return false;
+  for (const auto& [name, w] : a.weights) {
+    const std::vector<float>& v = b.weights.at(name);
+    if (w.size() != v.size() || std::memcmp(w.data(), v.data(), w.size() * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
+// Per tensor, ||a - ref||_2 / ||ref||_2; the worst tensor. This is the
+// "relative" of the parity claim. (The element-wise max |a - ref| / max |ref|
+// is reported by MaxElementDiff: AdamW's normalisation turns the f32
+// summation-order noise of small gradients into a few ulps more there.)
+double MaxRelativeDiff(const RunOutput& a, const RunOutput& ref) {
+  double worst = 0;
+  for (const auto& [name, r] : ref.weights) {
+    const std::vector<float>& v = a.weights.at(name);
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const double d = static_cast<double>(v[i]) - r[i];
+      diff += d * d;
+      norm += static_cast<double>(r[i]) * r[i];
+    }
+    worst = std::max(worst, std::sqrt(diff / norm));
+  }
+  return worst;
+}
+
+double MaxElementDiff(const RunOutput& a, const RunOutput& ref) {
+  double worst = 0;
+  for (const auto& [name, r] : ref.weights) {
+    const std::vector<float>& v = a.weights.at(name);
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      diff = std::max(diff, std::fabs(static_cast<double>(v[i]) - r[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(r[i])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+TEST(EngineTest, ParityStagesDpAccumulation) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
+  RunSpec ref_spec;  // single rank, stage 0, no accumulation
+  const RunOutput ref = RunEngine(ref_spec, tokens);
+  ASSERT_EQ(ref.results.size(), 10u);
+  EXPECT_LT(ref.results.back().loss, ref.results.front().loss) << "the reference did not learn";
+  for (int k : {1, 3}) {
+    for (int dp : {1, 2, 3, 4}) {
+      RunOutput stage0;
+      for (int stage : {0, 1, 2, 3}) {
+        SCOPED_TRACE(absl::StrCat("stage ", stage, " dp ", dp, " k ", k));
+        RunSpec spec;
+        spec.stage = stage;
+        spec.dp = dp;
+        spec.k = k;
+        RunOutput out = RunEngine(spec, tokens);
+        const double rel = MaxRelativeDiff(out, ref);
+        const double element = MaxElementDiff(out, ref);
+        EXPECT_LE(rel, 1e-6);
+        EXPECT_LE(element, 2e-5);
+        if (stage == 0) {
+          stage0 = std::move(out);
+          RunOutput again = RunEngine(spec, tokens);
+          EXPECT_TRUE(BitwiseEqual(stage0, again)) << "run twice differs";
+        } else {
+          EXPECT_TRUE(BitwiseEqual(out, stage0)) << "differs from stage 0";
+        }
+        std::printf("stage %d dp %d k %d: relative L2 diff %.3g, max element diff %.3g\n", stage, dp, k, rel,
+                    element);
+      }
+    }
+  }
+}
+
+// Sum over units of the padded numel P and the shard numel S at `dp`.
+struct Sizes {
+  int64_t P = 0, S = 0, max_P = 0, embed_P = 0;
+  std::vector<int64_t> unit_P, unit_S, unit_N;
+};
+Sizes LayoutSizes(int dp) {
+  Sizes s;
+  std::unique_ptr<Model> model = BuildToyModel(kToy);
+  for (int u = 0; u < static_cast<int>(model->units.size()); ++u) {
+    std::vector<FlatParamDecl> decls;
+    for (const ParamSpec& p : model->units[u]->params()) decls.push_back({p.name, p.shape});
+    FlatParamLayout l = *FlatParamLayout::Create(model->units[u]->name(), u, decls, dp);
+    s.P += l.padded_numel();
+    s.S += l.shard_numel();
+    s.max_P = std::max(s.max_P, l.padded_numel());
+    if (u == 0) s.embed_P = l.padded_numel();
+    s.unit_P.push_back(l.padded_numel());
+    s.unit_S.push_back(l.shard_numel());
+    s.unit_N.push_back(l.numel());
+  }
+  return s;
+}
+
+TEST(EngineTest, MemoryAfterFirstStepMatchesStageFormulas) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  for (int dp : {1, 3, 4}) {
+    const Sizes z = LayoutSizes(dp);
+    ASSERT_EQ(z.S * dp, z.P);
+    for (int stage : {0, 1, 2, 3}) {
+      SCOPED_TRACE(absl::StrCat("stage ", stage, " dp ", dp));
+      RunSpec spec;
+      spec.stage = stage;
+      spec.dp = dp;
+      spec.steps = 1;
+      const RunOutput out = RunEngine(spec, tokens);
+      for (int r = 0; r < dp; ++r) {
+        const MemorySnapshot& m = out.memory[r];
+        // f32 compute: 4 bytes params, 4 grads, 4 master, 8 AdamW (m, v).
+        EXPECT_EQ(m.params, 4 * (stage == 3 ? z.S : z.P));
+        EXPECT_EQ(m.grads, 4 * (stage <= 1 ? z.P : z.S));
+        EXPECT_EQ(m.master, 4 * (stage == 0 ? z.P : z.S));
+        EXPECT_EQ(m.optim, 8 * (stage == 0 ? z.P : z.S));
+        if (stage == 3) {
+          // Gathered working set: the unit, the next `prefetch` (1) one, and
+          // the tied owner "embed" held across each pass.
+          EXPECT_LE(m.params_peak - 4 * z.S, 4 * (2 * z.max_P + z.embed_P));
+          EXPECT_GT(m.params_peak - 4 * z.S, 4 * z.max_P) << "nothing was prefetched";
+          EXPECT_EQ(out.peak_gathered_units[r], 3);
+        }
+      }
+    }
+  }
+}
+
+TEST(EngineTest, CommBytesPerStepMatchTheory) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  for (int dp : {2, 3, 4}) {
+    const Sizes z = LayoutSizes(dp);
+    for (int k : {1, 3}) {
+      for (auto mode : {ZeroConfig::ACCUMULATE, ZeroConfig::DEFER}) {
+        if (k == 1 && mode == ZeroConfig::DEFER) continue;
+        for (int stage : {0, 1, 2, 3}) {
+          SCOPED_TRACE(absl::StrCat("stage ", stage, " dp ", dp, " k ", k, " mode ", mode));
+          RunSpec spec;
+          spec.stage = stage;
+          spec.dp = dp;
+          spec.k = k;
+          spec.mode = mode;
+          spec.steps = 1;
+          const RunOutput out = RunEngine(spec, tokens);
+          // Elements moved per rank by one pass over every unit: Psi (N-1)/N.
+          const int64_t pass_bytes = 4 * z.S * (dp - 1);
+          const int64_t reductions = mode == ZeroConfig::ACCUMULATE ? k : 1;
+          const int64_t gathers = stage == 3 ? 2 * k : 1;
+          for (int r = 0; r < dp; ++r) {
+            const CommStats& c = out.step1_comm[r];
+            EXPECT_EQ(c[CommOp::kReduceScatter].bytes_sent, reductions * pass_bytes);
+            EXPECT_EQ(c[CommOp::kAllGather].bytes_sent, gathers * pass_bytes);
+            // Batch-shape agreement and [sum of squares, loss]: two scalars' worth.
+            EXPECT_EQ(c[CommOp::kAllReduce].calls, 2);
+            if (k == 1) {
+              const int64_t theory = (stage == 3 ? 3 : 2) * z.P * (dp - 1) / dp * 4;
+              EXPECT_EQ(c[CommOp::kReduceScatter].bytes_sent + c[CommOp::kAllGather].bytes_sent, theory);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(EngineTest, DeferEqualsAcrossStagesAndMatchesAccumulate) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  RunSpec spec;
+  spec.dp = 2;
+  spec.k = 3;
+  spec.mode = ZeroConfig::ACCUMULATE;
+  const RunOutput accumulate = RunEngine(spec, tokens);
+  spec.mode = ZeroConfig::DEFER;
+  const RunOutput defer0 = RunEngine(spec, tokens);
+  EXPECT_LE(MaxRelativeDiff(defer0, accumulate), 1e-6);
+  for (int stage : {1, 2, 3}) {
+    spec.stage = stage;
+    EXPECT_TRUE(BitwiseEqual(RunEngine(spec, tokens), defer0)) << "stage " << stage;
+  }
+}
+
+TEST(EngineTest, SgdNesterovStagesBitwiseEqual) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  RunSpec spec;
+  spec.optimizer = OptimizerConfig::SGD;
+  const RunOutput ref = RunEngine(spec, tokens);
+  spec.dp = 3;
+  const RunOutput dp3 = RunEngine(spec, tokens);
+  EXPECT_LE(MaxRelativeDiff(dp3, ref), 1e-6);
+  for (int stage : {1, 2, 3}) {
+    spec.stage = stage;
+    EXPECT_TRUE(BitwiseEqual(RunEngine(spec, tokens), dp3)) << "stage " << stage;
+  }
+}
+
+TEST(EngineTest, PersistentUnitsGatherOncePerStep) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const int dp = 2;
+  const Sizes z = LayoutSizes(dp);
+  RunSpec spec;
+  spec.stage = 3;
+  spec.dp = dp;
+  spec.steps = 1;
+  spec.persistence_threshold = 1000;  // the blocks (272) and head (16); not embed (1200)
+  ASSERT_GT(z.unit_N[0], spec.persistence_threshold);
+  const RunOutput persistent = RunEngine(spec, tokens);
+  spec.persistence_threshold = 0;
+  spec.reshard_after_forward = false;
+  const RunOutput no_reshard = RunEngine(spec, tokens);
+  spec.reshard_after_forward = true;
+  spec.prefetch = 0;
+  const RunOutput no_prefetch = RunEngine(spec, tokens);
+  spec.prefetch = 1;
+  const RunOutput base = RunEngine(spec, tokens);
+  int64_t persistent_S = 0;
+  for (size_t u = 1; u < z.unit_S.size(); ++u) persistent_S += z.unit_S[u];
+  for (int r = 0; r < dp; ++r) {
+    // Persistent units once per step, embed twice (once per pass).
+    EXPECT_EQ(persistent.step1_comm[r][CommOp::kAllGather].bytes_sent,
+              4 * (dp - 1) * (persistent_S + 2 * z.unit_S[0]));
+    // Without resharding every unit is gathered once.
+    EXPECT_EQ(no_reshard.step1_comm[r][CommOp::kAllGather].bytes_sent, 4 * (dp - 1) * z.S);
+    EXPECT_EQ(no_prefetch.peak_gathered_units[r], 2);  // the unit and the held tied owner
+  }
+  EXPECT_TRUE(BitwiseEqual(persistent, base));
+  EXPECT_TRUE(BitwiseEqual(no_reshard, base));
+  EXPECT_TRUE(BitwiseEqual(no_prefetch, base));
+}
+
+TEST(EngineTest, BucketSizeDoesNotChangeStageEquality) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  RunSpec spec;
+  spec.dp = 3;
+  spec.bucket_bytes = 0;  // every unit alone
+  const RunOutput alone = RunEngine(spec, tokens);
+  spec.bucket_bytes = 1 << 20;  // everything in one bucket
+  const RunOutput fused0 = RunEngine(spec, tokens);
+  EXPECT_LE(MaxRelativeDiff(fused0, alone), 1e-6);
+  for (int stage : {1, 2, 3}) {
+    spec.stage = stage;
+    EXPECT_TRUE(BitwiseEqual(RunEngine(spec, tokens), fused0)) << "stage " << stage;
+  }
+}
+
+// Error cases: every rank returns a status, none hangs.
+TEST(EngineTest, DifferentModelsFailCreateOnEveryRank) {
+  OnRanks(2, [](int rank, Communicator* comm) {
+    ToyModelConfig cfg = kToy;
+    if (rank == 1) cfg.n_layer = 3;
+    auto engine = Engine::CreateWithCommunicator(MakeConfig(RunSpec{}), comm, BuildToyModel(cfg));
+    ASSERT_FALSE(engine.ok());
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(absl::StartsWith(engine.status().message(),
+                                 absl::StrCat("the model differs across the 2 dp ranks: dp rank ", rank, " has ",
+                                              rank == 1 ? 5 : 4, " units")))
+        << engine.status();
+  });
+}
+
+TEST(EngineTest, DifferentConfigsFailCreateOnEveryRank) {
+  OnRanks(3, [](int rank, Communicator* comm) {
+    RunSpec spec;
+    spec.stage = rank == 2 ? 2 : 3;
+    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    ASSERT_FALSE(engine.ok());
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(absl::StartsWith(engine.status().message(),
+                                 absl::StrCat("the engine config differs across the 3 dp ranks: dp rank ", rank)))
+        << engine.status();
+  });
+}
+
+TEST(EngineTest, LocalCreateErrorReachesEveryRank) {
+  OnRanks(2, [](int rank, Communicator* comm) {
+    EngineConfig config = MakeConfig(RunSpec{});
+    if (rank == 0) config.mutable_precision()->set_compute_dtype(BF16);
+    auto engine = Engine::CreateWithCommunicator(config, comm, BuildToyModel(kToy));
+    ASSERT_FALSE(engine.ok());
+    if (rank == 0) {
+      EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented) << engine.status();
+    } else {
+      EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ(engine.status().message(),
+                "Engine::Create failed on another of the 2 dp ranks (see its error); this rank (dp rank 1) was fine");
+    }
+  });
+}
+
+TEST(EngineTest, BadBatchFailsOnEveryRankAndEngineRecovers) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  OnRanks(2, [&](int rank, Communicator* comm) {
+    RunSpec spec;
+    spec.dp = 2;
+    spec.stage = 3;
+    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
+    // Rank 1's targets have the wrong shape.
+    TokenBatch bad = batches[0].view;
+    if (rank == 1) bad.targets.shape = {bad.targets.shape[0] * 2, bad.targets.shape[1] / 2};
+    absl::StatusOr<StepResult> r = (*engine)->TrainStep({&bad, 1});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    if (rank == 1) {
+      EXPECT_EQ(r.status().message(),
+                "micro-batch 0 targets is i32[36, 4], expected i32[18, 8] like micro-batch 0 inputs (dp rank 1)");
+    } else {
+      EXPECT_EQ(r.status().message(), "dp rank(s) 1 rejected their batch (see their error)");
+    }
+    // Ranks disagree on B: rank 1 passes half its rows.
+    TokenBatch shorter = batches[0].view;
+    if (rank == 1) {
+      shorter.inputs.shape[0] = 9;
+      shorter.targets.shape[0] = 9;
+    }
+    r = (*engine)->TrainStep({&shorter, 1});
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), "micro-batch shapes differ across dp ranks: B in [9, 18]"))
+        << r.status();
+    // Wrong number of micro-batches on rank 0.
+    std::vector<TokenBatch> two = {batches[0].view, batches[0].view};
+    r = (*engine)->TrainStep(rank == 0 ? absl::MakeConstSpan(two) : absl::MakeConstSpan(two.data(), 1));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    if (rank == 0) {
+      EXPECT_EQ(r.status().message(), "got 2 micro-batches, expected gradient_accumulation_steps=1 (dp rank 0)");
+    }
+    // Nothing was changed: a good step still works and counts as step 1.
+    r = (*engine)->TrainStep({&batches[0].view, 1});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->step, 1);
+    EXPECT_EQ(r->tokens, kGlobalBatch * kToy.seq_len);
+  });
+}
+
+TEST(EngineTest, UnknownParamNameIsNotFoundOnEveryRank) {
+  OnRanks(3, [](int rank, Communicator* comm) {
+    RunSpec spec;
+    spec.dp = 3;
+    spec.stage = 3;
+    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    absl::StatusOr<std::vector<float>> w = (*engine)->GatherParam("h.0.attn.c_attn.weight");
+    EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(w.status().message(), "no parameter named 'h.0.attn.c_attn.weight' in the model (4 units; e.g. 'wte.weight')");
+    // Still usable afterwards: the initial weights equal InitParam's.
+    w = (*engine)->GatherParam("blk.1.fc.weight");
+    ASSERT_TRUE(w.ok()) << w.status();
+    std::vector<float> expected(16 * 16);
+    InitParam((*engine)->model().units[2]->params()[0], 42, expected.data());
+    EXPECT_EQ(*w, expected);
+  });
+}
+
+TEST(EngineTest, ReportsLossNormAndLr) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  RunSpec spec;
+  spec.dp = 2;
+  spec.stage = 2;
+  spec.steps = 3;
+  const RunOutput out = RunEngine(spec, tokens);
+  ASSERT_EQ(out.results.size(), 3u);
+  // Warmup over 2 steps to 1e-3, then cosine to 1e-4 at step 10.
+  EXPECT_FLOAT_EQ(out.results[0].lr, 5e-4f);
+  EXPECT_FLOAT_EQ(out.results[1].lr, 1e-3f);
+  EXPECT_FLOAT_EQ(out.results[2].lr, static_cast<float>(1e-4 + 0.9e-3 * 0.5 * (1 + std::cos(M_PI / 8))));
+  for (const StepResult& r : out.results) {
+    EXPECT_FALSE(r.skipped);
+    EXPECT_GT(r.grad_norm, 0.0f);
+    EXPECT_TRUE(std::isfinite(r.loss));
+    EXPECT_NEAR(r.loss, std::log(67.0), 0.5);
+  }
+  EXPECT_EQ(out.results[2].step, 3);
+}
+
+}  // namespace
+}  // namespace zeroshard
