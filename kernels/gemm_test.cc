@@ -1,0 +1,113 @@
+#include "kernels/gemm.h"
+
+#include <tuple>
+
+#include "gtest/gtest.h"
+#include "kernels/context.h"
+#include "kernels/testing/kernel_test_util.h"
+
+namespace zeroshard::kernels {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::HostTensor;
+
+// f64 reference of the row-major contract in gemm.h.
+std::vector<double> RefGemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, double alpha,
+                            const std::vector<double>& a, int64_t lda, const std::vector<double>& b, int64_t ldb,
+                            double beta, const std::vector<double>& c, int64_t ldc) {
+  std::vector<double> out = c;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        double av = ta == Transpose::kNo ? a[i * lda + p] : a[p * lda + i];
+        double bv = tb == Transpose::kNo ? b[p * ldb + j] : b[j * ldb + p];
+        s += av * bv;
+      }
+      out[i * ldc + j] = alpha * s + (beta == 0 ? 0.0 : beta * c[i * ldc + j]);
+    }
+  }
+  return out;
+}
+
+class GemmTest : public ::testing::TestWithParam<std::tuple<DType, Transpose, Transpose>> {};
+
+// Strided operands (ld = cols + 3), alpha/beta != 1, and a NaN-poisoned C
+// for beta == 0 so unwritten elements fail; the gaps between C's rows must
+// come back unchanged.
+TEST_P(GemmTest, MatchesF64Reference) {
+  const auto [dtype, ta, tb] = GetParam();
+  testing::Rng rng(testing::TestSeed());
+  const int64_t m = 13, n = 17, k = 19;
+  const int64_t a_rows = ta == Transpose::kNo ? m : k, a_cols = ta == Transpose::kNo ? k : m;
+  const int64_t b_rows = tb == Transpose::kNo ? k : n, b_cols = tb == Transpose::kNo ? n : k;
+  const int64_t lda = a_cols + 3, ldb = b_cols + 3, ldc = n + 3;
+  HostTensor a = HostTensor::From(dtype, rng.Uniform(a_rows * lda, -1, 1));
+  HostTensor b = HostTensor::From(dtype, rng.Uniform(b_rows * ldb, -1, 1));
+  for (float beta : {0.0f, 0.5f}) {
+    SCOPED_TRACE(beta);
+    HostTensor c = beta == 0 ? HostTensor::Poisoned(dtype, m * ldc) : HostTensor::From(dtype, rng.Uniform(m * ldc, -1, 1));
+    // Gap columns hold a sentinel that must survive.
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = n; j < ldc; ++j) c.Set(i * ldc + j, 7.0);
+    }
+    const std::vector<double> c_before = c.Values();
+    ASSERT_TRUE(Gemm(KernelContext::Cpu(), ta, tb, m, n, k, 1.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc,
+                     dtype)
+                    .ok());
+    std::vector<double> expected = RefGemm(ta, tb, m, n, k, 1.5, a.Values(), lda, b.Values(), ldb, beta, c_before, ldc);
+    // f32 accumulation over k = 19 terms of size <= 1.5, then one rounding to dtype.
+    ExpectAllClose(c.Values(), expected, 1e-5 + 2 * testing::Epsilon(dtype), 2 * testing::Epsilon(dtype), "C");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLayouts, GemmTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                                            ::testing::Values(Transpose::kNo, Transpose::kYes),
+                                            ::testing::Values(Transpose::kNo, Transpose::kYes)));
+
+TEST(GemmThreads, OneAndTwoThreadsGiveIdenticalBits) {
+  testing::Rng rng(testing::TestSeed());
+  const int64_t m = 96, n = 200, k = 150;
+  HostTensor a = HostTensor::From(DType::kF32, rng.Uniform(m * k, -1, 1));
+  HostTensor b = HostTensor::From(DType::kF32, rng.Uniform(k * n, -1, 1));
+  std::vector<std::vector<double>> results;
+  const int saved = CpuThreads();
+  for (int threads : {1, 2}) {
+    SetCpuThreads(threads);
+    HostTensor c = HostTensor::Poisoned(DType::kF32, m * n);
+    ASSERT_TRUE(Gemm(KernelContext::Cpu(threads), Transpose::kNo, Transpose::kYes, m, n, k, 1.0f, a.data(), k,
+                     b.data(), k, 0.0f, c.data(), n, DType::kF32)
+                    .ok());
+    results.push_back(c.Values());
+  }
+  SetCpuThreads(saved);
+  EXPECT_EQ(results[0], results[1]);
+}
+
+TEST(GemmErrors, RejectsBadArguments) {
+  float a[4] = {}, b[4] = {}, c[4] = {};
+  const KernelContext ctx = KernelContext::Cpu();
+  absl::Status s = Gemm(ctx, Transpose::kNo, Transpose::kNo, 0, 2, 2, 1, a, 2, b, 2, 0, c, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "Gemm: m = 0, expected >= 1");
+  s = Gemm(ctx, Transpose::kNo, Transpose::kNo, 2, 2, 2, 1, a, 1, b, 2, 0, c, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "Gemm: lda = 1, expected >= 2 (A stored [M,K])");
+  s = Gemm(ctx, Transpose::kNo, Transpose::kYes, 2, 3, 1, 1, a, 1, b, 0, 0, c, 3, DType::kF32);
+  EXPECT_EQ(s.message(), "Gemm: ldb = 0, expected >= 1 (B stored [N,K] for B^T)");
+  s = Gemm(ctx, Transpose::kNo, Transpose::kNo, 2, 2, 2, 1, a, 2, b, 2, 0, c, 1, DType::kF32);
+  EXPECT_EQ(s.message(), "Gemm: ldc = 1, expected >= 2 (C stored [M,N])");
+  s = Gemm(ctx, Transpose::kNo, Transpose::kNo, 2, 2, 2, 1, a, 2, nullptr, 2, 0, c, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "Gemm: b is null");
+  s = Gemm(ctx, Transpose::kNo, Transpose::kNo, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2, DType::kI32);
+  EXPECT_EQ(s.message(), "Gemm: dtype i32, expected f32, bf16 or f16");
+  s = Gemm(ctx, Transpose::kNo, Transpose::kNo, int64_t{1} << 32, 2, 2, 1, a, 2, b, 2, 0, c, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "Gemm: m = 4294967296, expected <= 2147483647 (BLAS uses 32-bit sizes)");
+}
+
+}  // namespace
+}  // namespace zeroshard::kernels
