@@ -1,6 +1,8 @@
 #include "kernels/optimizer.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -10,6 +12,21 @@
 #include "kernels/pointwise_math.h"
 
 namespace zeroshard::kernels {
+namespace {
+
+// The double a user meant by an f32 hyperparameter: its shortest decimal
+// form read back as a double (0.999f -> 0.999). PyTorch derives its
+// constants (1 - beta2, lr / bias_correction) from Python doubles, so this
+// reproduces them instead of inheriting the f32 representation error.
+double IntendedDouble(float f) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf) - 1, f);
+  if (ec != std::errc()) return f;
+  *end = '\0';
+  return std::strtod(buf, nullptr);
+}
+
+}  // namespace
 
 absl::Status AdamWUpdate(const KernelContext& ctx, float* param, const float* grad, float* exp_avg,
                          float* exp_avg_sq, int64_t n, const AdamWHyper& h) {
@@ -21,12 +38,12 @@ absl::Status AdamWUpdate(const KernelContext& ctx, float* param, const float* gr
   RETURN_IF_ERROR(CheckNotNull("AdamWUpdate",
                                {{"param", param}, {"grad", grad}, {"exp_avg", exp_avg}, {"exp_avg_sq", exp_avg_sq}}));
   // Scalars in double, as PyTorch computes them with Python floats.
-  const double lr = h.lr, beta1 = h.beta1, beta2 = h.beta2;
+  const double lr = IntendedDouble(h.lr), beta1 = IntendedDouble(h.beta1), beta2 = IntendedDouble(h.beta2);
   const double step = static_cast<double>(h.step);
   const double bias_correction1 = 1.0 - std::pow(beta1, step);
   const double bias_correction2 = 1.0 - std::pow(beta2, step);
   AdamWScalars s;
-  s.decay_factor = static_cast<float>(1.0 - lr * static_cast<double>(h.weight_decay));
+  s.decay_factor = static_cast<float>(1.0 - lr * IntendedDouble(h.weight_decay));
   s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
   s.beta2 = h.beta2;
   s.one_minus_beta2 = static_cast<float>(1.0 - beta2);

@@ -19,6 +19,10 @@ struct AdamWHyper {
   int64_t step;  // 1-based: the first update has step == 1.
 };
 
+// The per-call constants (1 - beta, lr / bias correction, ...) are derived in
+// double from each f32 hyperparameter's shortest decimal form (0.999f is
+// taken as 0.999), as PyTorch derives them from Python floats.
+//
 // Updates n elements of param, exp_avg (m) and exp_avg_sq (v) in place from
 // grad. kInvalidArgument when step < 1, n < 0, or a pointer is null (n > 0).
 absl::Status AdamWUpdate(const KernelContext& ctx, float* param, const float* grad, float* exp_avg,

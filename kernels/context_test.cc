@@ -1,0 +1,41 @@
+#include "kernels/context.h"
+
+#include <cstdlib>
+#include <thread>
+
+#include <cblas.h>
+
+#include "gtest/gtest.h"
+
+namespace zeroshard::kernels {
+namespace {
+
+TEST(Context, DefaultThreadsDivideCoresByLocalRanks) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("MPI_LOCALNRANKS");
+  EXPECT_EQ(DefaultCpuThreads(), cores);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+  EXPECT_EQ(DefaultCpuThreads(), std::max(1, cores / 2));
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1000", 1);  // more ranks than cores: still one thread
+  EXPECT_EQ(DefaultCpuThreads(), 1);
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  setenv("MPI_LOCALNRANKS", "1000", 1);
+  EXPECT_EQ(DefaultCpuThreads(), 1);
+  unsetenv("MPI_LOCALNRANKS");
+}
+
+TEST(Context, SetCpuThreadsAppliesToOpenBlasAndClamps) {
+  SetCpuThreads(1);
+  EXPECT_EQ(CpuThreads(), 1);
+  EXPECT_EQ(openblas_get_num_threads(), 1);
+  SetCpuThreads(0);
+  EXPECT_EQ(CpuThreads(), 1);
+  SetCpuThreads(2);
+  EXPECT_EQ(CpuThreads(), 2);
+  EXPECT_EQ(LoopThreads(KernelContext::Cpu()), 2);
+  EXPECT_EQ(LoopThreads(KernelContext::Cpu(5)), 5);
+}
+
+}  // namespace
+}  // namespace zeroshard::kernels

@@ -1,0 +1,66 @@
+#include "kernels/scale.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gtest/gtest.h"
+#include "kernels/context.h"
+#include "kernels/testing/kernel_test_util.h"
+
+namespace zeroshard::kernels {
+namespace {
+
+using testing::HostTensor;
+
+class ScaleTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(ScaleTest, ScalesEveryElementAndReportsFinite) {
+  const DType dtype = GetParam();
+  testing::Rng rng(testing::TestSeed());
+  const int64_t n = 50001;
+  HostTensor x = HostTensor::From(dtype, rng.Uniform(n, -100, 100));
+  std::vector<double> expected = x.Values();
+  for (double& v : expected) v = HostTensor::From(dtype, {static_cast<float>(v) * 0.125f}).Get(0);
+  bool found = true;
+  ASSERT_TRUE(ScaleInPlace(KernelContext::Cpu(), x.data(), n, dtype, 0.125f, &found).ok());
+  EXPECT_FALSE(found);
+  EXPECT_EQ(x.Values(), expected);
+}
+
+// A single inf or NaN anywhere (first, middle, last) is seen, and the other
+// elements are still scaled.
+TEST_P(ScaleTest, DetectsNonFiniteAnywhere) {
+  const DType dtype = GetParam();
+  const int64_t n = 40000;
+  for (int64_t pos : {int64_t{0}, n / 2 + 7, n - 1}) {
+    for (double bad : {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+      HostTensor x = HostTensor::From(dtype, std::vector<double>(n, 2.0));
+      x.Set(pos, bad);
+      bool found = false;
+      ASSERT_TRUE(ScaleInPlace(KernelContext::Cpu(3), x.data(), n, dtype, 0.5f, &found).ok());
+      EXPECT_TRUE(found) << "pos " << pos << " value " << bad;
+      EXPECT_EQ(x.Get(pos == 0 ? 1 : 0), 1.0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ScaleTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         testing::DTypeParamName);
+
+TEST(Scale, OverflowIsNonFinite) {
+  HostTensor x = HostTensor::From(DType::kF16, {1000.0, 1.0});
+  bool found = false;
+  ASSERT_TRUE(ScaleInPlace(KernelContext::Cpu(), x.data(), 2, DType::kF16, 100.0f, &found).ok());
+  EXPECT_TRUE(found);  // 1e5 overflows f16
+  EXPECT_EQ(x.Get(1), 100.0);
+}
+
+TEST(ScaleErrors, NullFlag) {
+  float x[1] = {1};
+  absl::Status s = ScaleInPlace(KernelContext::Cpu(), x, 1, DType::kF32, 2.0f, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "ScaleInPlace: found_nonfinite is null");
+}
+
+}  // namespace
+}  // namespace zeroshard::kernels
