@@ -418,7 +418,9 @@ absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
   double sumsq = 0;
   for (auto& shard : shards_) sumsq += SumOfSquares(shard->grad_shard(), shard->layout().shard_numel());
   float sums[2] = {static_cast<float>(sumsq), local_loss};
+  Clock::time_point t0 = Clock::now();
   RETURN_IF_ERROR(dp_->AllReduce(sums, 2, DType::kF32, ReduceOp::kSum)->Wait());
+  result->timings.publish_wait += SecondsSince(t0);
   result->grad_norm = std::sqrt(sums[0]);
   result->loss = sums[1] / static_cast<float>(dp_->size());
   result->lr = static_cast<float>(schedule_->LearningRate(step_ + 1));
@@ -442,7 +444,9 @@ absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
         works.push_back(
             dp_->AllGather(shard->grad_shard(), shard->full_grads(), shard->layout().shard_numel(), DType::kF32));
       }
+      t0 = Clock::now();
       for (auto& w : works) RETURN_IF_ERROR(w->Wait());
+      result->timings.publish_wait += SecondsSince(t0);
     }
     for (auto& shard : shards_) {
       masters.push_back(shard->master());
@@ -454,7 +458,9 @@ absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
       ASSIGN_OR_RETURN(std::unique_ptr<Work> w, shard->PublishMaster());
       if (w != nullptr) works.push_back(std::move(w));
     }
+    t0 = Clock::now();
     for (auto& w : works) RETURN_IF_ERROR(w->Wait());
+    result->timings.publish_wait += SecondsSince(t0);
   }
   for (auto& shard : shards_) shard->FreeGradShard();
   result->step = step_;

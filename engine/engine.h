@@ -65,6 +65,7 @@ struct StepTimings {
   double gather_wait = 0;    // blocked waiting for parameter all-gathers (stage 3)
   double reduce_wait = 0;    // blocked waiting for gradient reduce-scatters
   double optimizer = 0;      // norm all-reduce, clipping, update, parameter publication
+  double publish_wait = 0;   // blocked in the optimizer phase's collectives (norm, gathers)
   double total = 0;
 };
 

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nn/param_init.h"
+#include "engine/testing/global_batch.h"
 #include "engine/testing/thread_communicator.h"
 #include "engine/testing/toy_model.h"
 #include "gtest/gtest.h"
@@ -62,34 +63,12 @@ EngineConfig MakeConfig(const RunSpec& s) {
   return c;
 }
 
-// Global batch: kGlobalBatch sequences of T+1 tokens.
 std::vector<int32_t> RandomTokens(uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> tokens(kGlobalBatch * (kToy.seq_len + 1));
-  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % kToy.vocab_size);
-  return tokens;
+  return ::zeroshard::RandomTokens(seed, kGlobalBatch, kToy.seq_len, kToy.vocab_size);
 }
 
-// Rank r's micro-batch m under data/batch_plan.h's rule j = m*dp*B + r*B + b.
-struct HostBatch {
-  std::vector<int32_t> inputs, targets;
-  TokenBatch view;
-};
 std::vector<HostBatch> SliceBatch(const std::vector<int32_t>& tokens, int dp, int k, int rank) {
-  const int T = kToy.seq_len, B = kGlobalBatch / (dp * k);
-  std::vector<HostBatch> out(k);
-  for (int m = 0; m < k; ++m) {
-    HostBatch& hb = out[m];
-    for (int b = 0; b < B; ++b) {
-      const int j = m * dp * B + rank * B + b;
-      const int32_t* seq = &tokens[j * (T + 1)];
-      hb.inputs.insert(hb.inputs.end(), seq, seq + T);
-      hb.targets.insert(hb.targets.end(), seq + 1, seq + T + 1);
-    }
-    hb.view.inputs = TensorView{hb.inputs.data(), DType::kI32, {B, T}, Device::kCpu};
-    hb.view.targets = TensorView{hb.targets.data(), DType::kI32, {B, T}, Device::kCpu};
-  }
-  return out;
+  return MicroBatchesForRank(tokens, kGlobalBatch, kToy.seq_len, dp, k, rank);
 }
 
 struct MemorySnapshot {
@@ -124,8 +103,7 @@ RunOutput RunEngine(const RunSpec& spec, const std::vector<int32_t>& tokens) {
     auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches = SliceBatch(tokens, spec.dp, spec.k, rank);
-    std::vector<TokenBatch> views;
-    for (HostBatch& hb : batches) views.push_back(hb.view);
+    std::vector<TokenBatch> views = Views(batches);
     for (int step = 1; step <= spec.steps; ++step) {
       const CommStats before = (*engine)->comm_stats();
       (*engine)->memory().ResetPeaks();

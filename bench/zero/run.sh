@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds and runs the ZeRO benchmark at dp = 1, 2, 4 and prints markdown
+# tables. Usage: bench/zero/run.sh [extra zero_bench flags]
+# BAZEL_ROOT picks the Bazel output root (default: Bazel's own).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bazel_cmd=(bazel)
+if [ -n "${BAZEL_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_ROOT"); fi
+"${bazel_cmd[@]}" build --symlink_prefix=/ //bench/zero:zero_bench >&2
+bin="$("${bazel_cmd[@]}" info bazel-bin 2>/dev/null)/bench/zero/zero_bench"
+flags=(--oversubscribe --bind-to none --mca btl self,vader)
+if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
+export OMPI_MCA_mpi_yield_when_idle=1
+for np in 1 2 4; do
+  echo "# dp = $np"
+  # Step time is asked for at dp = 2 only (the issue's comparison point).
+  time_flag=--time=false
+  if [ "$np" = 2 ]; then time_flag=--time=true; fi
+  mpirun "${flags[@]}" -np "$np" "$bin" "$time_flag" "$@"
+done

@@ -1,0 +1,243 @@
+// ZeRO benchmark: run under `mpirun -np N` (bench/zero/run.sh does N = 1, 2, 4).
+//
+//   memory: per stage, one step of a GPT-2 124M-shaped model (C=768, 12 heads,
+//           V=50257, 1024 positions; --mem_layers blocks): tracked bytes per
+//           rank by category vs. theory, and the ratio.
+//   comm:   bytes each rank sent per step (all-gather + reduce-scatter) vs.
+//           2Ψ(N−1)/N (stages 0–2) and 3Ψ(N−1)/N (stage 3) elements.
+//   time:   step time of every stage on a smaller GPT-2 (--time_* flags),
+//           the stages interleaved step by step in one run, median of
+//           --repeats; exposed communication (time blocked in waits) vs. the
+//           same collectives timed alone, giving the share hidden by compute.
+//
+// Compute is f32 (the engine's only compute dtype yet), so the theory is
+// DESIGN.md §6's with 4-byte params and grads: stage 0: 20Ψ, 1: 8Ψ + 12Ψ/N,
+// 2: 4Ψ + 16Ψ/N, 3: 20Ψ/N bytes (4 + 4 + 4 master + 8 AdamW).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "comm/mpi_communicator.h"
+#include "comm/process_grid.h"
+#include "engine/engine.h"
+#include "engine/testing/global_batch.h"
+#include "kernels/context.h"
+#include "nn/gpt2.h"
+
+ABSL_FLAG(bool, memory, true, "run the memory and comm tables");
+ABSL_FLAG(bool, time, true, "run the step-time table");
+ABSL_FLAG(int, mem_layers, 2, "transformer blocks of the 124M-shaped model (12 in GPT-2 small)");
+ABSL_FLAG(int, mem_seq, 16, "tokens per sequence for the memory step");
+ABSL_FLAG(int, time_layers, 4, "blocks of the timing model");
+ABSL_FLAG(int, time_embd, 256, "width of the timing model");
+ABSL_FLAG(int, time_vocab, 8192, "vocabulary of the timing model");
+ABSL_FLAG(int, time_seq, 64, "sequence length of the timing model");
+ABSL_FLAG(int, time_batch, 4, "sequences per rank per step");
+ABSL_FLAG(int, repeats, 7, "timed steps per stage (after one warm-up)");
+ABSL_FLAG(int, prefetch, 1, "stage-3 prefetch");
+ABSL_FLAG(int64_t, bucket_bytes, 25 << 20, "reduce-scatter bucket bytes");
+
+namespace zeroshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ProcessGrid* MakeGrid() {
+  CommOptions options;
+  options.timeout = absl::Minutes(10);
+  auto world = CreateMpiWorld(options);
+  if (!world.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(world.status().message()).c_str());
+    std::exit(1);
+  }
+  const int n = (*world)->size();
+  auto grid = ProcessGrid::Create(std::move(world).value(), {n, 1, 1});
+  if (!grid.ok()) std::exit(1);
+  return new ProcessGrid(std::move(grid).value());
+}
+
+EngineConfig Config(int stage, int dp, int threads) {
+  EngineConfig c;
+  c.mutable_zero()->set_stage(stage);
+  c.mutable_zero()->set_prefetch(absl::GetFlag(FLAGS_prefetch));
+  c.mutable_zero()->set_bucket_bytes(absl::GetFlag(FLAGS_bucket_bytes));
+  c.mutable_parallel()->set_dp(dp);
+  c.mutable_optimizer()->set_lr(6e-4);
+  c.mutable_device()->set_threads_per_rank(threads);
+  return c;
+}
+
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, std::string(s.message()).c_str());
+    std::exit(1);
+  }
+}
+
+double Theory(int stage, double psi, int n) {
+  switch (stage) {
+    case 0:
+      return 20 * psi;
+    case 1:
+      return 8 * psi + 12 * psi / n;
+    case 2:
+      return 4 * psi + 16 * psi / n;
+    default:
+      return 20 * psi / n;
+  }
+}
+
+void MemoryAndComm(ProcessGrid& grid, int threads) {
+  const int n = grid.dp().size();
+  const bool root = grid.dp_rank() == 0;
+  Gpt2Config mc;
+  mc.n_layer = absl::GetFlag(FLAGS_mem_layers);
+  const int T = absl::GetFlag(FLAGS_mem_seq);
+  const std::vector<int32_t> tokens = RandomTokens(1, n, T, mc.vocab_size);
+  std::vector<HostBatch> batches = MicroBatchesForRank(tokens, n, T, n, 1, grid.dp_rank());
+  const std::vector<TokenBatch> views = Views(batches);
+  if (root) {
+    std::printf("\n## Model-state memory per rank, GPT-2 124M-shaped with %d of 12 layers, dp = %d (f32 compute)\n\n",
+                mc.n_layer, n);
+    std::printf("| stage | Ψ | params | grads | master | optimizer | total measured | theory | measured / theory |"
+                " gathered peak (stage 3) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  }
+  std::vector<std::string> comm_rows;
+  for (int stage = 0; stage <= 3; ++stage) {
+    auto model = BuildGpt2(mc);
+    Check(model.status(), "BuildGpt2");
+    const double psi = static_cast<double>((*model)->num_params());
+    auto engine = Engine::Create(Config(stage, n, threads), &grid, std::move(model).value());
+    Check(engine.status(), "Engine::Create");
+    int64_t padded = 0;
+    for (int u = 0; u < (*engine)->num_units(); ++u) padded += (*engine)->layout(u).padded_numel();
+    (*engine)->memory().ResetPeaks();
+    const CommStats before = (*engine)->comm_stats();
+    Check((*engine)->TrainStep(views).status(), "TrainStep");
+    const CommStats c = (*engine)->comm_stats() - before;
+    const MemoryTracker& m = (*engine)->memory();
+    const int64_t params = m.Usage(MemoryCategory::kParams).current;
+    const int64_t grads = m.Usage(MemoryCategory::kGrads).current;
+    const int64_t master = m.Usage(MemoryCategory::kMasterParams).current;
+    const int64_t optim = m.Usage(MemoryCategory::kOptimizerState).current;
+    const int64_t total = params + grads + master + optim;
+    const double theory = Theory(stage, psi, n);
+    const int64_t shard_bytes = stage == 3 ? params : 0;
+    if (root) {
+      std::printf("| %d | %.0f | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.4f | %s |\n", stage, psi,
+                  params / 1e6, grads / 1e6, master / 1e6, optim / 1e6, total / 1e6, theory / 1e6, total / theory,
+                  stage == 3 ? absl::StrFormat("%.1f MB", (m.Usage(MemoryCategory::kParams).peak - shard_bytes) / 1e6)
+                                   .c_str()
+                             : "-");
+    }
+    const int64_t moved = c[CommOp::kAllGather].bytes_sent + c[CommOp::kReduceScatter].bytes_sent;
+    const double comm_theory = (stage == 3 ? 3 : 2) * psi * (n - 1) / n * 4;
+    const double comm_padded = (stage == 3 ? 3 : 2) * static_cast<double>(padded) * (n - 1) / n * 4;
+    comm_rows.push_back(absl::StrFormat("| %d | %.2f MB | %.2f MB | %.2f MB | %s | %lld B |", stage, moved / 1e6,
+                                        comm_theory / 1e6, comm_padded / 1e6,
+                                        n == 1 ? "-" : absl::StrFormat("%.6f", moved / comm_theory).c_str(),
+                                        static_cast<long long>(c[CommOp::kAllReduce].bytes_sent)));
+  }
+  if (root) {
+    std::printf("\n## Bytes sent per rank per step (all-gather + reduce-scatter), dp = %d\n\n", n);
+    std::printf("| stage | measured | theory (Ψ) | theory (padded Ψ) | measured / theory(Ψ) | scalar all-reduces |\n"
+                "|---|---|---|---|---|---|\n");
+    for (const std::string& row : comm_rows) std::printf("%s\n", row.c_str());
+  }
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The stage's collectives alone (no compute): what compute could hide.
+double CommOnlySeconds(Engine& engine, Communicator& dp, int stage) {
+  std::vector<std::vector<float>> full, shard;
+  for (int u = 0; u < engine.num_units(); ++u) {
+    full.emplace_back(engine.layout(u).padded_numel());
+    shard.emplace_back(engine.layout(u).shard_numel());
+  }
+  Check(dp.Barrier()->Wait(), "Barrier");
+  const Clock::time_point t0 = Clock::now();
+  const int gathers = stage == 3 ? 2 : 1;
+  for (int g = 0; g < gathers; ++g) {
+    for (int u = 0; u < engine.num_units(); ++u) {
+      Check(dp.AllGather(shard[u].data(), full[u].data(), shard[u].size(), DType::kF32)->Wait(), "AllGather");
+    }
+  }
+  for (int u = engine.num_units() - 1; u >= 0; --u) {
+    Check(dp.ReduceScatter(full[u].data(), shard[u].data(), shard[u].size(), DType::kF32, ReduceOp::kAvg)->Wait(),
+          "ReduceScatter");
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void StepTime(ProcessGrid& grid, int threads) {
+  const int n = grid.dp().size();
+  const bool root = grid.dp_rank() == 0;
+  Gpt2Config mc;
+  mc.n_layer = absl::GetFlag(FLAGS_time_layers);
+  mc.n_embd = absl::GetFlag(FLAGS_time_embd);
+  mc.n_head = 8;
+  mc.vocab_size = absl::GetFlag(FLAGS_time_vocab);
+  mc.seq_len = absl::GetFlag(FLAGS_time_seq);
+  const int B = absl::GetFlag(FLAGS_time_batch);
+  const std::vector<int32_t> tokens = RandomTokens(2, B * n, mc.seq_len, mc.vocab_size);
+  std::vector<HostBatch> batches = MicroBatchesForRank(tokens, B * n, mc.seq_len, n, 1, grid.dp_rank());
+  const std::vector<TokenBatch> views = Views(batches);
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int stage = 0; stage <= 3; ++stage) {
+    auto engine = Engine::Create(Config(stage, n, threads), &grid, std::move(BuildGpt2(mc)).value());
+    Check(engine.status(), "Engine::Create");
+    Check((*engine)->TrainStep(views).status(), "warm-up TrainStep");
+    engines.push_back(std::move(engine).value());
+  }
+  const int repeats = absl::GetFlag(FLAGS_repeats);
+  std::vector<std::vector<double>> total(4), exposed(4), comm_only(4);
+  for (int rep = 0; rep < repeats; ++rep) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      absl::StatusOr<StepResult> r = engines[stage]->TrainStep(views);
+      Check(r.status(), "TrainStep");
+      total[stage].push_back(r->timings.total);
+      exposed[stage].push_back(r->timings.gather_wait + r->timings.reduce_wait + r->timings.publish_wait);
+      comm_only[stage].push_back(CommOnlySeconds(*engines[stage], grid.dp(), stage));
+    }
+  }
+  if (root) {
+    std::printf("\n## Step time, GPT-2 %d layers C=%d V=%d T=%d, %d sequences per rank, dp = %d, %d threads per rank,"
+                " median of %d interleaved steps\n\n",
+                mc.n_layer, mc.n_embd, mc.vocab_size, mc.seq_len, B, n, threads, repeats);
+    std::printf("| stage | step time | vs stage 0 | comm alone | comm exposed (waits) | comm hidden |\n"
+                "|---|---|---|---|---|---|\n");
+    const double base = Median(total[0]);
+    for (int stage = 0; stage <= 3; ++stage) {
+      const double t = Median(total[stage]), alone = Median(comm_only[stage]), exp = Median(exposed[stage]);
+      const double hidden = alone > 0 ? std::max(0.0, std::min(1.0, 1.0 - exp / alone)) : 0.0;
+      std::printf("| %d | %.1f ms | %.3f | %.1f ms | %.1f ms | %.0f%% |\n", stage, t * 1e3, t / base, alone * 1e3,
+                  exp * 1e3, hidden * 100);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  zeroshard::ProcessGrid* grid = zeroshard::MakeGrid();
+  const int threads = zeroshard::kernels::DefaultCpuThreads();
+  zeroshard::kernels::SetCpuThreads(threads);
+  if (absl::GetFlag(FLAGS_memory)) zeroshard::MemoryAndComm(*grid, threads);
+  if (absl::GetFlag(FLAGS_time)) zeroshard::StepTime(*grid, threads);
+  std::fflush(stdout);
+  delete grid;
+  zeroshard::FinalizeMpi();
+  return 0;
+}
