@@ -1,5 +1,7 @@
 #include "comm/async_work.h"
 
+#include <sched.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
@@ -10,20 +12,25 @@ void WorkState::Complete(absl::Status status) {
   if (done_) return;
   status_ = std::move(status);
   done_ = true;
+  done_flag_.store(true, std::memory_order_release);
 }
 
-bool WorkState::IsCompleted() const {
-  absl::MutexLock lock(&mu_);
-  return done_;
-}
+bool WorkState::IsCompleted() const { return done_flag_.load(std::memory_order_acquire); }
 
 absl::Status WorkState::Wait(absl::Duration timeout) const {
+  const absl::Time spin_until = absl::Now() + std::min(timeout, kSpin);
+  while (!done_flag_.load(std::memory_order_acquire) && absl::Now() < spin_until) sched_yield();
   absl::MutexLock lock(&mu_);
   if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
     return absl::DeadlineExceededError(
-        absl::StrCat(description_, " did not finish within ", absl::FormatDuration(timeout)));
+        absl::StrCat(description(), " did not finish within ", absl::FormatDuration(timeout)));
   }
   return status_;
+}
+
+std::string WorkState::description() const {
+  if (!fp_) return description_;
+  return absl::StrCat("collective #", fp_->seq, " ", DescribeCollective(*fp_), " in group ", group_);
 }
 
 std::unique_ptr<Work> AsyncWork::Done(absl::Status status) {

@@ -5,13 +5,16 @@
 #ifndef ZEROSHARD_COMM_ASYNC_WORK_H_
 #define ZEROSHARD_COMM_ASYNC_WORK_H_
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/communicator.h"
+#include "comm/fingerprint.h"
 
 namespace zeroshard {
 
@@ -21,18 +24,28 @@ class WorkState {
   // `description` names the operation in Wait's deadline message, e.g.
   // "AllReduce(f32, 1024) in group world".
   explicit WorkState(std::string description) : description_(std::move(description)) {}
+  // "collective #N <op> in group <group>", formatted only if needed (the
+  // issue path stays free of string formatting).
+  WorkState(const CollectiveFingerprint& fp, std::string group) : fp_(fp), group_(std::move(group)) {}
 
   // Records the result and wakes waiters. Only the first call counts.
   void Complete(absl::Status status);
   bool IsCompleted() const;
   // The result, or kDeadlineExceeded naming the operation after `timeout`.
+  // Polls (yielding the CPU) for up to kSpin before sleeping: most waits
+  // follow the issue at once and end within microseconds, and a sleeping
+  // thread pays the scheduler's wake-up latency on top.
   absl::Status Wait(absl::Duration timeout) const;
-  const std::string& description() const { return description_; }
+  static constexpr absl::Duration kSpin = absl::Microseconds(50);
+  std::string description() const;
 
  private:
   const std::string description_;
+  const std::optional<CollectiveFingerprint> fp_;
+  const std::string group_;
   mutable absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> done_flag_{false};  // done_, readable without the lock
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 

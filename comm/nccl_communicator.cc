@@ -284,7 +284,7 @@ class NcclCommunicator : public Communicator {
       fp.seq = ++seq_;
     }
     if (!checker_) return absl::OkStatus();
-    watchdog_->Begin(absl::StrCat("collective #", fp.seq, " ", DescribeCollective(fp)), true);
+    watchdog_->Begin(fp, true);
     absl::Status s = checker_->Check(fp, watchdog_.get());
     watchdog_->End();
     if (!s.ok()) failure_ = s;

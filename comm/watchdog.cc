@@ -22,14 +22,14 @@ CollectiveWatchdog::~CollectiveWatchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void CollectiveWatchdog::Begin(std::string what, bool track_arrivals) {
+void CollectiveWatchdog::Begin(const CollectiveFingerprint& fp, bool track_arrivals) {
   absl::MutexLock lock(&mu_);
   active_ = true;
   fired_ = false;
   track_arrivals_ = track_arrivals;
-  what_ = std::move(what);
+  fp_ = fp;
   start_ = absl::Now();
-  arrived_.assign(group_size_, false);
+  if (track_arrivals) arrived_.assign(group_size_, false);
 }
 
 void CollectiveWatchdog::MarkArrived(int rank) {
@@ -54,7 +54,7 @@ std::string CollectiveWatchdog::TimeoutMessage() const {
 
 std::string CollectiveWatchdog::TimeoutMessageLocked() const {
   std::string msg =
-      absl::StrCat(what_, " in group ", group_, " did not finish within ", absl::FormatDuration(timeout_), "; ");
+      absl::StrCat("collective #", fp_.seq, " ", DescribeCollective(fp_), " in group ", group_, " did not finish within ", absl::FormatDuration(timeout_), "; ");
   if (!track_arrivals_) {
     absl::StrAppend(&msg, "ranks that never arrived: unknown (enable comm.debug_checks to find them)");
     return msg;

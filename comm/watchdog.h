@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "comm/fingerprint.h"
 
 namespace zeroshard {
 
@@ -36,9 +37,10 @@ class CollectiveWatchdog {
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
 
-  // Starts timing `what` (e.g. "collective #7 AllReduce(f32, 1024)"). With
-  // `track_arrivals`, ranks count as missing until MarkArrived(rank).
-  void Begin(std::string what, bool track_arrivals);
+  // Starts timing collective `fp` (named "collective #7 AllReduce(f32, 1024)"
+  // in the message). With `track_arrivals`, ranks count as missing until
+  // MarkArrived(rank).
+  void Begin(const CollectiveFingerprint& fp, bool track_arrivals);
   void MarkArrived(int rank);
   // All ranks have arrived; what remains is the transfer itself.
   void ArrivalsComplete();
@@ -61,7 +63,7 @@ class CollectiveWatchdog {
   bool active_ ABSL_GUARDED_BY(mu_) = false;
   bool fired_ ABSL_GUARDED_BY(mu_) = false;
   bool track_arrivals_ ABSL_GUARDED_BY(mu_) = false;
-  std::string what_ ABSL_GUARDED_BY(mu_);
+  CollectiveFingerprint fp_ ABSL_GUARDED_BY(mu_);
   absl::Time start_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> arrived_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

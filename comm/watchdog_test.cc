@@ -9,6 +9,16 @@
 namespace zeroshard {
 namespace {
 
+CollectiveFingerprint Collective(int64_t seq, CommOp op, int64_t count) {
+  return CollectiveFingerprint{seq, op, count, DType::kF32, -1, ReduceOp::kSum};
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
 // Records the abort message instead of ending the process.
 class RecordingAbort {
  public:
@@ -31,7 +41,7 @@ class RecordingAbort {
 TEST(WatchdogTest, FiresOnceNamingMissingRanks) {
   RecordingAbort abort;
   CollectiveWatchdog dog("dp", 4, absl::Milliseconds(50), abort.Fn());
-  dog.Begin("collective #7 AllReduce(f32, 1024)", /*track_arrivals=*/true);
+  dog.Begin(Collective(7, CommOp::kAllReduce, 1024), /*track_arrivals=*/true);
   dog.MarkArrived(0);
   dog.MarkArrived(3);
   absl::SleepFor(absl::Milliseconds(300));
@@ -47,7 +57,7 @@ TEST(WatchdogTest, QuietWhenOperationsFinishInTime) {
   RecordingAbort abort;
   CollectiveWatchdog dog("world", 2, absl::Milliseconds(100), abort.Fn());
   for (int i = 0; i < 5; ++i) {
-    dog.Begin("collective #1 Barrier()", false);
+    dog.Begin(Collective(1, CommOp::kBarrier, 0), false);
     absl::SleepFor(absl::Milliseconds(20));
     dog.End();
   }
@@ -58,11 +68,11 @@ TEST(WatchdogTest, QuietWhenOperationsFinishInTime) {
 TEST(WatchdogTest, MessagesWithoutArrivalsAndAfterArrivals) {
   RecordingAbort abort;
   CollectiveWatchdog dog("tp", 3, absl::Seconds(2), abort.Fn());
-  dog.Begin("collective #3 Barrier()", false);
+  dog.Begin(Collective(3, CommOp::kBarrier, 0), false);
   EXPECT_EQ(dog.TimeoutMessage(),
             "collective #3 Barrier() in group tp did not finish within 2s; ranks that never arrived: unknown "
             "(enable comm.debug_checks to find them)");
-  dog.Begin("collective #4 Barrier()", true);
+  dog.Begin(Collective(4, CommOp::kBarrier, 0), true);
   dog.MarkArrived(1);
   EXPECT_EQ(dog.TimeoutMessage(),
             "collective #4 Barrier() in group tp did not finish within 2s; ranks that never arrived: 0,2");
@@ -79,7 +89,7 @@ TEST(WatchdogTest, MessagesWithoutArrivalsAndAfterArrivals) {
 TEST(WatchdogTest, InfiniteTimeoutNeverFires) {
   RecordingAbort abort;
   CollectiveWatchdog dog("world", 2, absl::InfiniteDuration(), abort.Fn());
-  dog.Begin("collective #1 Barrier()", false);
+  dog.Begin(Collective(1, CommOp::kBarrier, 0), false);
   absl::SleepFor(absl::Milliseconds(30));
   dog.End();
   EXPECT_TRUE(abort.messages().empty());
