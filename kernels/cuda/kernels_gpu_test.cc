@@ -1,0 +1,316 @@
+// Every CUDA kernel against its CPU version on the same random inputs.
+// Skips (with the reason) when there is no usable GPU or no CUDA build.
+// Tolerances are mixed, |gpu - cpu| <= atol + rtol * |cpu|, stated per test:
+// GPU and CPU sum in different orders (and cuBLAS may use other blockings),
+// so agreement is to f32 rounding of the accumulations, plus one rounding
+// of the output for bf16.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "gtest/gtest.h"
+#include "kernels/attention.h"
+#include "kernels/cast.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "kernels/gelu.h"
+#include "kernels/gemm.h"
+#include "kernels/layernorm.h"
+#include "kernels/linear.h"
+#include "kernels/optimizer.h"
+#include "kernels/residual.h"
+#include "kernels/scale.h"
+#include "kernels/sum_squares.h"
+#include "kernels/testing/kernel_test_util.h"
+
+#ifdef ZEROSHARD_HAS_CUDA
+#include "kernels/cuda/cuda_resources.h"
+#endif
+
+namespace zeroshard::kernels {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::HostTensor;
+
+#ifndef ZEROSHARD_HAS_CUDA
+
+TEST(GpuKernels, Skipped) { GTEST_SKIP() << "built without CUDA (--//bazel:cuda=false or no nvcc)"; }
+
+#else
+
+// Device copy of host bytes, freed on destruction.
+class DeviceArray {
+ public:
+  DeviceArray(const void* host, size_t bytes) : bytes_(bytes) {
+    auto p = DeviceAlloc(Device::kCuda, bytes);
+    EXPECT_TRUE(p.ok()) << p.status();
+    ptr_ = p.ok() ? *p : nullptr;
+    if (ptr_ != nullptr && host != nullptr) EXPECT_TRUE(DeviceCopy(ptr_, Device::kCuda, host, Device::kCpu, bytes).ok());
+  }
+  explicit DeviceArray(const HostTensor& t) : DeviceArray(t.data(), t.size() * DTypeSize(t.dtype())) {}
+  template <typename T>
+  explicit DeviceArray(const std::vector<T>& v) : DeviceArray(v.data(), v.size() * sizeof(T)) {}
+  ~DeviceArray() { DeviceFree(Device::kCuda, ptr_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  void CopyTo(HostTensor& t) const {
+    ASSERT_TRUE(DeviceCopy(t.data(), Device::kCpu, ptr_, Device::kCuda, bytes_).ok());
+  }
+  template <typename T>
+  std::vector<double> ToDoubles() const {
+    std::vector<T> v(bytes_ / sizeof(T));
+    EXPECT_TRUE(DeviceCopy(v.data(), Device::kCpu, ptr_, Device::kCuda, bytes_).ok());
+    return std::vector<double>(v.begin(), v.end());
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_;
+};
+
+std::vector<double> Doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string reason;
+    if (!CudaAvailable(&reason)) GTEST_SKIP() << reason;
+    auto r = cuda::CudaResources::Create();
+    ASSERT_TRUE(r.ok()) << r.status();
+    resources_ = std::move(*r);
+    gpu_ = resources_->context();
+  }
+  // Waits for the GPU and reports asynchronous kernel errors.
+  void Sync() { ASSERT_TRUE(resources_->Synchronize().ok()); }
+  // Output of dtype from the GPU.
+  std::vector<double> Fetch(const DeviceArray& d, DType dtype, int64_t n) {
+    HostTensor t(dtype, n);
+    d.CopyTo(t);
+    return t.Values();
+  }
+  std::unique_ptr<cuda::CudaResources> resources_;
+  KernelContext gpu_;
+  const KernelContext cpu_ = KernelContext::Cpu();
+  testing::Rng rng_{testing::TestSeed()};
+};
+
+class GpuKernelTest : public GpuTest, public ::testing::WithParamInterface<DType> {
+ protected:
+  double Tol(double f32_tol) const { return f32_tol + 2 * testing::Epsilon(GetParam()); }
+};
+
+TEST_P(GpuKernelTest, GemmAllTransposes) {
+  const DType dt = GetParam();
+  const int64_t m = 67, n = 45, k = 129;
+  for (Transpose ta : {Transpose::kNo, Transpose::kYes}) {
+    for (Transpose tb : {Transpose::kNo, Transpose::kYes}) {
+      SCOPED_TRACE(::testing::Message() << "ta " << int(ta) << " tb " << int(tb));
+      const int64_t lda = ta == Transpose::kNo ? k : m, ldb = tb == Transpose::kNo ? n : k;
+      HostTensor a = HostTensor::From(dt, rng_.Uniform(m * k, -1, 1));
+      HostTensor b = HostTensor::From(dt, rng_.Uniform(k * n, -1, 1));
+      HostTensor c = HostTensor::From(dt, rng_.Uniform(m * n, -1, 1));
+      DeviceArray da(a), db(b), dc(c);
+      ASSERT_TRUE(Gemm(cpu_, ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 1.0f, c.data(), n, dt).ok());
+      ASSERT_TRUE(Gemm(gpu_, ta, tb, m, n, k, 0.5f, da.get(), lda, db.get(), ldb, 1.0f, dc.get(), n, dt).ok());
+      Sync();
+      ExpectAllClose(Fetch(dc, dt, m * n), c.Values(), Tol(1e-4), Tol(1e-4), "C");
+    }
+  }
+}
+
+TEST_P(GpuKernelTest, LinearForwardBackward) {
+  const DType dt = GetParam();
+  const int64_t n = 33, c = 40, oc = 24;
+  HostTensor x = HostTensor::From(dt, rng_.Uniform(n * c, -1, 1)), w = HostTensor::From(dt, rng_.Uniform(c * oc, -1, 1));
+  HostTensor b = HostTensor::From(dt, rng_.Uniform(oc, -1, 1)), dy = HostTensor::From(dt, rng_.Uniform(n * oc, -1, 1));
+  HostTensor y(dt, n * oc), dx(dt, n * c), dw = HostTensor::From(dt, rng_.Uniform(c * oc, -1, 1)),
+      dbias = HostTensor::From(dt, rng_.Uniform(oc, -1, 1));
+  DeviceArray gx(x), gw(w), gb(b), gdy(dy), gy(y), gdx(dx), gdw(dw), gdb(dbias);
+  ASSERT_TRUE(LinearForward(cpu_, y.data(), x.data(), w.data(), b.data(), n, c, oc, dt).ok());
+  ASSERT_TRUE(LinearForward(gpu_, gy.get(), gx.get(), gw.get(), gb.get(), n, c, oc, dt).ok());
+  ASSERT_TRUE(LinearBackward(cpu_, dx.data(), dw.data(), dbias.data(), dy.data(), x.data(), w.data(), n, c, oc, dt).ok());
+  ASSERT_TRUE(LinearBackward(gpu_, gdx.get(), gdw.get(), gdb.get(), gdy.get(), gx.get(), gw.get(), n, c, oc, dt).ok());
+  Sync();
+  ExpectAllClose(Fetch(gy, dt, n * oc), y.Values(), Tol(1e-4), Tol(1e-4), "y");
+  ExpectAllClose(Fetch(gdx, dt, n * c), dx.Values(), Tol(1e-4), Tol(1e-4), "dinp");
+  ExpectAllClose(Fetch(gdw, dt, c * oc), dw.Values(), Tol(1e-4), Tol(1e-4), "dweight");
+  ExpectAllClose(Fetch(gdb, dt, oc), dbias.Values(), Tol(1e-4), Tol(1e-4), "dbias");
+}
+
+TEST_P(GpuKernelTest, Embedding) {
+  const DType dt = GetParam();
+  const int64_t b = 3, t = 9, c = 70, v = 13;
+  std::vector<int32_t> tokens = rng_.Ints(b * t, 0, v);
+  HostTensor wte = HostTensor::From(dt, rng_.Uniform(v * c, -1, 1)), wpe = HostTensor::From(dt, rng_.Uniform(t * c, -1, 1));
+  HostTensor out(dt, b * t * c), dout = HostTensor::From(dt, rng_.Uniform(b * t * c, -1, 1));
+  HostTensor dwte = HostTensor::From(dt, rng_.Uniform(v * c, -1, 1)), dwpe = HostTensor::From(dt, rng_.Uniform(t * c, -1, 1));
+  DeviceArray gtok(tokens), gwte(wte), gwpe(wpe), gout(out), gdout(dout), gdwte(dwte), gdwpe(dwpe);
+  ASSERT_TRUE(EmbeddingForward(cpu_, out.data(), tokens.data(), wte.data(), wpe.data(), b, t, c, v, dt).ok());
+  ASSERT_TRUE(EmbeddingForward(gpu_, gout.get(), gtok.as<int32_t>(), gwte.get(), gwpe.get(), b, t, c, v, dt).ok());
+  ASSERT_TRUE(EmbeddingBackward(cpu_, dwte.data(), dwpe.data(), dout.data(), tokens.data(), b, t, c, v, dt).ok());
+  ASSERT_TRUE(EmbeddingBackward(gpu_, gdwte.get(), gdwpe.get(), gdout.get(), gtok.as<int32_t>(), b, t, c, v, dt).ok());
+  Sync();
+  ExpectAllClose(Fetch(gout, dt, b * t * c), out.Values(), 0, 0, "out");  // one rounding of the same f32 sum
+  // GPU rounds after every scattered add for half types; CPU once per token.
+  const double tol = 1e-5 + 16 * testing::Epsilon(dt);
+  ExpectAllClose(Fetch(gdwte, dt, v * c), dwte.Values(), tol, tol, "dwte");
+  ExpectAllClose(Fetch(gdwpe, dt, t * c), dwpe.Values(), tol, tol, "dwpe");
+}
+
+TEST_P(GpuKernelTest, LayerNorm) {
+  const DType dt = GetParam();
+  const int64_t n = 37, c = 200;
+  HostTensor x = HostTensor::From(dt, rng_.Uniform(n * c, -2, 2)), w = HostTensor::From(dt, rng_.Uniform(c, 0.5, 1.5));
+  HostTensor b = HostTensor::From(dt, rng_.Uniform(c, -1, 1)), dy = HostTensor::From(dt, rng_.Uniform(n * c, -1, 1));
+  HostTensor y(dt, n * c), dx(dt, n * c), dw = HostTensor::From(dt, rng_.Uniform(c, -1, 1)),
+      db = HostTensor::From(dt, rng_.Uniform(c, -1, 1));
+  std::vector<float> mean(n), rstd(n);
+  DeviceArray gx(x), gw(w), gb(b), gdy(dy), gy(y), gdx(dx), gdw(dw), gdb(db), gmean(mean), grstd(rstd);
+  ASSERT_TRUE(LayerNormForward(cpu_, y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c, 1e-5f, dt).ok());
+  ASSERT_TRUE(LayerNormForward(gpu_, gy.get(), gmean.as<float>(), grstd.as<float>(), gx.get(), gw.get(), gb.get(), n, c,
+                               1e-5f, dt)
+                  .ok());
+  ASSERT_TRUE(LayerNormBackward(cpu_, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                                rstd.data(), n, c, dt)
+                  .ok());
+  ASSERT_TRUE(LayerNormBackward(gpu_, gdx.get(), gdw.get(), gdb.get(), gdy.get(), gx.get(), gw.get(), gmean.as<float>(),
+                                grstd.as<float>(), n, c, dt)
+                  .ok());
+  Sync();
+  ExpectAllClose(Fetch(gy, dt, n * c), y.Values(), Tol(1e-5), Tol(1e-5), "out");
+  ExpectAllClose(gmean.ToDoubles<float>(), Doubles(mean), 1e-6, 1e-5, "mean");
+  ExpectAllClose(grstd.ToDoubles<float>(), Doubles(rstd), 0, 1e-5, "rstd");
+  ExpectAllClose(Fetch(gdx, dt, n * c), dx.Values(), Tol(1e-4), Tol(1e-4), "dinp");
+  ExpectAllClose(Fetch(gdw, dt, c), dw.Values(), Tol(1e-4), Tol(1e-4), "dweight");
+  ExpectAllClose(Fetch(gdb, dt, c), db.Values(), Tol(1e-4), Tol(1e-4), "dbias");
+}
+
+TEST_P(GpuKernelTest, ElementwiseKernels) {
+  const DType dt = GetParam();
+  const int64_t n = 100003;
+  HostTensor x = HostTensor::From(dt, rng_.Uniform(n, -5, 5)), d = HostTensor::From(dt, rng_.Uniform(n, -1, 1));
+  HostTensor gelu(dt, n), dgelu(dt, n), sum(dt, n);
+  DeviceArray gx(x), gd(d), ggelu(gelu), gdgelu(dgelu), gsum(sum);
+  ASSERT_TRUE(GeluForward(cpu_, gelu.data(), x.data(), n, dt).ok());
+  ASSERT_TRUE(GeluForward(gpu_, ggelu.get(), gx.get(), n, dt).ok());
+  ASSERT_TRUE(GeluBackward(cpu_, dgelu.data(), x.data(), d.data(), n, dt).ok());
+  ASSERT_TRUE(GeluBackward(gpu_, gdgelu.get(), gx.get(), gd.get(), n, dt).ok());
+  ASSERT_TRUE(ResidualForward(cpu_, sum.data(), x.data(), d.data(), n, dt).ok());
+  ASSERT_TRUE(ResidualForward(gpu_, gsum.get(), gx.get(), gd.get(), n, dt).ok());
+  Sync();
+  // Same f32 formula; device tanhf may differ from glibc's by a few ulp.
+  ExpectAllClose(Fetch(ggelu, dt, n), gelu.Values(), Tol(1e-6), Tol(1e-6), "gelu");
+  ExpectAllClose(Fetch(gdgelu, dt, n), dgelu.Values(), Tol(1e-6), Tol(1e-6), "dgelu");
+  ExpectAllClose(Fetch(gsum, dt, n), sum.Values(), 0, 0, "residual");
+
+  // Casts: bit-exact with the CPU (same conversion code).
+  HostTensor f32 = HostTensor::From(DType::kF32, rng_.Uniform(n, -70000, 70000));
+  HostTensor half(dt, n);
+  DeviceArray gf32(f32), ghalf(half);
+  ASSERT_TRUE(Cast(cpu_, half.data(), dt, f32.data(), DType::kF32, n).ok());
+  ASSERT_TRUE(Cast(gpu_, ghalf.get(), dt, gf32.get(), DType::kF32, n).ok());
+  Sync();
+  EXPECT_EQ(Fetch(ghalf, dt, n), half.Values());
+
+  // Scale with the non-finite flag, and the sum of squares.
+  bool cpu_found = true, gpu_found = true;
+  ASSERT_TRUE(ScaleInPlace(cpu_, x.data(), n, dt, 0.25f, &cpu_found).ok());
+  ASSERT_TRUE(ScaleInPlace(gpu_, gx.get(), n, dt, 0.25f, &gpu_found).ok());
+  EXPECT_FALSE(cpu_found);
+  EXPECT_FALSE(gpu_found);
+  EXPECT_EQ(Fetch(gx, dt, n), x.Values());
+  x.Set(n - 5, std::numeric_limits<double>::quiet_NaN());
+  DeviceArray gbad(x);
+  ASSERT_TRUE(ScaleInPlace(gpu_, gbad.get(), n, dt, 1.0f, &gpu_found).ok());
+  EXPECT_TRUE(gpu_found);
+  double cpu_sq = 0, gpu_sq = 0;
+  ASSERT_TRUE(SumOfSquares(cpu_, d.data(), n, dt, &cpu_sq).ok());
+  ASSERT_TRUE(SumOfSquares(gpu_, gd.get(), n, dt, &gpu_sq).ok());
+  EXPECT_NEAR(gpu_sq, cpu_sq, 1e-12 * cpu_sq);
+}
+
+TEST_P(GpuKernelTest, Attention) {
+  const DType dt = GetParam();
+  const int64_t b = 2, t = 37, c = 48, nh = 4;
+  HostTensor qkv = HostTensor::From(dt, rng_.Uniform(b * t * 3 * c, -2, 2));
+  HostTensor dout = HostTensor::From(dt, rng_.Uniform(b * t * c, -1, 1));
+  HostTensor out(dt, b * t * c), dqkv(dt, b * t * 3 * c);
+  std::vector<float> att(b * nh * t * t), scratch(b * nh * t * t);
+  DeviceArray gqkv(qkv), gdout(dout), gout(out), gdqkv(dqkv), gatt(att), gscratch(scratch);
+  ASSERT_TRUE(AttentionForward(cpu_, out.data(), att.data(), qkv.data(), b, t, c, nh, dt).ok());
+  ASSERT_TRUE(AttentionForward(gpu_, gout.get(), gatt.as<float>(), gqkv.get(), b, t, c, nh, dt).ok());
+  ASSERT_TRUE(AttentionBackward(cpu_, dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), b, t, c, nh, dt).ok());
+  ASSERT_TRUE(AttentionBackward(gpu_, gdqkv.get(), gscratch.as<float>(), gdout.get(), gqkv.get(), gatt.as<float>(), b, t,
+                                c, nh, dt)
+                  .ok());
+  Sync();
+  ExpectAllClose(gatt.ToDoubles<float>(), Doubles(att), 1e-6, 1e-5, "att");
+  ExpectAllClose(Fetch(gout, dt, b * t * c), out.Values(), Tol(1e-5), Tol(1e-5), "out");
+  ExpectAllClose(Fetch(gdqkv, dt, b * t * 3 * c), dqkv.Values(), Tol(1e-4), Tol(1e-4), "dqkv");
+}
+
+TEST_P(GpuKernelTest, CrossEntropy) {
+  const DType dt = GetParam();
+  const int64_t n = 19, v = 5003;
+  HostTensor z = HostTensor::From(dt, rng_.Uniform(n * v, -6, 6));
+  std::vector<int32_t> targets = rng_.Ints(n, 0, v);
+  std::vector<float> losses(n), lse(n), mean(1);
+  HostTensor dz(dt, n * v);
+  DeviceArray gz(z), gtargets(targets), glosses(losses), glse(lse), gmean(mean), gdz(dz);
+  ASSERT_TRUE(CrossEntropyForward(cpu_, losses.data(), lse.data(), mean.data(), z.data(), targets.data(), n, v, dt).ok());
+  ASSERT_TRUE(CrossEntropyForward(gpu_, glosses.as<float>(), glse.as<float>(), gmean.as<float>(), gz.get(),
+                                  gtargets.as<int32_t>(), n, v, dt)
+                  .ok());
+  ASSERT_TRUE(CrossEntropyBackward(cpu_, dz.data(), z.data(), lse.data(), targets.data(), 1.0f / n, n, v, dt).ok());
+  ASSERT_TRUE(CrossEntropyBackward(gpu_, gdz.get(), gz.get(), glse.as<float>(), gtargets.as<int32_t>(), 1.0f / n, n, v,
+                                   dt)
+                  .ok());
+  Sync();
+  ExpectAllClose(glosses.ToDoubles<float>(), Doubles(losses), 1e-5, 1e-5, "losses");
+  ExpectAllClose(gmean.ToDoubles<float>(), Doubles(mean), 1e-5, 1e-5, "mean");
+  ExpectAllClose(Fetch(gdz, dt, n * v), dz.Values(), Tol(1e-7), Tol(1e-5), "dlogits");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuKernelTest, ::testing::Values(DType::kF32, DType::kBF16),
+                         testing::DTypeParamName);
+
+TEST_F(GpuTest, AdamWAndSgdMatchCpu) {
+  const int64_t n = 300007;
+  std::vector<float> p(n), g(n), m(n, 0.0f), v(n, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = static_cast<float>(std::sin(i * 0.37));
+    g[i] = static_cast<float>(std::cos(i * 0.11));
+  }
+  std::vector<float> sgd_p = p, buf(n, 0.0f);
+  DeviceArray gp(p), gg(g), gm(m), gv(v), gsp(sgd_p), gbuf(buf);
+  for (int64_t step = 1; step <= 3; ++step) {
+    AdamWHyper h{1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, step};
+    ASSERT_TRUE(AdamWUpdate(cpu_, p.data(), g.data(), m.data(), v.data(), n, h).ok());
+    ASSERT_TRUE(AdamWUpdate(gpu_, gp.as<float>(), gg.as<float>(), gm.as<float>(), gv.as<float>(), n, h).ok());
+    SgdHyper s{0.01f, 0.9f, 0.0f, 1e-4f, true, step == 1};
+    ASSERT_TRUE(SgdUpdate(cpu_, sgd_p.data(), g.data(), buf.data(), n, s).ok());
+    ASSERT_TRUE(SgdUpdate(gpu_, gsp.as<float>(), gg.as<float>(), gbuf.as<float>(), n, s).ok());
+  }
+  Sync();
+  // Same per-element code; only FMA contraction by nvcc may differ.
+  ExpectAllClose(gp.ToDoubles<float>(), Doubles(p), 1e-7, 1e-6, "adamw param");
+  ExpectAllClose(gm.ToDoubles<float>(), Doubles(m), 1e-7, 1e-6, "adamw exp_avg");
+  ExpectAllClose(gv.ToDoubles<float>(), Doubles(v), 1e-9, 1e-6, "adamw exp_avg_sq");
+  ExpectAllClose(gsp.ToDoubles<float>(), Doubles(sgd_p), 1e-7, 1e-6, "sgd param");
+  ExpectAllClose(gbuf.ToDoubles<float>(), Doubles(buf), 1e-7, 1e-6, "sgd momentum_buf");
+}
+
+#endif  // ZEROSHARD_HAS_CUDA
+
+}  // namespace
+}  // namespace zeroshard::kernels
