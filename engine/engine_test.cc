@@ -507,5 +507,71 @@ TEST(EngineTest, ReportsLossNormAndLr) {
   EXPECT_EQ(out.results[2].step, 3);
 }
 
+TEST(EngineTest, EvaluateMatchesFirstStepLossAndReleasesGathers) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  OnRanks(3, [&](int rank, Communicator* comm) {
+    RunSpec spec;
+    spec.dp = 3;
+    spec.stage = 3;
+    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<HostBatch> batches = SliceBatch(tokens, 3, 1, rank);
+    const int64_t shard_bytes = (*engine)->memory().Usage(MemoryCategory::kParams).current;
+    absl::StatusOr<float> eval = (*engine)->Evaluate(batches[0].view);
+    ASSERT_TRUE(eval.ok()) << eval.status();
+    EXPECT_EQ((*engine)->memory().Usage(MemoryCategory::kParams).current, shard_bytes) << "a gather was kept";
+    absl::StatusOr<StepResult> step = (*engine)->TrainStep({&batches[0].view, 1});
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(*eval, step->loss);  // same weights, same batch, same reduction
+    absl::StatusOr<float> after = (*engine)->Evaluate(batches[0].view);
+    ASSERT_TRUE(after.ok());
+    EXPECT_LT(*after, *eval);
+  });
+}
+
+// Clipping scales the gradient by clip / (norm + 1e-6): with plain SGD that
+// equals an unclipped run at lr * coefficient (up to one rounding per step).
+TEST(EngineTest, ClippingAppliesTheCoefficient) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  auto run = [&](double clip, double lr, StepResult* result) {
+    std::map<std::string, std::vector<float>> weights;
+    OnRanks(2, [&](int rank, Communicator* comm) {
+      RunSpec spec;
+      spec.dp = 2;
+      spec.stage = 2;
+      EngineConfig config = MakeConfig(spec);
+      config.mutable_optimizer()->set_type(OptimizerConfig::SGD);
+      config.mutable_optimizer()->set_weight_decay(0);
+      config.mutable_optimizer()->set_grad_clip(clip);
+      config.mutable_optimizer()->set_lr(lr);
+      config.mutable_lr_schedule()->set_type(LrScheduleConfig::CONSTANT);
+      config.mutable_lr_schedule()->set_warmup_steps(0);
+      auto engine = Engine::CreateWithCommunicator(config, comm, BuildToyModel(kToy));
+      ASSERT_TRUE(engine.ok()) << engine.status();
+      std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
+      absl::StatusOr<StepResult> r = (*engine)->TrainStep({&batches[0].view, 1});
+      ASSERT_TRUE(r.ok()) << r.status();
+      if (rank == 0) *result = *r;
+      for (const std::string& name : (*engine)->ParamNames()) {
+        auto w = (*engine)->GatherParam(name);
+        ASSERT_TRUE(w.ok());
+        if (rank == 0) weights[name] = *w;
+      }
+    });
+    return weights;
+  };
+  StepResult clipped, unclipped;
+  const double clip = 1e-3;
+  auto w_clipped = run(clip, 0.5, &clipped);
+  ASSERT_GT(clipped.grad_norm, 10 * clip) << "the test needs clipping to engage";
+  const double coeff = clip / (clipped.grad_norm + 1e-6);
+  auto w_scaled = run(0.0, 0.5 * coeff, &unclipped);
+  EXPECT_EQ(unclipped.grad_norm, clipped.grad_norm);
+  for (const auto& [name, w] : w_clipped) {
+    const std::vector<float>& v = w_scaled.at(name);
+    for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(w[i], v[i], 1e-6 * std::fabs(v[i]) + 1e-9) << name << "[" << i << "]";
+  }
+}
+
 }  // namespace
 }  // namespace zeroshard

@@ -130,7 +130,7 @@ void MemoryAndComm(ProcessGrid& grid, int threads) {
     const double theory = Theory(stage, psi, n);
     const int64_t shard_bytes = stage == 3 ? params : 0;
     if (root) {
-      std::printf("| %d | %.0f | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.4f | %s |\n", stage, psi,
+      std::printf("| %d | %.0f | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.6f | %s |\n", stage, psi,
                   params / 1e6, grads / 1e6, master / 1e6, optim / 1e6, total / 1e6, theory / 1e6, total / theory,
                   stage == 3 ? absl::StrFormat("%.1f MB", (m.Usage(MemoryCategory::kParams).peak - shard_bytes) / 1e6)
                                    .c_str()
