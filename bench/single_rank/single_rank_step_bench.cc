@@ -1,0 +1,191 @@
+// GPT-2 training step on one rank on CPU: forward + backward + AdamW update,
+// against the time cblas_sgemm needs for the step's matrix multiplications
+// measured in the same run.
+//
+//   single_rank_step_bench [--threads=N] [--repeats=5] [--batch=4] [--seq=64]
+//
+// Default model: GPT-2 124M (12 layers, 768 channels, 12 heads, vocab 50257,
+// 1024 positions), batch 4 x 64 tokens. Prints a table (docs/model.md).
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "bench/single_rank/step_gemm_shapes.h"
+#include "core/buffer.h"
+#include "kernels/context.h"
+#include "kernels/optimizer.h"
+#include "nn/gpt2.h"
+#include "nn/resident_model.h"
+
+ABSL_FLAG(int, threads, 0, "CPU threads for kernels and OpenBLAS (0: cores / ranks)");
+ABSL_FLAG(int, repeats, 5, "timed steps (after one warm-up step); the median is reported");
+ABSL_FLAG(int, batch, 4, "sequences per step");
+ABSL_FLAG(int, seq, 64, "tokens per sequence");
+ABSL_FLAG(int, n_layer, 12, "layers");
+ABSL_FLAG(int, n_embd, 768, "channels");
+ABSL_FLAG(int, n_head, 12, "heads");
+ABSL_FLAG(int, vocab, 50257, "vocabulary");
+
+namespace zeroshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "single_rank_step_bench: %s: %s\n", what, s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+// Seconds per call of cblas_sgemm on this shape: median of `reps` timed
+// batches, each long enough (>= 20 ms) to be measured reliably.
+double TimeSgemm(const GemmShape& g, int reps) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> a(g.m * g.k), b(g.k * g.n), c(g.m * g.n);
+  for (float& x : a) x = u(rng);
+  for (float& x : b) x = u(rng);
+  const int lda = static_cast<int>(g.trans_a ? g.m : g.k), ldb = static_cast<int>(g.trans_b ? g.k : g.n);
+  auto call = [&] {
+    cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
+                static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, a.data(), lda, b.data(), ldb,
+                0.0f, c.data(), static_cast<int>(g.n));
+  };
+  call();  // warm-up
+  int per_batch = 1;
+  for (;;) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < per_batch; ++i) call();
+    if (Seconds(t0, Clock::now()) >= 0.02) break;
+    per_batch *= 2;
+  }
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < per_batch; ++i) call();
+    times.push_back(Seconds(t0, Clock::now()) / per_batch);
+  }
+  return Median(times);
+}
+
+int Run() {
+  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads) : kernels::DefaultCpuThreads();
+  kernels::SetCpuThreads(threads);
+  const Gpt2Config cfg{absl::GetFlag(FLAGS_n_layer), absl::GetFlag(FLAGS_n_head), absl::GetFlag(FLAGS_n_embd),
+                       absl::GetFlag(FLAGS_vocab), 1024};
+  const int64_t b = absl::GetFlag(FLAGS_batch), t = absl::GetFlag(FLAGS_seq);
+  const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
+
+  auto model_or = BuildGpt2(cfg);
+  Check(model_or.status(), "BuildGpt2");
+  std::unique_ptr<Model> model = std::move(*model_or);
+  MemoryTracker tracker;
+  ComputeContext ctx;
+  ctx.tracker = &tracker;
+  auto rm_or = ResidentModel::Create(model.get(), ctx);
+  Check(rm_or.status(), "ResidentModel");
+  ResidentModel& rm = *rm_or;
+  Check(rm.InitParams(1), "InitParams");
+  std::vector<Buffer> m, v;
+  for (int u = 0; u < rm.num_units(); ++u) {
+    for (auto* state : {&m, &v}) {
+      auto buf = Buffer::Allocate(&tracker, MemoryCategory::kOptimizerState, Device::kCpu, DType::kF32,
+                                  rm.unit_params(u).numel());
+      Check(buf.status(), "optimizer state");
+      state->push_back(std::move(*buf));
+    }
+  }
+  std::mt19937 rng(7);
+  std::vector<int32_t> inputs(b * t), targets(b * t);
+  for (auto& x : inputs) x = static_cast<int32_t>(rng() % cfg.vocab_size);
+  for (auto& x : targets) x = static_cast<int32_t>(rng() % cfg.vocab_size);
+  const TokenBatch batch{TensorView{inputs.data(), DType::kI32, {b, t}, Device::kCpu},
+                         TensorView{targets.data(), DType::kI32, {b, t}, Device::kCpu}};
+
+  // One step, timed by phase.
+  std::vector<double> step_s, zero_s, fb_s, opt_s;
+  float first_loss = 0;
+  for (int r = 0; r <= repeats; ++r) {
+    const auto t0 = Clock::now();
+    Check(rm.ZeroGrads(), "ZeroGrads");
+    const auto t1 = Clock::now();
+    auto l = rm.ForwardBackward(batch, 1.0f);
+    Check(l.status(), "ForwardBackward");
+    if (r == 0) first_loss = *l;
+    const auto t2 = Clock::now();
+    const kernels::AdamWHyper h{6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, r + 1};
+    for (int u = 0; u < rm.num_units(); ++u) {
+      Check(kernels::AdamWUpdate(ctx.kernels, rm.unit_params(u).as<float>(), rm.unit_grads(u).as<float>(),
+                                 m[u].as<float>(), v[u].as<float>(), rm.unit_params(u).numel(), h),
+            "AdamWUpdate");
+    }
+    const auto t3 = Clock::now();
+    if (r == 0) continue;  // warm-up: first touches of activation memory
+    zero_s.push_back(Seconds(t0, t1));
+    fb_s.push_back(Seconds(t1, t2));
+    opt_s.push_back(Seconds(t2, t3));
+    step_s.push_back(Seconds(t0, t3));
+  }
+
+  const std::vector<GemmShape> gemms = Gpt2StepGemms(cfg, b, t);
+  double gemm_s = 0;
+  int64_t gemm_flops = 0;
+  std::printf("cblas_sgemm on the step's shapes (%d threads):\n", threads);
+  std::printf("  %-20s %5s %5s %6s %6s %6s %6s %10s %9s\n", "gemm", "opA", "opB", "M", "N", "K", "calls", "ms/step",
+              "GFLOP/s");
+  for (const GemmShape& g : gemms) {
+    const double per_call = TimeSgemm(g, 5);
+    const double total = per_call * static_cast<double>(g.count);
+    gemm_s += total;
+    gemm_flops += g.flops();
+    std::printf("  %-20s %5s %5s %6lld %6lld %6lld %6lld %10.2f %9.1f\n", g.what.c_str(), g.trans_a ? "T" : "N",
+                g.trans_b ? "T" : "N", static_cast<long long>(g.m), static_cast<long long>(g.n),
+                static_cast<long long>(g.k), static_cast<long long>(g.count), 1e3 * total, g.flops() / total / 1e9);
+  }
+  const double step = Median(step_s);
+  const int64_t step_flops = 3 * Gpt2ForwardGemmFlops(cfg, b, t);
+  std::printf("\nGPT-2 %lld params (L=%d C=%d NH=%d V=%d), batch %lld x %lld tokens, %d threads, median of %d steps\n",
+              static_cast<long long>(model->num_params()), cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size,
+              static_cast<long long>(b), static_cast<long long>(t), threads, repeats);
+  std::printf("| quantity | value |\n|---|---|\n");
+  std::printf("| step: zero grads + forward/backward + AdamW | %.1f ms |\n", 1e3 * step);
+  std::printf("|   zero grads | %.1f ms |\n", 1e3 * Median(zero_s));
+  std::printf("|   forward + backward | %.1f ms |\n", 1e3 * Median(fb_s));
+  std::printf("|   AdamW update | %.1f ms |\n", 1e3 * Median(opt_s));
+  std::printf("| GEMM flops per step (fwd + bwd) | %.2f GFLOP |\n", step_flops / 1e9);
+  std::printf("| achieved rate of the whole step | %.1f GFLOP/s |\n", step_flops / step / 1e9);
+  std::printf("| cblas_sgemm rate on the step's shapes | %.1f GFLOP/s |\n", gemm_flops / gemm_s / 1e9);
+  std::printf("| step GEMM time at that rate | %.1f ms |\n", 1e3 * gemm_s);
+  std::printf("| step time / GEMM time (target <= 1.5) | %.2f |\n", step / gemm_s);
+  std::printf("| first step's loss (random tokens; ln V = %.2f) | %.3f |\n", std::log(static_cast<double>(cfg.vocab_size)),
+              first_loss);
+  std::printf("| peak activations + workspace | %.1f MiB |\n",
+              (tracker.Usage(MemoryCategory::kActivations).peak + tracker.Usage(MemoryCategory::kWorkspace).peak) /
+                  1048576.0);
+  return 0;
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return zeroshard::Run();
+}
