@@ -116,6 +116,11 @@ class Engine {
   // Every parameter name, owned ones, in unit and declaration order.
   std::vector<std::string> ParamNames() const;
   int64_t step() const { return step_; }
+  // For checkpoint loading (checkpoint/engine_checkpoint.h): the optimizer
+  // whose state buffers it fills, and the step counter it restores (AdamW
+  // bias correction and the LR schedule continue from it).
+  ShardedOptimizer& optimizer() { return *optimizer_; }
+  void RestoreStep(int64_t step) { step_ = step; }
 
   // Bytes per category; see sharding/unit_shard.h for what each holds.
   const MemoryTracker& memory() const { return tracker_; }

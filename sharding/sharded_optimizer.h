@@ -79,6 +79,10 @@ class ShardedOptimizer {
   const Buffer& exp_avg(int i) const { return state_[i].first; }
   const Buffer& exp_avg_sq(int i) const { return state_[i].second; }
   const Buffer& momentum(int i) const { return state_[i].first; }
+  // Writable state, for checkpoint loading.
+  Buffer& mutable_exp_avg(int i) { return state_[i].first; }
+  Buffer& mutable_exp_avg_sq(int i) { return state_[i].second; }
+  Buffer& mutable_momentum(int i) { return state_[i].first; }
 
  private:
   struct Segment {
