@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "kernels/cast.h"
 #include "kernels/residual.h"
+#include "nn/device_sync.h"
 #include "nn/tensor_checks.h"
 
 namespace zeroshard {
@@ -38,9 +40,11 @@ absl::StatusOr<std::pair<int64_t, int64_t>> BatchShape(const ComputeContext& ctx
   return std::make_pair(b, t);
 }
 
+// A copy made on the kernels' stream (Cast to the same dtype is a copy), so it
+// is ordered after the kernel that produced `src`.
 absl::StatusOr<Buffer> CopyOf(const ComputeContext& ctx, const TensorView& src, MemoryCategory category) {
   ASSIGN_OR_RETURN(Buffer buf, AllocateOnDevice(ctx, category, src.dtype, src.numel()));
-  RETURN_IF_ERROR(DeviceCopy(buf.data(), buf.device(), src.data, src.device, static_cast<size_t>(src.bytes())));
+  RETURN_IF_ERROR(kernels::Cast(ctx.kernels, buf.data(), src.dtype, src.data, src.dtype, src.numel()));
   return buf;
 }
 
@@ -300,6 +304,7 @@ absl::Status Gpt2HeadUnit::Backward(const ComputeContext& ctx, absl::Span<const 
   }
   RETURN_IF_ERROR(CheckTensor(grad_out, "head output grad", DType::kF32, {1}, ctx.kernels.device));
   float dloss = 0.0f;
+  RETURN_IF_ERROR(WaitForDevice(ctx.kernels));  // grad_out may come from a kernel
   RETURN_IF_ERROR(DeviceCopy(&dloss, Device::kCpu, grad_out.data, grad_out.device, sizeof(float)));
   const auto ws = MemoryCategory::kWorkspace;
   ASSIGN_OR_RETURN(Buffer dlogits, AllocateOnDevice(ctx, ws, dt, n * v_));

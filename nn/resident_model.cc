@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "nn/device_sync.h"
 #include "nn/param_init.h"
 
 namespace zeroshard {
@@ -50,12 +51,12 @@ absl::Status ResidentModel::InitParams(uint64_t seed) {
     RETURN_IF_ERROR(DeviceCopy(params_[u].data(), params_[u].device(), host.data(), Device::kCpu,
                                static_cast<size_t>(params_[u].bytes())));
   }
-  return absl::OkStatus();
+  return WaitForDevice(ctx_.kernels);
 }
 
 absl::Status ResidentModel::ZeroGrads() {
   for (Buffer& g : grads_) RETURN_IF_ERROR(DeviceMemset(g.data(), g.device(), 0, static_cast<size_t>(g.bytes())));
-  return absl::OkStatus();
+  return WaitForDevice(ctx_.kernels);  // the memsets ran on another stream than the kernels
 }
 
 TensorView ResidentModel::param(ParamLocation loc) {
@@ -95,6 +96,7 @@ absl::StatusOr<float> ResidentModel::Run(const TokenBatch& batch, bool backward,
     if (!backward) saved[u].reset();
   }
   float loss = 0.0f;
+  RETURN_IF_ERROR(WaitForDevice(ctx_.kernels));
   RETURN_IF_ERROR(DeviceCopy(&loss, Device::kCpu, act.data(), act.device(), sizeof(float)));
   if (!backward) return loss;
 
