@@ -121,6 +121,8 @@ class Engine {
   // bias correction and the LR schedule continue from it).
   ShardedOptimizer& optimizer() { return *optimizer_; }
   void RestoreStep(int64_t step) { step_ = step; }
+  // The dp communicator (checkpoint save/load run their collectives on it).
+  Communicator& dp() { return *dp_; }
 
   // Bytes per category; see sharding/unit_shard.h for what each holds.
   const MemoryTracker& memory() const { return tracker_; }
