@@ -18,6 +18,7 @@ void WorkState::Complete(absl::Status status) {
 bool WorkState::IsCompleted() const { return done_flag_.load(std::memory_order_acquire); }
 
 absl::Status WorkState::Wait(absl::Duration timeout) const {
+  if (executor_ != nullptr && !IsCompleted()) executor_->HelpUntilDone(this);
   const absl::Time spin_until = absl::Now() + std::min(timeout, kSpin);
   while (!done_flag_.load(std::memory_order_acquire) && absl::Now() < spin_until) sched_yield();
   absl::MutexLock lock(&mu_);

@@ -18,6 +18,19 @@
 
 namespace zeroshard {
 
+class WorkState;
+
+// A backend that can run queued work on the waiting thread (see
+// WorkState::Wait). Must outlive every incomplete WorkState that names it.
+class InlineExecutor {
+ public:
+  virtual ~InlineExecutor() = default;
+  // Runs queued operations, in order, on the calling thread while nothing else
+  // is executing them, until `state` completes; returns early when it cannot
+  // help (another thread is executing, or `state` is not queued).
+  virtual void HelpUntilDone(const WorkState* state) = 0;
+};
+
 // Completion state shared by producer and waiter. Thread-safe.
 class WorkState {
  public:
@@ -28,13 +41,17 @@ class WorkState {
   // issue path stays free of string formatting).
   WorkState(const CollectiveFingerprint& fp, std::string group) : fp_(fp), group_(std::move(group)) {}
 
+  // Lets Wait() run the operation inline (set before the state is shared).
+  void set_executor(InlineExecutor* executor) { executor_ = executor; }
+
   // Records the result and wakes waiters. Only the first call counts.
   void Complete(absl::Status status);
   bool IsCompleted() const;
   // The result, or kDeadlineExceeded naming the operation after `timeout`.
-  // Polls (yielding the CPU) for up to kSpin before sleeping: most waits
-  // follow the issue at once and end within microseconds, and a sleeping
-  // thread pays the scheduler's wake-up latency on top.
+  // First lets the executor (if any) run the operation on this thread when
+  // nothing else is running it: issue-then-wait then costs no thread
+  // hand-off. Then polls (yielding the CPU) for up to kSpin before sleeping,
+  // since a sleeping thread pays the scheduler's wake-up latency on top.
   absl::Status Wait(absl::Duration timeout) const;
   static constexpr absl::Duration kSpin = absl::Microseconds(50);
   std::string description() const;
@@ -43,6 +60,7 @@ class WorkState {
   const std::string description_;
   const std::optional<CollectiveFingerprint> fp_;
   const std::string group_;
+  InlineExecutor* executor_ = nullptr;
   mutable absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> done_flag_{false};  // done_, readable without the lock

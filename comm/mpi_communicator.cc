@@ -25,8 +25,6 @@ namespace zeroshard {
 namespace {
 
 constexpr int kMaxTag = 32767;  // the MPI standard's minimum MPI_TAG_UB
-// How long an idle progress thread polls for new work before sleeping.
-constexpr absl::Duration kIdleSpin = absl::Microseconds(50);
 
 // f32 staging for f16/bf16 reductions, reused across operations (it only
 // grows) and accounted as kCommBuffers. Progress thread only.
@@ -73,7 +71,7 @@ void DivideInPlace(void* buf, int64_t n, DType dtype, int divisor) {
   }
 }
 
-class MpiCommunicator : public Communicator {
+class MpiCommunicator : public Communicator, public InlineExecutor {
  public:
   // Takes ownership of `comm`.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(MPI_Comm comm, const std::string& name,
@@ -301,11 +299,11 @@ class MpiCommunicator : public Communicator {
     absl::MutexLock lock(&mu_);
     fp.seq = ++seq_;
     task.state = std::make_shared<WorkState>(fp, name_);
+    task.state->set_executor(this);
     task.fingerprint = fp;
     stats_.Record(fp.op, size_, bytes_per_rank, is_root);
     auto work = std::make_unique<AsyncWork>(task.state);
     queue_.push_back(std::move(task));
-    queued_.fetch_add(1, std::memory_order_release);
     return work;
   }
 
@@ -314,46 +312,67 @@ class MpiCommunicator : public Communicator {
     Task task;
     task.post = std::move(post);
     task.state = std::make_shared<WorkState>(absl::StrCat(what, " in group ", name_));
+    task.state->set_executor(this);
     task.what = std::move(what);
     absl::MutexLock lock(&mu_);
     stats_.Record(op, size_, bytes, false);
     auto work = std::make_unique<AsyncWork>(task.state);
     queue_.push_back(std::move(task));
-    queued_.fetch_add(1, std::memory_order_release);
     return work;
   }
 
-  bool HasQueuedOrStopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stop_; }
-  bool HasQueued() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty(); }
+  // The executor token (executing_) makes one thread at a time run tasks,
+  // poll requests and touch the progress-owned state below: the progress
+  // thread, or a caller inside Work::Wait (HelpUntilDone).
+  bool CanRunOrStop() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !executing_ && (!queue_.empty() || pending_count_ > 0 || stop_);
+  }
+  bool CanRun() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !executing_ && !queue_.empty(); }
 
   void ProgressLoop() {
     absl::Duration pause = absl::Microseconds(1);
     while (true) {
       std::optional<Task> task;
-      if (pending_.empty()) {
-        // Callers issue in bursts: poll briefly for the next operation
-        // before sleeping, which would add the scheduler's wake-up latency.
-        const absl::Time spin_until = absl::Now() + kIdleSpin;
-        while (queued_.load(std::memory_order_acquire) == 0 && absl::Now() < spin_until) sched_yield();
-      }
       {
         absl::MutexLock lock(&mu_);
-        if (queue_.empty() && pending_.empty() && stop_) return;
-        if (pending_.empty()) {
-          mu_.Await(absl::Condition(this, &MpiCommunicator::HasQueuedOrStopped));
+        if (pending_count_ == 0) {
+          mu_.Await(absl::Condition(this, &MpiCommunicator::CanRunOrStop));
         } else {
-          // Requests in flight: sleep briefly, wake early for new work.
-          mu_.AwaitWithTimeout(absl::Condition(this, &MpiCommunicator::HasQueued), pause);
+          // Requests in flight: poll them with a growing pause, wake early for new work.
+          mu_.AwaitWithTimeout(absl::Condition(this, &MpiCommunicator::CanRun), pause);
+          if (executing_) continue;
         }
+        if (stop_ && queue_.empty() && pending_count_ == 0) return;
+        executing_ = true;
         if (!queue_.empty()) {
           task = std::move(queue_.front());
           queue_.pop_front();
-          queued_.fetch_sub(1, std::memory_order_relaxed);
         }
       }
       const bool progressed = PollPending();
       if (task) Execute(*task);
+      {
+        absl::MutexLock lock(&mu_);
+        executing_ = false;
+      }
       pause = (task || progressed) ? absl::Microseconds(1) : std::min(pause * 2, absl::Microseconds(500));
+    }
+  }
+
+  void HelpUntilDone(const WorkState* state) override {
+    while (!state->IsCompleted()) {
+      std::optional<Task> task;
+      {
+        absl::MutexLock lock(&mu_);
+        if (executing_ || queue_.empty()) return;
+        executing_ = true;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Execute(*task);
+      PollPending();
+      absl::MutexLock lock(&mu_);
+      executing_ = false;
     }
   }
 
@@ -372,6 +391,7 @@ class MpiCommunicator : public Communicator {
         return;
       }
       pending_.push_back(std::move(p));
+      SetPendingCount();
       PollPending();
       return;
     }
@@ -404,7 +424,13 @@ class MpiCommunicator : public Communicator {
       pending_.erase(pending_.begin() + i);
       progressed = true;
     }
+    if (progressed) SetPendingCount();
     return progressed;
+  }
+
+  void SetPendingCount() {
+    absl::MutexLock lock(&mu_);
+    pending_count_ = pending_.size();
   }
 
   MPI_Comm comm_;
@@ -420,9 +446,10 @@ class MpiCommunicator : public Communicator {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   CommStats stats_ ABSL_GUARDED_BY(mu_);
-  std::atomic<int64_t> queued_{0};  // queue_.size(), readable without the lock
+  bool executing_ ABSL_GUARDED_BY(mu_) = false;  // the executor token
+  size_t pending_count_ ABSL_GUARDED_BY(mu_) = 0;  // pending_.size()
 
-  // Owned by the progress thread.
+  // Touched only by the holder of the executor token.
   F32Staging staging_{options_.tracker};
   std::vector<PendingRequest> pending_;
   absl::Status failure_;
