@@ -73,6 +73,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const Eng
 
 absl::Status Engine::Init(const EngineConfig& config) {
   absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
+  if (options.ok() && config.parallel().dp() != dp_->size()) {
+    options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.dp: ", config.parallel().dp(),
+                                                      " but the dp communicator has ", dp_->size(), " ranks"));
+  }
   absl::Status model_ok = model_->Validate();
   if (options.ok()) options_ = *options;
 

@@ -1,4 +1,4 @@
-// Engine tests with dp ranks as threads (engine/testing/thread_communicator.h)
+// Engine tests with dp ranks as threads (sharding/testing/thread_communicator.h)
 // and the loop-based toy model: parity, stage equality, repeatability,
 // memory and communication accounting, errors. The same claims for GPT-2
 // under mpirun live in tests/engine/.
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "nn/param_init.h"
 #include "engine/testing/global_batch.h"
-#include "engine/testing/thread_communicator.h"
+#include "sharding/testing/thread_communicator.h"
 #include "engine/testing/toy_model.h"
 #include "gtest/gtest.h"
 
@@ -382,7 +382,9 @@ TEST(EngineTest, DifferentModelsFailCreateOnEveryRank) {
   OnRanks(2, [](int rank, Communicator* comm) {
     ToyModelConfig cfg = kToy;
     if (rank == 1) cfg.n_layer = 3;
-    auto engine = Engine::CreateWithCommunicator(MakeConfig(RunSpec{}), comm, BuildToyModel(cfg));
+    RunSpec spec;
+    spec.dp = 2;
+    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(cfg));
     ASSERT_FALSE(engine.ok());
     EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_TRUE(absl::StartsWith(engine.status().message(),
@@ -395,6 +397,7 @@ TEST(EngineTest, DifferentModelsFailCreateOnEveryRank) {
 TEST(EngineTest, DifferentConfigsFailCreateOnEveryRank) {
   OnRanks(3, [](int rank, Communicator* comm) {
     RunSpec spec;
+    spec.dp = 3;
     spec.stage = rank == 2 ? 2 : 3;
     auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
     ASSERT_FALSE(engine.ok());
@@ -407,7 +410,9 @@ TEST(EngineTest, DifferentConfigsFailCreateOnEveryRank) {
 
 TEST(EngineTest, LocalCreateErrorReachesEveryRank) {
   OnRanks(2, [](int rank, Communicator* comm) {
-    EngineConfig config = MakeConfig(RunSpec{});
+    RunSpec spec;
+    spec.dp = 2;
+    EngineConfig config = MakeConfig(spec);
     if (rank == 0) config.mutable_precision()->set_compute_dtype(BF16);
     auto engine = Engine::CreateWithCommunicator(config, comm, BuildToyModel(kToy));
     ASSERT_FALSE(engine.ok());
@@ -418,6 +423,16 @@ TEST(EngineTest, LocalCreateErrorReachesEveryRank) {
       EXPECT_EQ(engine.status().message(),
                 "Engine::Create failed on another of the 2 dp ranks (see its error); this rank (dp rank 1) was fine");
     }
+  });
+}
+
+TEST(EngineTest, DpSizeMismatchIsInvalidArgumentOnEveryRank) {
+  OnRanks(2, [](int rank, Communicator* comm) {
+    RunSpec spec;
+    spec.dp = 4;
+    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(engine.status().message(), "engine.parallel.dp: 4 but the dp communicator has 2 ranks");
   });
 }
 

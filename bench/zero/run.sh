@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds and runs the ZeRO benchmark at dp = 1, 2, 4 and prints markdown
 # tables. Usage: bench/zero/run.sh [extra zero_bench flags]
-# BAZEL_ROOT picks the Bazel output root (default: Bazel's own).
+# BAZEL_ROOT picks the Bazel output root (default: Bazel's own); BAZEL_FLAGS
+# adds build flags (e.g. --//bazel:cuda=false to skip nvcc).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bazel_cmd=(bazel)
 if [ -n "${BAZEL_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_ROOT"); fi
-"${bazel_cmd[@]}" build --symlink_prefix=/ //bench/zero:zero_bench >&2
-bin="$("${bazel_cmd[@]}" info bazel-bin 2>/dev/null)/bench/zero/zero_bench"
+read -r -a extra <<< "${BAZEL_FLAGS:-}"
+"${bazel_cmd[@]}" build --symlink_prefix=/ "${extra[@]}" //bench/zero:zero_bench >&2
+bin="$("${bazel_cmd[@]}" info "${extra[@]}" bazel-bin 2>/dev/null)/bench/zero/zero_bench"
 flags=(--oversubscribe --bind-to none --mca btl self,vader)
 if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
 export OMPI_MCA_mpi_yield_when_idle=1

@@ -1,5 +1,5 @@
 // ThreadCommunicator: an in-process Communicator whose ranks are threads, for
-// single-binary engine tests (no MPI, deterministic, seconds).
+// single-binary sharding and engine tests (no MPI, deterministic, seconds).
 //
 // Collectives rendezvous at issue time: the call blocks until every rank of
 // the group has issued it, computes this rank's result (sums in rank order, so
@@ -10,8 +10,8 @@
 // AllReduce, Barrier. Other calls return kUnimplemented.
 //
 // Stats follow comm/comm_stats.h, so tests can assert bytes exactly.
-#ifndef ZEROSHARD_ENGINE_TESTING_THREAD_COMMUNICATOR_H_
-#define ZEROSHARD_ENGINE_TESTING_THREAD_COMMUNICATOR_H_
+#ifndef ZEROSHARD_SHARDING_TESTING_THREAD_COMMUNICATOR_H_
+#define ZEROSHARD_SHARDING_TESTING_THREAD_COMMUNICATOR_H_
 
 #include <memory>
 #include <string>
@@ -30,4 +30,4 @@ std::vector<std::unique_ptr<Communicator>> CreateThreadGroup(int size, const std
 
 }  // namespace zeroshard
 
-#endif  // ZEROSHARD_ENGINE_TESTING_THREAD_COMMUNICATOR_H_
+#endif  // ZEROSHARD_SHARDING_TESTING_THREAD_COMMUNICATOR_H_

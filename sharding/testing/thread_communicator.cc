@@ -1,4 +1,4 @@
-#include "engine/testing/thread_communicator.h"
+#include "sharding/testing/thread_communicator.h"
 
 #include <cstring>
 #include <utility>

@@ -1,0 +1,70 @@
+// JSON-lines metrics file (engine.logging.metrics_path), written by rank 0.
+// The format is specified in docs/metrics.md: one header object, then one
+// object per optimizer step. Each line is flushed when written, so a run that
+// dies leaves every completed step readable.
+#ifndef ZEROSHARD_ENGINE_METRICS_WRITER_H_
+#define ZEROSHARD_ENGINE_METRICS_WRITER_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/memory_tracker.h"
+
+namespace zeroshard {
+
+struct MetricsHeader {
+  int64_t num_params = 0;
+  int world_size = 1;
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  int zero_stage = 0;
+  std::string compute_dtype = "f32";
+  int64_t tokens_per_step = 0;
+  int gradient_accumulation_steps = 1;
+  std::string config_path;
+};
+
+struct StepMetrics {
+  int64_t step = 0;
+  float loss = 0;
+  std::optional<float> val_loss;  // present on steps that evaluated
+  float lr = 0;
+  float grad_norm = 0;
+  float loss_scale = 1;
+  bool skipped = false;
+  double tokens_per_s = 0;
+  double step_ms = 0;
+  int64_t comm_bytes = 0;  // bytes this rank sent in this step
+};
+
+class MetricsWriter {
+ public:
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  // Creates (truncates) `path` and writes the header line. `append` keeps an
+  // existing file (a resumed run) and writes no second header when the file
+  // already has one. kInternal naming the path on I/O errors.
+  static absl::StatusOr<std::unique_ptr<MetricsWriter>> Open(const std::string& path, const MetricsHeader& header,
+                                                             bool append);
+
+  // One line for one step, with `memory`'s current and peak bytes per category.
+  absl::Status Write(const StepMetrics& step, const MemoryTracker& memory);
+
+ private:
+  MetricsWriter(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
+  absl::Status WriteLine(const std::string& line);
+
+  std::FILE* file_;
+  std::string path_;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_ENGINE_METRICS_WRITER_H_

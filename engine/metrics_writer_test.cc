@@ -1,0 +1,74 @@
+#include "engine/metrics_writer.h"
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace zeroshard {
+namespace {
+
+std::vector<nlohmann::json> ReadLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/m.jsonl";
+  MetricsHeader h;
+  h.num_params = 1234;
+  h.world_size = 4;
+  h.dp = 4;
+  h.zero_stage = 3;
+  MemoryTracker mem;
+  mem.Allocated(MemoryCategory::kParams, 100);
+  mem.Allocated(MemoryCategory::kActivations, 50);
+  mem.Freed(MemoryCategory::kActivations, 20);
+  {
+    auto w = MetricsWriter::Open(path, h, /*append=*/false);
+    ASSERT_TRUE(w.ok()) << w.status();
+    StepMetrics s;
+    s.step = 1;
+    s.loss = 2.5f;
+    s.comm_bytes = 4096;
+    ASSERT_TRUE((*w)->Write(s, mem).ok());
+    s.step = 2;
+    s.val_loss = 2.25f;
+    ASSERT_TRUE((*w)->Write(s, mem).ok());
+  }
+  {  // A resumed run appends without a second header.
+    auto w = MetricsWriter::Open(path, h, /*append=*/true);
+    ASSERT_TRUE(w.ok());
+    StepMetrics s;
+    s.step = 3;
+    ASSERT_TRUE((*w)->Write(s, mem).ok());
+  }
+  std::vector<nlohmann::json> lines = ReadLines(path);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0]["num_params"], 1234);
+  EXPECT_EQ(lines[0]["zero_stage"], 3);
+  EXPECT_EQ(lines[0]["compute_dtype"], "f32");
+  EXPECT_EQ(lines[1]["step"], 1);
+  EXPECT_EQ(lines[1]["loss"], 2.5);
+  EXPECT_EQ(lines[1]["comm_bytes"], 4096);
+  EXPECT_FALSE(lines[1].contains("val_loss"));
+  EXPECT_EQ(lines[2]["val_loss"], 2.25);
+  EXPECT_EQ(lines[1]["mem"]["params"]["current"], 100);
+  EXPECT_EQ(lines[1]["mem"]["activations"]["current"], 30);
+  EXPECT_EQ(lines[1]["mem"]["activations"]["peak"], 50);
+  EXPECT_EQ(lines[1]["mem"].size(), 7u);
+  EXPECT_EQ(lines[3]["step"], 3);
+}
+
+TEST(MetricsWriterTest, UnwritablePathIsInternalNamingThePath) {
+  auto w = MetricsWriter::Open("/nonexistent-dir/m.jsonl", MetricsHeader{}, false);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(w.status().message(), "/nonexistent-dir/m.jsonl: cannot open metrics file: No such file or directory");
+}
+
+}  // namespace
+}  // namespace zeroshard
