@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/context.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -94,6 +95,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionTest, ::testing::Values(DType::kF32, D
                          testing::DTypeParamName);
 
 TEST(Attention, ThreadCountIndependent) {
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
   testing::Rng rng(testing::TestSeed());
   const int64_t b = 3, t = 16, c = 32, nh = 4;
   HostTensor qkv = HostTensor::From(DType::kF32, rng.Uniform(b * t * 3 * c, -2, 2));

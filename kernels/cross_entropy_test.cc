@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/context.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -98,6 +99,7 @@ TEST(CrossEntropy, BackwardInPlaceOverLogits) {
 }
 
 TEST(CrossEntropy, ThreadCountIndependent) {
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
   testing::Rng rng(testing::TestSeed());
   const int64_t n = 37, v = 1000;
   HostTensor z = HostTensor::From(DType::kF32, rng.Uniform(n * v, -5, 5));

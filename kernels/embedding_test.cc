@@ -2,6 +2,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/context.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -62,6 +63,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, EmbeddingTest, ::testing::Values(DType::kF32, D
                          testing::DTypeParamName);
 
 TEST(EmbeddingBackward, BitwiseIdenticalForAnyThreadCount) {
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
   testing::Rng rng(testing::TestSeed());
   const int64_t b = 8, t = 32, c = 48, v = 50;
   std::vector<int32_t> tokens = rng.Ints(b * t, 0, v);

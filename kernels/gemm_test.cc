@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/context.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -68,6 +69,7 @@ INSTANTIATE_TEST_SUITE_P(AllLayouts, GemmTest,
                                             ::testing::Values(Transpose::kNo, Transpose::kYes)));
 
 TEST(GemmThreads, OneAndTwoThreadsGiveIdenticalBits) {
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
   testing::Rng rng(testing::TestSeed());
   const int64_t m = 96, n = 200, k = 150;
   HostTensor a = HostTensor::From(DType::kF32, rng.Uniform(m * k, -1, 1));

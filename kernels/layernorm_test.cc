@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/context.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -100,6 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, LayerNormTest, ::testing::Values(DType::kF32, D
                          testing::DTypeParamName);
 
 TEST(LayerNorm, ThreadCountIndependent) {
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
   testing::Rng rng(testing::TestSeed());
   const int64_t n = 67, c = 96;
   HostTensor x = HostTensor::From(DType::kF32, rng.Uniform(n * c, -2, 2));

@@ -3,6 +3,7 @@
 #include "gtest/gtest.h"
 #include "kernels/bias.h"
 #include "kernels/context.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -134,6 +135,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, BiasTest, ::testing::Values(DType::kF32, DType:
                          testing::DTypeParamName);
 
 TEST(BiasGrad, ThreadCountIndependent) {
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
   testing::Rng rng(testing::TestSeed());
   const int64_t n = 301, oc = 77;
   HostTensor dy = HostTensor::From(DType::kF32, rng.Uniform(n * oc, -1, 1));

@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/context.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -54,6 +55,7 @@ TEST(AdamW, FiveStepsMatchF64PyTorchSemantics) {
 }
 
 TEST(AdamW, ThreadCountIndependent) {
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
   testing::Rng rng(testing::TestSeed());
   const int64_t n = 100000;
   std::vector<double> p0 = rng.Uniform(n, -1, 1), g0 = rng.Uniform(n, -1, 1);

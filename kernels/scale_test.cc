@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/context.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -30,6 +31,7 @@ TEST_P(ScaleTest, ScalesEveryElementAndReportsFinite) {
 // A single inf or NaN anywhere (first, middle, last) is seen, and the other
 // elements are still scaled.
 TEST_P(ScaleTest, DetectsNonFiniteAnywhere) {
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
   const DType dtype = GetParam();
   const int64_t n = 40000;
   for (int64_t pos : {int64_t{0}, n / 2 + 7, n - 1}) {

@@ -2,6 +2,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/context.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -12,6 +13,7 @@ using testing::HostTensor;
 class SumSquaresTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(SumSquaresTest, MatchesF64AndIsThreadCountIndependent) {
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
   const DType dtype = GetParam();
   testing::Rng rng(testing::TestSeed());
   const int64_t n = 3 * kSumSquaresChunk + 123;  // a partial last chunk

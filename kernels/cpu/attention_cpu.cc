@@ -96,7 +96,7 @@ absl::Status AttentionForward(int threads, void* out, float* att, const void* qk
     const T* x = static_cast<const T*>(qkv);
     T* y = static_cast<T*>(out);
     SingleThreadedBlas pin;
-    ParallelFor(threads, batch * nh, 1, [&](int64_t i0, int64_t i1) {
+    ParallelFor(threads, batch * nh, MinItems(4 * t_len * t_len * hs), [&](int64_t i0, int64_t i1) {
       std::vector<float> staged;  // q, k, v, out for half types
       if constexpr (!std::is_same_v<T, float>) staged.resize(4 * t_len * hs);
       for (int64_t i = i0; i < i1; ++i) {
@@ -134,7 +134,7 @@ absl::Status AttentionBackward(int threads, void* dqkv, float* scratch, const vo
     const T* dy = static_cast<const T*>(dout);
     T* dx = static_cast<T*>(dqkv);
     SingleThreadedBlas pin;
-    ParallelFor(threads, batch * nh, 1, [&](int64_t i0, int64_t i1) {
+    ParallelFor(threads, batch * nh, MinItems(4 * t_len * t_len * hs), [&](int64_t i0, int64_t i1) {
       std::vector<float> staged;  // q, k, v, dout, dq, dk, dv for half types
       if constexpr (!std::is_same_v<T, float>) staged.resize(7 * t_len * hs);
       for (int64_t i = i0; i < i1; ++i) {

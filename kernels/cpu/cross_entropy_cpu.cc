@@ -13,7 +13,7 @@ absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* 
   return DispatchFloatDType(dtype, "CrossEntropyForward", [&](auto tag) {
     using T = decltype(tag);
     const T* z = static_cast<const T*>(logits);
-    ParallelFor(threads, rows, 1, [&](int64_t r0, int64_t r1) {
+    ParallelFor(threads, rows, MinItems(4 * vocab), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* zr = z + r * vocab;
         float mx = -INFINITY;
@@ -41,7 +41,7 @@ absl::Status CrossEntropyBackward(int threads, void* dlogits, const void* logits
     using T = decltype(tag);
     const T* z = static_cast<const T*>(logits);
     T* dz = static_cast<T*>(dlogits);
-    ParallelFor(threads, rows, 1, [&](int64_t r0, int64_t r1) {
+    ParallelFor(threads, rows, MinItems(4 * vocab), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* zr = z + r * vocab;
         T* dzr = dz + r * vocab;

@@ -10,19 +10,13 @@
 #include "kernels/pointwise_math.h"
 
 namespace zeroshard::kernels::cpu {
-namespace {
-
-// Below this many elements per thread, threading costs more than it saves.
-constexpr int64_t kGrain = 1 << 14;
-
-}  // namespace
 
 absl::Status GeluForward(int threads, void* out, const void* inp, int64_t n, DType dtype) {
   return DispatchFloatDType(dtype, "GeluForward", [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(inp);
     T* y = static_cast<T*>(out);
-    ParallelFor(threads, n, kGrain / 8, [&](int64_t b, int64_t e) {
+    ParallelFor(threads, n, MinItems(16), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) y[i] = Store<T>(GeluTanh(Load(x[i])));
     });
     return absl::OkStatus();
@@ -35,7 +29,7 @@ absl::Status GeluBackward(int threads, void* dinp, const void* inp, const void* 
     const T* x = static_cast<const T*>(inp);
     const T* dy = static_cast<const T*>(dout);
     T* dx = static_cast<T*>(dinp);
-    ParallelFor(threads, n, kGrain / 8, [&](int64_t b, int64_t e) {
+    ParallelFor(threads, n, MinItems(16), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) dx[i] = Store<T>(GeluTanhGrad(Load(x[i])) * Load(dy[i]));
     });
     return absl::OkStatus();
@@ -48,7 +42,7 @@ absl::Status ResidualForward(int threads, void* out, const void* a, const void* 
     const T* pa = static_cast<const T*>(a);
     const T* pb = static_cast<const T*>(b);
     T* y = static_cast<T*>(out);
-    ParallelFor(threads, n, kGrain, [&](int64_t s, int64_t e) {
+    ParallelFor(threads, n, MinItems(1), [&](int64_t s, int64_t e) {
       for (int64_t i = s; i < e; ++i) y[i] = Store<T>(Load(pa[i]) + Load(pb[i]));
     });
     return absl::OkStatus();
@@ -71,7 +65,7 @@ absl::Status Cast(int threads, void* out, DType out_dtype, const void* in, DType
       const In* x = static_cast<const In*>(in);
       Out* y = static_cast<Out*>(out);
       // bf16 <-> f16 goes through f32, which holds both exactly.
-      ParallelFor(threads, n, kGrain, [&](int64_t s, int64_t e) {
+      ParallelFor(threads, n, MinItems(1), [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) y[i] = Store<Out>(Load(x[i]));
       });
       return absl::OkStatus();
@@ -83,7 +77,7 @@ absl::Status ScaleInPlace(int threads, void* x, int64_t n, DType dtype, float sc
   return DispatchFloatDType(dtype, "ScaleInPlace", [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(x);
-    const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(threads, n / kGrain));
+    const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(threads, n / MinWorkPerThread().load()));
     std::vector<char> found(blocks, 0);  // per block; OR of booleans is order-free
     ParallelFor(threads, blocks, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t blk = b0; blk < b1; ++blk) {
@@ -111,7 +105,7 @@ absl::Status SumOfSquares(int threads, const void* x, int64_t n, DType dtype, do
     const T* p = static_cast<const T*>(x);
     const int64_t chunks = (n + kSumOfSquaresChunk - 1) / kSumOfSquaresChunk;
     std::vector<double> partial(chunks, 0.0);
-    ParallelFor(threads, chunks, 4, [&](int64_t c0, int64_t c1) {
+    ParallelFor(threads, chunks, MinItems(kSumOfSquaresChunk), [&](int64_t c0, int64_t c1) {
       for (int64_t ch = c0; ch < c1; ++ch) {
         int64_t s = ch * kSumOfSquaresChunk, e = std::min(n, s + kSumOfSquaresChunk);
         double acc = 0.0;

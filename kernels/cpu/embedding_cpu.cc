@@ -1,5 +1,6 @@
 #include "kernels/cpu/embedding_cpu.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
@@ -15,7 +16,7 @@ absl::Status EmbeddingForward(int threads, void* out, const int32_t* tokens, con
     const T* te = static_cast<const T*>(wte);
     const T* pe = static_cast<const T*>(wpe);
     const int64_t c = channels;
-    ParallelFor(threads, batch * seq_len, 16, [&](int64_t r0, int64_t r1) {
+    ParallelFor(threads, batch * seq_len, MinItems(c), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* te_row = te + static_cast<int64_t>(tokens[r]) * c;
         const T* pe_row = pe + (r % seq_len) * c;
@@ -47,7 +48,7 @@ absl::Status EmbeddingBackward(int threads, void* dwte, void* dwpe, const void* 
       if (count[v + 1] > count[v]) present.push_back(static_cast<int32_t>(v));
     }
     T* dte = static_cast<T*>(dwte);
-    ParallelFor(threads, static_cast<int64_t>(present.size()), 4, [&](int64_t i0, int64_t i1) {
+    ParallelFor(threads, static_cast<int64_t>(present.size()), MinItems(c * rows / static_cast<int64_t>(std::max<size_t>(1, present.size()))), [&](int64_t i0, int64_t i1) {
       std::vector<float> acc(c);
       for (int64_t i = i0; i < i1; ++i) {
         const int32_t v = present[i];
@@ -62,7 +63,7 @@ absl::Status EmbeddingBackward(int threads, void* dwte, void* dwpe, const void* 
     });
     if (dwpe != nullptr) {
       T* dpe = static_cast<T*>(dwpe);
-      ParallelFor(threads, seq_len, 4, [&](int64_t t0, int64_t t1) {
+      ParallelFor(threads, seq_len, MinItems(c * batch), [&](int64_t t0, int64_t t1) {
         std::vector<float> acc(c);
         for (int64_t t = t0; t < t1; ++t) {
           std::fill(acc.begin(), acc.end(), 0.0f);

@@ -17,14 +17,14 @@ namespace zeroshard::kernels::cpu {
 
 template <typename T>
 void WidenToF32(int threads, const T* in, float* out, int64_t n) {
-  ParallelFor(threads, n, 1 << 14, [&](int64_t b, int64_t e) {
+  ParallelFor(threads, n, MinItems(1), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) out[i] = Load(in[i]);
   });
 }
 
 template <typename T>
 void RoundFromF32(int threads, const float* in, T* out, int64_t n) {
-  ParallelFor(threads, n, 1 << 14, [&](int64_t b, int64_t e) {
+  ParallelFor(threads, n, MinItems(1), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) out[i] = Store<T>(in[i]);
   });
 }

@@ -18,7 +18,7 @@ absl::Status LayerNormForward(int threads, void* out, float* mean, float* rstd, 
     const T* b = static_cast<const T*>(bias);
     T* y = static_cast<T*>(out);
     const int64_t c = channels;
-    ParallelFor(threads, rows, 8, [&](int64_t r0, int64_t r1) {
+    ParallelFor(threads, rows, MinItems(4 * c), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = x + r * c;
         float sum = 0.0f;
@@ -50,7 +50,7 @@ absl::Status LayerNormBackward(int threads, void* dinp, void* dweight, void* dbi
     const T* dy = static_cast<const T*>(dout);
     T* dx = static_cast<T*>(dinp);
     const int64_t c = channels;
-    ParallelFor(threads, rows, 8, [&](int64_t r0, int64_t r1) {
+    ParallelFor(threads, rows, MinItems(4 * c), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = x + r * c;
         const T* dyr = dy + r * c;
@@ -74,7 +74,7 @@ absl::Status LayerNormBackward(int threads, void* dinp, void* dweight, void* dbi
     // Parameter gradients: each column summed over rows in row order.
     T* dw = static_cast<T*>(dweight);
     T* db = static_cast<T*>(dbias);
-    ParallelFor(threads, c, 16, [&](int64_t c0, int64_t c1) {
+    ParallelFor(threads, c, MinItems(3 * rows), [&](int64_t c0, int64_t c1) {
       std::vector<float> acc_w(c1 - c0, 0.0f), acc_b(c1 - c0, 0.0f);
       for (int64_t r = 0; r < rows; ++r) {
         const T* xr = x + r * c;

@@ -12,7 +12,7 @@ namespace zeroshard::kernels::cpu {
 
 void ColumnSums(int threads, const float* m, int64_t rows, int64_t cols, float* sums) {
   // Column blocks of >= 16 so each thread streams whole cache lines of rows.
-  ParallelFor(threads, cols, 16, [&](int64_t c0, int64_t c1) {
+  ParallelFor(threads, cols, MinItems(rows), [&](int64_t c0, int64_t c1) {
     std::fill(sums + c0, sums + c1, 0.0f);
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = m + r * cols;
@@ -34,7 +34,7 @@ absl::Status LinearForward(int threads, void* out, const void* inp, const void* 
       // Start from the bias so one sgemm with beta = 1 adds x·W to it.
       const T* b = static_cast<const T*>(bias);
       float* yp = y.get();
-      ParallelFor(threads, n, 64, [&](int64_t r0, int64_t r1) {
+      ParallelFor(threads, n, MinItems(oc), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           for (int64_t j = 0; j < oc; ++j) yp[r * oc + j] = Load(b[j]);
         }
@@ -81,7 +81,7 @@ absl::Status BiasAdd(int threads, void* out, const void* bias, int64_t rows, int
     using T = decltype(tag);
     T* y = static_cast<T*>(out);
     const T* b = static_cast<const T*>(bias);
-    ParallelFor(threads, rows, 64, [&](int64_t r0, int64_t r1) {
+    ParallelFor(threads, rows, MinItems(cols), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = Store<T>(Load(y[r * cols + j]) + Load(b[j]));
       }

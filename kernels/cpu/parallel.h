@@ -10,9 +10,35 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 namespace zeroshard::kernels::cpu {
+
+// Work (roughly element operations, MinWorkPerThread()) below which an extra thread costs more
+// than it saves: a fork/join is microseconds when cores are free but can be
+// a scheduler time slice when they are not (several ranks per host, builds
+// running alongside), so only kernels with real work are threaded.
+// Tests lower it (ScopedMinWorkPerThread) to force threading on small inputs.
+inline std::atomic<int64_t>& MinWorkPerThread() {
+  static std::atomic<int64_t> work{int64_t{1} << 18};
+  return work;
+}
+
+class ScopedMinWorkPerThread {
+ public:
+  explicit ScopedMinWorkPerThread(int64_t work) : saved_(MinWorkPerThread().exchange(work)) {}
+  ~ScopedMinWorkPerThread() { MinWorkPerThread().store(saved_); }
+
+ private:
+  int64_t saved_;
+};
+
+// Items per thread so each thread gets at least MinWorkPerThread(), given the
+// approximate work of one item.
+inline int64_t MinItems(int64_t work_per_item) {
+  return std::max<int64_t>(1, MinWorkPerThread().load() / std::max<int64_t>(1, work_per_item));
+}
 
 // Calls fn(begin, end) on disjoint blocks covering [0, n). Uses fewer threads
 // when each would get fewer than `min_per_thread` items (spawning costs more
