@@ -1,0 +1,154 @@
+#include "checkpoint/checkpoint_reader.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint_root.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/safetensors.h"
+#include "core/status_macros.h"
+
+namespace zeroshard {
+
+absl::StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& dir_or_root) {
+  CheckpointReader reader;
+  ASSIGN_OR_RETURN(reader.dir_, ResolveCheckpointDir(dir_or_root));
+  const std::string path = JoinPath(reader.dir_, kManifestFileName);
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  ASSIGN_OR_RETURN(reader.manifest_, DecodeManifest(text, path));
+  ASSIGN_OR_RETURN(reader.layouts_, LayoutsFromManifest(reader.manifest_, reader.dp()));
+  return reader;
+}
+
+bool CheckpointReader::HasKind(absl::string_view kind) const {
+  return std::find(manifest_.kinds().begin(), manifest_.kinds().end(), kind) != manifest_.kinds().end();
+}
+
+std::string CheckpointReader::FilePath(int dp_rank) const { return JoinPath(dir_, manifest_.files(dp_rank).path()); }
+
+absl::Status CheckpointReader::CheckFileFrame(int dp_rank) const {
+  const CheckpointFile& f = manifest_.files(dp_rank);
+  const std::string path = FilePath(dp_rank);
+  absl::StatusOr<int64_t> size = FileSize(path);
+  if (!size.ok()) {
+    return absl::Status(size.status().code(), absl::StrCat("shard file of dp rank ", dp_rank, " is missing or "
+                                                           "unreadable: ", size.status().message()));
+  }
+  if (*size != f.size_bytes()) {
+    return absl::DataLossError(absl::StrCat("'", path, "' has ", *size, " bytes, the manifest says ", f.size_bytes(),
+                                            *size < f.size_bytes() ? " (truncated)" : ""));
+  }
+  std::string header(static_cast<size_t>(8 + f.header_bytes()), '\0');
+  RETURN_IF_ERROR(ReadFileRange(path, 0, 8 + f.header_bytes(), header.data()));
+  const uint32_t crc = Crc32c(header);
+  if (crc != f.header_crc32c()) {
+    return absl::DataLossError(absl::StrFormat("'%s': safetensors header (bytes [0, %d)) has crc32c %08x, the "
+                                               "manifest says %08x",
+                                               path, 8 + f.header_bytes(), crc, f.header_crc32c()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointReader::VerifyFile(int dp_rank) const {
+  if (dp_rank < 0 || dp_rank >= manifest_.files_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("dp rank ", dp_rank, " outside [0, ", manifest_.files_size(), ")"));
+  }
+  RETURN_IF_ERROR(CheckFileFrame(dp_rank));
+  const CheckpointFile& f = manifest_.files(dp_rank);
+  const std::string path = FilePath(dp_rank);
+  ASSIGN_OR_RETURN(SafetensorsHeader header, ReadSafetensorsHeader(path));
+  if (header.header_bytes != f.header_bytes() || static_cast<int>(header.tensors.size()) != f.tensors_size()) {
+    return absl::DataLossError(absl::StrCat("'", path, "': header lists ", header.tensors.size(),
+                                            " tensors, the manifest ", f.tensors_size()));
+  }
+  const int64_t base = header.data_offset();
+  for (int t = 0; t < f.tensors_size(); ++t) {
+    const CheckpointTensor& want = f.tensors(t);
+    const SafetensorsTensorInfo& got = header.tensors[t];
+    if (got.name != want.name() || SafetensorsDTypeName(got.dtype) != want.dtype() ||
+        got.data_begin != want.data_begin() || got.data_end != want.data_end() ||
+        !std::equal(got.shape.begin(), got.shape.end(), want.shape().begin(), want.shape().end())) {
+      return absl::DataLossError(absl::StrCat("'", path, "': tensor ", t, " in the header is '", got.name,
+                                              "' at [", got.data_begin, ", ", got.data_end, "), the manifest says '",
+                                              want.name(), "' at [", want.data_begin(), ", ", want.data_end(), ")"));
+    }
+    std::string bytes(static_cast<size_t>(got.data_end - got.data_begin), '\0');
+    RETURN_IF_ERROR(ReadFileRange(path, base + got.data_begin, got.data_end - got.data_begin, bytes.data()));
+    const uint32_t crc = Crc32c(bytes);
+    if (crc != want.crc32c()) {
+      return absl::DataLossError(absl::StrFormat("'%s': tensor '%s' (file bytes [%d, %d)) has crc32c %08x, the "
+                                                 "manifest says %08x",
+                                                 path, got.name, base + got.data_begin, base + got.data_end, crc,
+                                                 want.crc32c()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointReader::ReadShardTensor(int dp_rank, int unit, absl::string_view kind,
+                                               std::vector<float>* out) const {
+  RETURN_IF_ERROR(CheckFileFrame(dp_rank));
+  const CheckpointFile& f = manifest_.files(dp_rank);
+  const std::string name = ShardTensorName(unit, kind);
+  const CheckpointTensor* tensor = nullptr;
+  for (const CheckpointTensor& t : f.tensors()) {
+    if (t.name() == name) tensor = &t;
+  }
+  if (tensor == nullptr) {
+    return absl::NotFoundError(absl::StrCat("'", FilePath(dp_rank), "' has no tensor '", name, "'"));
+  }
+  const int64_t bytes = tensor->data_end() - tensor->data_begin();
+  out->assign(static_cast<size_t>(bytes / 4), 0.0f);
+  const std::string path = FilePath(dp_rank);
+  RETURN_IF_ERROR(ReadFileRange(path, 8 + f.header_bytes() + tensor->data_begin(), bytes, out->data()));
+  const uint32_t crc = Crc32c(out->data(), static_cast<size_t>(bytes));
+  if (crc != tensor->crc32c()) {
+    return absl::DataLossError(absl::StrFormat("'%s': tensor '%s' has crc32c %08x, the manifest says %08x", path,
+                                               name, crc, tensor->crc32c()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointReader::ReadFlat(int unit, absl::string_view kind, int64_t begin, int64_t count,
+                                        float* out) const {
+  if (unit < 0 || unit >= static_cast<int>(layouts_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("unit ", unit, " outside [0, ", layouts_.size(), ")"));
+  }
+  if (!HasKind(kind)) {
+    return absl::NotFoundError(absl::StrCat("checkpoint '", dir_, "' holds no '", kind, "' state (kinds: ",
+                                            absl::StrJoin(manifest_.kinds(), ", "), ")"));
+  }
+  const FlatParamLayout& l = layouts_[unit];
+  if (begin < 0 || count < 0 || begin + count > l.padded_numel()) {
+    return absl::InvalidArgumentError(absl::StrCat("range [", begin, ", ", begin + count, ") of unit ", unit,
+                                                   " outside its ", l.padded_numel(), " elements"));
+  }
+  if (count == 0) return absl::OkStatus();
+  const int64_t s = l.shard_numel();
+  std::vector<float> shard;
+  for (int r = static_cast<int>(begin / s); r < l.dp() && r * s < begin + count; ++r) {
+    RETURN_IF_ERROR(ReadShardTensor(r, unit, kind, &shard));
+    const int64_t lo = std::max(begin, r * s), hi = std::min(begin + count, (r + 1) * s);
+    std::memcpy(out + (lo - begin), shard.data() + (lo - r * s), static_cast<size_t>(hi - lo) * sizeof(float));
+  }
+  for (int64_t i = std::max(begin, l.numel()); i < begin + count; ++i) out[i - begin] = 0.0f;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> CheckpointReader::ReadParam(int unit, int param, absl::string_view kind) const {
+  if (unit < 0 || unit >= static_cast<int>(layouts_.size()) || param < 0 ||
+      param >= static_cast<int>(layouts_[unit].params().size())) {
+    return absl::InvalidArgumentError(absl::StrCat("no parameter ", param, " in unit ", unit));
+  }
+  const FlatParamInfo& p = layouts_[unit].params()[param];
+  std::vector<float> out(static_cast<size_t>(p.numel));
+  RETURN_IF_ERROR(ReadFlat(unit, kind, p.offset, p.numel, out.data()));
+  return out;
+}
+
+}  // namespace zeroshard

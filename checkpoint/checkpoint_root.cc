@@ -1,0 +1,113 @@
+#include "checkpoint/checkpoint_root.h"
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/manifest.h"
+#include "core/status_macros.h"
+
+namespace zeroshard {
+namespace {
+
+// The N of "step_<N>", or -1.
+int64_t ParseStepDirName(absl::string_view name) {
+  int64_t step = -1;
+  if (!absl::ConsumePrefix(&name, "step_") || name.empty()) return -1;
+  for (char c : name) {
+    if (c < '0' || c > '9') return -1;
+  }
+  if (!absl::SimpleAtoi(name, &step)) return -1;
+  return step;
+}
+
+}  // namespace
+
+std::string StepDirName(int64_t step) { return absl::StrCat("step_", step); }
+
+std::string TempStepDirName(int64_t step, const std::string& nonce) {
+  return absl::StrCat(".tmp_step_", step, "_", nonce);
+}
+
+absl::StatusOr<std::string> ResolveCheckpointDir(const std::string& dir_or_root) {
+  if (PathExists(JoinPath(dir_or_root, kManifestFileName))) return dir_or_root;
+  const std::string latest = JoinPath(dir_or_root, kLatestFileName);
+  if (!PathExists(latest)) {
+    if (!IsDirectory(dir_or_root)) {
+      return absl::NotFoundError(absl::StrCat("checkpoint '", dir_or_root, "' does not exist"));
+    }
+    return absl::NotFoundError(absl::StrCat("'", dir_or_root, "' holds neither ", kManifestFileName,
+                                            " (a step directory) nor '", kLatestFileName, "' (a checkpoint root)"));
+  }
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(latest));
+  absl::string_view name = text;
+  absl::ConsumeSuffix(&name, "\n");
+  if (ParseStepDirName(name) < 0) {
+    return absl::DataLossError(absl::StrCat("'", latest, "' holds '", absl::CEscape(text.substr(0, 64)),
+                                            "', expected 'step_<N>'"));
+  }
+  const std::string dir = JoinPath(dir_or_root, name);
+  if (!IsDirectory(dir)) {
+    return absl::DataLossError(absl::StrCat("'", latest, "' names ", name, ", which does not exist"));
+  }
+  return dir;
+}
+
+absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& root) {
+  std::vector<int64_t> steps;
+  if (!IsDirectory(root)) return steps;
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(root));
+  for (const std::string& n : names) {
+    const int64_t s = ParseStepDirName(n);
+    if (s >= 0 && IsDirectory(JoinPath(root, n))) steps.push_back(s);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+absl::Status CommitStepDirectory(const std::string& root, const std::string& tmp_dir, int64_t step) {
+  RETURN_IF_ERROR(SyncDirectory(tmp_dir));
+  const std::string final_dir = JoinPath(root, StepDirName(step));
+  std::string replaced;
+  if (PathExists(final_dir)) {
+    replaced = JoinPath(root, absl::StrCat(".replaced_", StepDirName(step), "_", std::random_device{}()));
+    RETURN_IF_ERROR(RenamePath(final_dir, replaced));
+  }
+  RETURN_IF_ERROR(RenamePath(tmp_dir, final_dir));
+  RETURN_IF_ERROR(SyncDirectory(root));
+  const std::string latest_tmp = JoinPath(root, absl::StrCat(kLatestFileName, ".tmp"));
+  const std::string content = absl::StrCat(StepDirName(step), "\n");
+  RETURN_IF_ERROR(WriteFileDurably(latest_tmp, {content}));
+  RETURN_IF_ERROR(RenamePath(latest_tmp, JoinPath(root, kLatestFileName)));
+  RETURN_IF_ERROR(SyncDirectory(root));
+  if (!replaced.empty()) RETURN_IF_ERROR(RemoveTree(replaced));
+  return absl::OkStatus();
+}
+
+absl::Status PruneCheckpoints(const std::string& root, int keep_last, const std::string& keep_tmp) {
+  if (!IsDirectory(root)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(root));
+  for (const std::string& n : names) {
+    if ((absl::StartsWith(n, ".tmp_step_") || absl::StartsWith(n, ".replaced_step_")) && n != keep_tmp) {
+      RETURN_IF_ERROR(RemoveTree(JoinPath(root, n)));
+    }
+  }
+  if (keep_last <= 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<int64_t> steps, ListCheckpointSteps(root));
+  std::string latest;
+  absl::StatusOr<std::string> resolved = ResolveCheckpointDir(root);
+  if (resolved.ok()) latest = *resolved;
+  for (size_t i = 0; i + keep_last < steps.size(); ++i) {
+    const std::string dir = JoinPath(root, StepDirName(steps[i]));
+    if (dir == latest) continue;
+    RETURN_IF_ERROR(RemoveTree(dir));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zeroshard

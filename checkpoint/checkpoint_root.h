@@ -1,0 +1,53 @@
+// The directory layout of a checkpoint root (docs/checkpoint_format.md):
+//
+//   <root>/step_<N>/manifest.pbtxt, rank_<r>.safetensors   committed steps
+//   <root>/latest                                           "step_<N>\n"
+//   <root>/.tmp_step_<N>_<nonce>/                           a save in progress
+//
+// A save writes everything into a temporary directory, and only then
+// CommitStepDirectory renames it to step_<N> and replaces `latest` (written
+// to latest.tmp, fsynced, renamed). A process killed at any point before the
+// rename leaves the previous step and `latest` untouched. Not collective:
+// rank 0 (or an offline tool) calls these.
+#ifndef ZEROSHARD_CHECKPOINT_CHECKPOINT_ROOT_H_
+#define ZEROSHARD_CHECKPOINT_CHECKPOINT_ROOT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace zeroshard {
+
+inline constexpr char kLatestFileName[] = "latest";
+
+// "step_<N>" (no padding).
+std::string StepDirName(int64_t step);
+// ".tmp_step_<N>_<nonce>".
+std::string TempStepDirName(int64_t step, const std::string& nonce);
+
+// A step directory for `dir_or_root`: the path itself when it holds a
+// manifest.pbtxt, else the step `<path>/latest` names. kNotFound naming the
+// path when neither exists; kDataLoss when `latest` is malformed or names a
+// missing directory.
+absl::StatusOr<std::string> ResolveCheckpointDir(const std::string& dir_or_root);
+
+// Steps of the committed step_<N> directories under root, ascending. Empty
+// when root does not exist.
+absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& root);
+
+// fsyncs tmp_dir, renames it to <root>/step_<N> (moving an existing step_<N>
+// aside first and deleting it after), fsyncs root, then atomically points
+// `latest` at it.
+absl::Status CommitStepDirectory(const std::string& root, const std::string& tmp_dir, int64_t step);
+
+// Deletes all but the newest keep_last step directories (never the one
+// `latest` names) and abandoned .tmp_step_* directories other than
+// `keep_tmp`. keep_last <= 0 keeps every step (temporaries are still removed).
+absl::Status PruneCheckpoints(const std::string& root, int keep_last, const std::string& keep_tmp = "");
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_CHECKPOINT_CHECKPOINT_ROOT_H_

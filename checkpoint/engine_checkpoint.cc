@@ -1,0 +1,298 @@
+#include "checkpoint/engine_checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_root.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/rank_agreement.h"
+#include "checkpoint/safetensors_file.h"
+#include "checkpoint/shard_file.h"
+#include "core/status_macros.h"
+
+namespace zeroshard {
+namespace {
+
+std::vector<FlatParamLayout> EngineLayouts(const Engine& engine) {
+  std::vector<FlatParamLayout> layouts;
+  for (int u = 0; u < engine.num_units(); ++u) layouts.push_back(engine.layout(u));
+  return layouts;
+}
+
+// The f32 buffer holding unit u's region of `kind` on this rank (master
+// region: [0, P) under stage 0, the rank's shard otherwise).
+float* StateBuffer(Engine& engine, int u, absl::string_view kind) {
+  ShardedOptimizer& opt = engine.optimizer();
+  if (kind == kKindMaster) return engine.unit_shard(u).master();
+  if (kind == kKindExpAvg) return opt.mutable_exp_avg(u).as<float>();
+  if (kind == kKindExpAvgSq) return opt.mutable_exp_avg_sq(u).as<float>();
+  if (kind == kKindMomentum) return opt.mutable_momentum(u).as<float>();
+  return nullptr;
+}
+
+// Rank 0's nonce, shared so every rank writes into the same directory.
+absl::StatusOr<std::string> SharedNonce(Communicator& dp) {
+  int32_t words[2] = {0, 0};
+  if (dp.rank() == 0) {
+    std::random_device rd;
+    words[0] = static_cast<int32_t>(rd() & 0x7fffffff);
+    words[1] = static_cast<int32_t>(rd() & 0x7fffffff);
+  }
+  RETURN_IF_ERROR(dp.Broadcast(words, 2, DType::kI32, 0)->Wait());
+  return absl::StrFormat("%08x%08x", words[0], words[1]);
+}
+
+// Every rank's serialized CheckpointFile, gathered on every rank.
+absl::StatusOr<std::vector<CheckpointFile>> GatherFileRecords(Communicator& dp, const CheckpointFile& mine) {
+  const int n = dp.size();
+  const std::string bytes = mine.SerializeAsString();
+  std::vector<int32_t> lengths(static_cast<size_t>(n), 0);
+  lengths[dp.rank()] = static_cast<int32_t>(bytes.size());
+  RETURN_IF_ERROR(dp.AllReduce(lengths.data(), n, DType::kI32, ReduceOp::kMax)->Wait());
+  const int32_t words = (*std::max_element(lengths.begin(), lengths.end()) + 3) / 4;
+  std::vector<int32_t> send(static_cast<size_t>(words), 0), all(static_cast<size_t>(words) * n, 0);
+  std::memcpy(send.data(), bytes.data(), bytes.size());
+  if (words > 0) RETURN_IF_ERROR(dp.AllGather(send.data(), all.data(), words, DType::kI32)->Wait());
+  std::vector<CheckpointFile> files(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const char* p = reinterpret_cast<const char*>(all.data() + static_cast<size_t>(r) * words);
+    if (!files[r].ParseFromArray(p, lengths[r])) {
+      return absl::InternalError(absl::StrCat("cannot parse dp rank ", r, "'s shard file record"));
+    }
+  }
+  return files;
+}
+
+absl::Status CheckModelMatches(const Engine& engine, const CheckpointManifest& m, const std::string& dir) {
+  if (m.units_size() != engine.num_units()) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint '", dir, "' has ", m.units_size(),
+                                                      " units, the model has ", engine.num_units()));
+  }
+  for (int u = 0; u < engine.num_units(); ++u) {
+    const CheckpointUnit& cu = m.units(u);
+    const FlatParamLayout& l = engine.layout(u);
+    if (cu.name() != l.unit_name() || cu.params_size() != static_cast<int>(l.params().size())) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint '", dir, "' unit ", u, " is '", cu.name(),
+                                                        "' with ", cu.params_size(), " parameters, the model's is '",
+                                                        l.unit_name(), "' with ", l.params().size()));
+    }
+    for (int p = 0; p < cu.params_size(); ++p) {
+      const CheckpointParam& cp = cu.params(p);
+      const FlatParamInfo& info = l.params()[p];
+      if (cp.name() != info.name || cp.offset() != info.offset ||
+          !std::equal(cp.shape().begin(), cp.shape().end(), info.shape.begin(), info.shape.end())) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("checkpoint '", dir, "' unit ", u, " parameter ", p, " is '", cp.name(), "' [",
+                         absl::StrJoin(cp.shape(), ", "), "], the model's is '", info.name, "' [",
+                         absl::StrJoin(info.shape, ", "), "]"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Runs `body` and agrees on its status across ranks.
+template <typename F>
+absl::Status Agreed(Communicator& dp, absl::string_view what, F body) {
+  return AgreeAcrossRanks(dp, body(), what);
+}
+
+absl::Status PublishAll(Engine& engine) {
+  std::vector<std::unique_ptr<Work>> works;
+  absl::Status status;
+  for (int u = 0; u < engine.num_units() && status.ok(); ++u) {
+    absl::StatusOr<std::unique_ptr<Work>> w = engine.unit_shard(u).PublishMaster();
+    if (!w.ok()) {
+      status = w.status();
+    } else if (*w != nullptr) {
+      works.push_back(std::move(*w));
+    }
+  }
+  for (auto& w : works) {
+    absl::Status s = w->Wait();
+    if (status.ok()) status = s;
+  }
+  return status;
+}
+
+}  // namespace
+
+std::vector<std::string> CheckpointKinds(const OptimizerOptions& options) {
+  if (options.type == OptimizerType::kAdamW) return {kKindMaster, kKindExpAvg, kKindExpAvgSq};
+  if (options.momentum > 0) return {kKindMaster, kKindMomentum};
+  return {kKindMaster};
+}
+
+absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t step, const TrainConfig& config,
+                            const DataPosition& data, const SaveOptions& options) {
+  Communicator& dp = engine.dp();
+  const int rank = dp.rank();
+  const auto hook = [&](absl::string_view phase) {
+    if (options.fault_hook) options.fault_hook(phase);
+  };
+  ASSIGN_OR_RETURN(const std::string nonce, SharedNonce(dp));
+  const std::string tmp_name = TempStepDirName(step, nonce);
+  const std::string tmp_dir = JoinPath(root, tmp_name);
+  RETURN_IF_ERROR(Agreed(dp, "creating the checkpoint directory", [&]() -> absl::Status {
+    if (step < 0) return absl::InvalidArgumentError(absl::StrCat("checkpoint step ", step, " is negative"));
+    if (rank == 0) {
+      RETURN_IF_ERROR(MakeDirectories(root));
+      RETURN_IF_ERROR(MakeDirectories(tmp_dir));
+    }
+    return absl::OkStatus();
+  }));
+
+  const std::vector<FlatParamLayout> layouts = EngineLayouts(engine);
+  const std::vector<std::string> kinds = CheckpointKinds(engine.options().optimizer);
+  const int stage = engine.options().stage;
+  CheckpointFile mine;
+  RETURN_IF_ERROR(Agreed(dp, "writing a shard file", [&]() -> absl::Status {
+    hook("before_shard_file");
+    ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, rank, step, layouts, kinds, [&](int u, int k) -> const float* {
+                       const float* base = StateBuffer(engine, u, kinds[k]);
+                       return stage == 0 ? base + layouts[u].ShardBegin(rank) : base;
+                     }));
+    hook("after_shard_file");
+    return absl::OkStatus();
+  }));
+  ASSIGN_OR_RETURN(std::vector<CheckpointFile> files, GatherFileRecords(dp, mine));
+
+  RETURN_IF_ERROR(Agreed(dp, "committing the checkpoint", [&]() -> absl::Status {
+    if (rank != 0) return absl::OkStatus();
+    CheckpointManifest m;
+    m.set_format_version(kManifestFormatVersion);
+    m.set_step(step);
+    m.set_optimizer_steps(engine.step());
+    CheckpointTopology* topo = m.mutable_topology();
+    topo->set_dp(dp.size());
+    topo->set_tp(1);
+    topo->set_pp(1);
+    topo->set_zero_stage(stage);
+    topo->set_alignment(layouts.empty() ? kDefaultShardAlignment : layouts[0].alignment());
+    *m.mutable_config() = config;
+    for (const std::string& k : kinds) m.add_kinds(k);
+    std::vector<std::vector<std::string>> borrowed;
+    for (const auto& unit : engine.model().units) borrowed.push_back(unit->borrowed_params());
+    SetManifestUnits(layouts, borrowed, &m);
+    for (CheckpointFile& f : files) *m.add_files() = std::move(f);
+    *m.mutable_loss_scaler() = options.loss_scaler;
+    m.mutable_rng()->set_seed(engine.options().seed);
+    m.mutable_rng()->set_data_shuffle_seed(data.shuffle_seed);
+    m.mutable_data()->set_step(step);
+    m.mutable_data()->set_sequences_consumed(data.sequences_consumed);
+    m.set_optimizer(engine.options().optimizer.type == OptimizerType::kAdamW ? "adamw" : "sgd");
+    m.set_producer("zeroshard SaveCheckpoint");
+    RETURN_IF_ERROR(ValidateManifest(m));
+    const std::string text = EncodeManifest(m);
+    RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp_dir, kManifestFileName), {text}));
+    hook("before_commit");
+    RETURN_IF_ERROR(CommitStepDirectory(root, tmp_dir, step));
+    return PruneCheckpoints(root, options.keep_last);
+  }));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::string& dir_or_root,
+                                                const LoadOptions& options) {
+  Communicator& dp = engine.dp();
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(dir_or_root);
+  const std::vector<std::string> kinds =
+      options.weights_only ? std::vector<std::string>{kKindMaster} : CheckpointKinds(engine.options().optimizer);
+  RETURN_IF_ERROR(Agreed(dp, "opening the checkpoint", [&]() -> absl::Status {
+    RETURN_IF_ERROR(reader.status());
+    RETURN_IF_ERROR(CheckModelMatches(engine, reader->manifest(), reader->dir()));
+    for (const std::string& k : kinds) {
+      if (!reader->HasKind(k)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("checkpoint '", reader->dir(), "' has no '", k, "' state (it holds ",
+                         absl::StrJoin(reader->manifest().kinds(), ", "), "; saved by the ",
+                         reader->manifest().optimizer(), " optimizer); load it with weights_only (--init_from)"));
+      }
+    }
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(Agreed(dp, "reading the checkpoint", [&]() -> absl::Status {
+    for (int u = 0; u < engine.num_units(); ++u) {
+      UnitShard& shard = engine.unit_shard(u);
+      const int64_t begin = shard.master_begin(), count = shard.master_numel();
+      // [begin, begin + count) may run past the unit's numel (padding at
+      // this dp); only [0, numel) is stored.
+      const int64_t stored = std::max<int64_t>(0, std::min(begin + count, engine.layout(u).numel()) - begin);
+      for (const std::string& k : kinds) {
+        float* dst = StateBuffer(engine, u, k);
+        if (count == 0) continue;
+        RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst));
+        std::fill(dst + stored, dst + count, 0.0f);
+      }
+    }
+    return absl::OkStatus();
+  }));
+  const CheckpointManifest& m = reader->manifest();
+  if (!options.weights_only) engine.RestoreStep(m.optimizer_steps());
+  RETURN_IF_ERROR(AgreeAcrossRanks(dp, PublishAll(engine), "publishing the loaded parameters"));
+  LoadedCheckpoint loaded;
+  loaded.dir = reader->dir();
+  loaded.step = m.step();
+  loaded.optimizer_steps = m.optimizer_steps();
+  loaded.saved_dp = m.topology().dp();
+  loaded.config = m.config();
+  loaded.data.sequences_consumed = m.data().sequences_consumed();
+  loaded.data.shuffle_seed = m.rng().data_shuffle_seed();
+  loaded.loss_scaler = m.loss_scaler();
+  loaded.seed = m.rng().seed();
+  return loaded;
+}
+
+absl::Status ImportSafetensors(Engine& engine, const std::string& path) {
+  Communicator& dp = engine.dp();
+  absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(path);
+  RETURN_IF_ERROR(Agreed(dp, "opening the safetensors file", [&]() -> absl::Status {
+    RETURN_IF_ERROR(file.status());
+    std::vector<std::string> names;
+    for (int u = 0; u < engine.num_units(); ++u) {
+      for (const FlatParamInfo& p : engine.layout(u).params()) {
+        const SafetensorsTensorInfo* t = file->header().Find(p.name);
+        if (t == nullptr) return absl::NotFoundError(absl::StrCat("'", path, "' has no tensor '", p.name, "'"));
+        if (t->shape != p.shape) {
+          return absl::FailedPreconditionError(absl::StrCat("'", path, "' tensor '", p.name, "' has shape [",
+                                                            absl::StrJoin(t->shape, ", "), "], the model expects [",
+                                                            absl::StrJoin(p.shape, ", "), "]"));
+        }
+        names.push_back(p.name);
+      }
+    }
+    for (const SafetensorsTensorInfo& t : file->header().tensors) {
+      if (std::find(names.begin(), names.end(), t.name) != names.end() || t.name == "lm_head.weight" ||
+          absl::StartsWith(t.name, "optimizer.") || absl::EndsWith(t.name, ".attn.bias") ||
+          absl::EndsWith(t.name, ".attn.masked_bias")) {
+        continue;
+      }
+      return absl::InvalidArgumentError(absl::StrCat("'", path, "' tensor '", t.name, "' is not a model parameter"));
+    }
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(Agreed(dp, "reading the safetensors file", [&]() -> absl::Status {
+    for (int u = 0; u < engine.num_units(); ++u) {
+      UnitShard& shard = engine.unit_shard(u);
+      const FlatParamLayout& l = engine.layout(u);
+      const int64_t begin = shard.master_begin(), end = begin + shard.master_numel();
+      for (const FlatParamInfo& p : l.params()) {
+        const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
+        if (lo >= hi) continue;
+        RETURN_IF_ERROR(file->ReadAsF32(p.name, lo - p.offset, hi - lo, shard.master() + (lo - begin)));
+      }
+    }
+    return absl::OkStatus();
+  }));
+  return AgreeAcrossRanks(dp, PublishAll(engine), "publishing the imported parameters");
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,111 @@
+// Saving and loading an Engine's training state as a sharded checkpoint
+// (docs/checkpoint_format.md). Every function here is collective over the
+// engine's dp communicator: every rank calls it with the same arguments, and
+// every rank returns the same status code (a rank that did not fail itself
+// reports which rank did). The directory must be on a file system every
+// rank sees.
+//
+// What is saved per rank: its slice [r*S, (r+1)*S) of each unit's f32
+// master weights and optimizer state (AdamW m and v, or SGD momentum),
+// whatever the ZeRO stage; rank 0 adds the manifest (layout, config, step,
+// optimizer step count, loss-scaler state, seed, data position). Compute
+// parameters are not saved: loading publishes them from the master weights.
+//
+// Typical trainer use:
+//   if (resume) ASSIGN_OR_RETURN(LoadedCheckpoint ck, LoadCheckpoint(*engine, root));  // start at ck.step
+//   for (step = ck.step; step < steps; ++step) {
+//     engine->TrainStep(...);
+//     if (interval > 0 && (step + 1) % interval == 0 || step + 1 == steps)
+//       RETURN_IF_ERROR(SaveCheckpoint(*engine, root, step + 1, config, {(step + 1) * batch, shuffle_seed},
+//                                      {.keep_last = config.engine().checkpoint().keep_last()}));
+//   }
+#ifndef ZEROSHARD_CHECKPOINT_ENGINE_CHECKPOINT_H_
+#define ZEROSHARD_CHECKPOINT_ENGINE_CHECKPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/engine.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/config.pb.h"
+
+namespace zeroshard {
+
+// Where the data stream stands, so a resumed run reads the same sequences.
+struct DataPosition {
+  int64_t sequences_consumed = 0;  // global sequences consumed so far
+  uint64_t shuffle_seed = 0;       // data order seed (BatchPlan::shuffle_seed)
+};
+
+struct SaveOptions {
+  // After committing, delete all but the newest keep_last steps (0: keep all).
+  int keep_last = 0;
+  // The dynamic loss scaler's state (f16); leave empty without a scaler.
+  LossScalerState loss_scaler;
+  // Test-only: called on every rank at "before_shard_file",
+  // "after_shard_file" and, on rank 0, "before_commit" (the manifest is
+  // written, the directory not yet renamed). A test kills the process here.
+  std::function<void(absl::string_view phase)> fault_hook;
+};
+
+// Writes <root>/step_<step> atomically: every rank writes its shard file
+// into <root>/.tmp_step_<step>_<nonce>/ and fsyncs it; after all ranks
+// succeeded, rank 0 writes the manifest, renames the directory to
+// step_<step> (replacing an existing one) and then points <root>/latest at
+// it; then prunes to keep_last. Returns after every rank saw the commit. A
+// failure or a killed rank leaves the previous steps and `latest` as they
+// were. Saving reads the engine's state only: training results are
+// unchanged. `step` is the trainer's iteration count (engine.step() counts
+// optimizer updates, which differs after skipped steps; both are saved).
+absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t step, const TrainConfig& config,
+                            const DataPosition& data, const SaveOptions& options = SaveOptions());
+
+struct LoadOptions {
+  // Load master weights only (--init_from): optimizer state and the step
+  // counter stay as they are, and the checkpoint may lack optimizer state.
+  bool weights_only = false;
+};
+
+struct LoadedCheckpoint {
+  std::string dir;               // the step directory read
+  int64_t step = 0;              // the trainer's step to continue from
+  int64_t optimizer_steps = 0;   // restored into the engine (unless weights_only)
+  int saved_dp = 0;              // dp of the saving job; != engine dp means resharded
+  TrainConfig config;            // the saving run's config
+  DataPosition data;
+  LossScalerState loss_scaler;   // as saved (fields unset without a scaler)
+  uint64_t seed = 0;
+};
+
+// Loads `dir_or_root` (a step directory, or a root whose `latest` is
+// followed) into the engine, resharding when the saved dp differs: each rank
+// reads the ranges of the saved shard files that cover its own region of
+// each unit (checksums checked), then parameters are published from the
+// master weights. Errors, on every rank: kNotFound (no checkpoint),
+// kDataLoss (corrupt or missing file, naming it and the tensor),
+// kUnimplemented (unknown format version), kFailedPrecondition (a model
+// whose units or parameters differ from the manifest's, naming the first
+// difference, or missing optimizer state). After an error the engine's
+// state is unspecified; do not train on it.
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::string& dir_or_root,
+                                                const LoadOptions& options = LoadOptions());
+
+// Sets the engine's master weights (and published parameters) from a full
+// model in safetensors layout with the engine's parameter names and shapes
+// (F32, BF16 or F16; e.g. `zeroshard ckpt consolidate` output). Tensors the
+// model does not have are an error, except "lm_head.weight" (tied) and
+// names starting with "optimizer." or ending in ".attn.bias" /
+// ".attn.masked_bias" (Hugging Face buffers), which are ignored. Optimizer
+// state and the step counter are untouched.
+absl::Status ImportSafetensors(Engine& engine, const std::string& path);
+
+// The optimizer-state kinds an engine's optimizer keeps, "master" first.
+std::vector<std::string> CheckpointKinds(const OptimizerOptions& options);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_CHECKPOINT_ENGINE_CHECKPOINT_H_

@@ -1,0 +1,161 @@
+#include "checkpoint/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+
+namespace zeroshard {
+namespace {
+
+absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int err) {
+  std::string msg = absl::StrCat(what, " '", path, "': ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(msg);
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
+  return absl::InternalError(msg);
+}
+
+// Closes on scope exit; Close() reports the error of an explicit close.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int Close() {
+    int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::string JoinPath(absl::string_view a, absl::string_view b) {
+  if (a.empty()) return std::string(b);
+  if (a.back() == '/') return absl::StrCat(a, b);
+  return absl::StrCat(a, "/", b);
+}
+
+absl::StatusOr<int64_t> FileSize(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("cannot stat", path, errno);
+  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
+  return static_cast<int64_t>(st.st_size);
+}
+
+absl::Status ReadFileRange(const std::string& path, int64_t offset, int64_t n, void* out) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoStatus("cannot open", path, errno);
+  char* p = static_cast<char*>(out);
+  int64_t done = 0;
+  while (done < n) {
+    ssize_t got = ::pread(fd.get(), p + done, static_cast<size_t>(std::min<int64_t>(n - done, 1 << 30)),
+                          static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("cannot read", path, errno);
+    }
+    if (got == 0) {
+      return absl::DataLossError(absl::StrCat("'", path, "' ends at byte ", offset + done, ", expected at least ",
+                                              offset + n, " bytes"));
+    }
+    done += got;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  absl::StatusOr<int64_t> size = FileSize(path);
+  if (!size.ok()) return size.status();
+  std::string out(static_cast<size_t>(*size), '\0');
+  absl::Status s = ReadFileRange(path, 0, *size, out.data());
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::Status WriteFileDurably(const std::string& path, const std::vector<absl::string_view>& pieces) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return ErrnoStatus("cannot create", path, errno);
+  for (absl::string_view piece : pieces) {
+    const char* p = piece.data();
+    size_t left = piece.size();
+    while (left > 0) {
+      ssize_t put = ::write(fd.get(), p, std::min<size_t>(left, size_t{1} << 30));
+      if (put < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus("cannot write", path, errno);
+      }
+      p += put;
+      left -= static_cast<size_t>(put);
+    }
+  }
+  if (::fsync(fd.get()) != 0) return ErrnoStatus("cannot fsync", path, errno);
+  if (fd.Close() != 0) return ErrnoStatus("cannot close", path, errno);
+  return absl::OkStatus();
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoStatus("cannot open directory", dir, errno);
+  if (::fsync(fd.get()) != 0) return ErrnoStatus("cannot fsync directory", dir, errno);
+  return absl::OkStatus();
+}
+
+absl::Status MakeDirectories(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return ErrnoStatus("cannot create directory", dir, ec.value());
+  if (!IsDirectory(dir)) return absl::FailedPreconditionError(absl::StrCat("'", dir, "' exists and is not a directory"));
+  return absl::OkStatus();
+}
+
+absl::Status RenamePath(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return ErrnoStatus(absl::StrCat("cannot rename to '", to, "' from"), from, errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RemoveTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) return ErrnoStatus("cannot remove", path, ec.value());
+  return absl::OkStatus();
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return ErrnoStatus("cannot list directory", dir, ec.value());
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (ec) return ErrnoStatus("cannot list directory", dir, ec.value());
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace zeroshard

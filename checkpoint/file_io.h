@@ -1,0 +1,44 @@
+// POSIX file operations the checkpoint code needs, as absl::Status: whole and
+// partial reads, durable writes (fsync of the file and of its directory),
+// renames, directory creation and removal. Every error names the path and
+// the system's reason. No function throws or prints.
+#ifndef ZEROSHARD_CHECKPOINT_FILE_IO_H_
+#define ZEROSHARD_CHECKPOINT_FILE_IO_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace zeroshard {
+
+// kNotFound when the path does not exist; kDataLoss when the file ends
+// before offset + n; kInternal for other I/O errors.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+absl::StatusOr<int64_t> FileSize(const std::string& path);
+absl::Status ReadFileRange(const std::string& path, int64_t offset, int64_t n, void* out);
+
+// Writes `pieces` one after another into a new file (replacing any old one)
+// and fsyncs it. The directory entry is durable only after SyncDirectory.
+absl::Status WriteFileDurably(const std::string& path, const std::vector<absl::string_view>& pieces);
+absl::Status SyncDirectory(const std::string& dir);
+
+// mkdir -p. OK when the directory exists already.
+absl::Status MakeDirectories(const std::string& dir);
+// rename(2): atomic replacement of `to` when it is a file or an empty directory.
+absl::Status RenamePath(const std::string& from, const std::string& to);
+// rm -r; OK when the path does not exist.
+absl::Status RemoveTree(const std::string& path);
+bool PathExists(const std::string& path);
+bool IsDirectory(const std::string& path);
+// Names of the entries of `dir` (not "." or ".."), sorted.
+absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir);
+
+std::string JoinPath(absl::string_view a, absl::string_view b);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_CHECKPOINT_FILE_IO_H_

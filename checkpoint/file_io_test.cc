@@ -1,0 +1,56 @@
+#include "checkpoint/file_io.h"
+
+#include <cstdlib>
+
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+std::string Tmp(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  return JoinPath(base != nullptr ? base : "/tmp", name);
+}
+
+TEST(FileIoTest, WriteReadRangeAndSize) {
+  const std::string dir = Tmp("file_io_a");
+  ASSERT_TRUE(RemoveTree(dir).ok());
+  ASSERT_TRUE(MakeDirectories(JoinPath(dir, "x/y")).ok());
+  const std::string path = JoinPath(dir, "x/y/f");
+  ASSERT_TRUE(WriteFileDurably(path, {"abc", "", "defg"}).ok());
+  ASSERT_TRUE(SyncDirectory(JoinPath(dir, "x/y")).ok());
+  EXPECT_EQ(*FileSize(path), 7);
+  EXPECT_EQ(*ReadFileToString(path), "abcdefg");
+  char buf[3];
+  ASSERT_TRUE(ReadFileRange(path, 2, 3, buf).ok());
+  EXPECT_EQ(std::string(buf, 3), "cde");
+  absl::Status past = ReadFileRange(path, 5, 3, buf);
+  EXPECT_EQ(past.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(past.message().find("ends at byte 7, expected at least 8"), std::string::npos) << past;
+  EXPECT_EQ(*ListDirectory(JoinPath(dir, "x")), std::vector<std::string>{"y"});
+}
+
+TEST(FileIoTest, MissingPathsAreNotFound) {
+  const std::string dir = Tmp("file_io_b");
+  ASSERT_TRUE(RemoveTree(dir).ok());
+  EXPECT_EQ(FileSize(JoinPath(dir, "nope")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadFileToString(JoinPath(dir, "nope")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ListDirectory(dir).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(PathExists(dir));
+  EXPECT_TRUE(RemoveTree(dir).ok());
+}
+
+TEST(FileIoTest, RenameReplacesFile) {
+  const std::string dir = Tmp("file_io_c");
+  ASSERT_TRUE(RemoveTree(dir).ok());
+  ASSERT_TRUE(MakeDirectories(dir).ok());
+  ASSERT_TRUE(WriteFileDurably(JoinPath(dir, "a"), {"new"}).ok());
+  ASSERT_TRUE(WriteFileDurably(JoinPath(dir, "b"), {"old"}).ok());
+  ASSERT_TRUE(RenamePath(JoinPath(dir, "a"), JoinPath(dir, "b")).ok());
+  EXPECT_EQ(*ReadFileToString(JoinPath(dir, "b")), "new");
+  EXPECT_FALSE(PathExists(JoinPath(dir, "a")));
+  EXPECT_EQ(RenamePath(JoinPath(dir, "a"), JoinPath(dir, "c")).code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace zeroshard

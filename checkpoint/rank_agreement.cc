@@ -1,0 +1,27 @@
+#include "checkpoint/rank_agreement.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace zeroshard {
+
+absl::Status AgreeAcrossRanks(Communicator& comm, const absl::Status& local, absl::string_view what) {
+  const int n = comm.size();
+  // codes[r] = status code of rank r (0 = OK); kMax leaves each rank's own.
+  std::vector<int32_t> codes(static_cast<size_t>(n), 0);
+  codes[comm.rank()] = static_cast<int32_t>(local.code());
+  absl::Status comm_status = comm.AllReduce(codes.data(), n, DType::kI32, ReduceOp::kMax)->Wait();
+  if (!local.ok()) return local;
+  if (!comm_status.ok()) return comm_status;
+  for (int r = 0; r < n; ++r) {
+    if (codes[r] != 0) {
+      return absl::Status(static_cast<absl::StatusCode>(codes[r]),
+                          absl::StrCat(what, " failed on dp rank ", r, " (see its error); this rank (", comm.rank(),
+                                       ") was fine"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,45 @@
+#include "checkpoint/shard_file.h"
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/safetensors.h"
+#include "core/status_macros.h"
+
+namespace zeroshard {
+
+absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int dp_rank, int64_t step,
+                                              const std::vector<FlatParamLayout>& layouts,
+                                              const std::vector<std::string>& kinds,
+                                              absl::FunctionRef<const float*(int unit, int kind)> data) {
+  std::vector<SafetensorsTensorData> tensors;
+  for (const FlatParamLayout& l : layouts) {
+    if (l.numel() == 0) continue;
+    for (int k = 0; k < static_cast<int>(kinds.size()); ++k) {
+      tensors.push_back({ShardTensorName(l.unit_index(), kinds[k]), DType::kF32, {l.shard_numel()},
+                         data(l.unit_index(), k)});
+    }
+  }
+  const std::map<std::string, std::string> metadata = {
+      {"format", "zeroshard-shard"}, {"dp_rank", absl::StrCat(dp_rank)}, {"step", absl::StrCat(step)}};
+  CheckpointFile file;
+  file.set_path(ShardFileName(dp_rank));
+  ASSIGN_OR_RETURN(SafetensorsWriteResult written, WriteSafetensors(JoinPath(dir, file.path()), tensors, metadata));
+  file.set_dp_rank(dp_rank);
+  file.set_size_bytes(written.file_bytes);
+  file.set_header_bytes(written.header_bytes);
+  file.set_header_crc32c(written.header_crc32c);
+  for (size_t i = 0; i < written.tensors.size(); ++i) {
+    const SafetensorsTensorInfo& t = written.tensors[i];
+    CheckpointTensor* out = file.add_tensors();
+    out->set_name(t.name);
+    out->set_dtype(SafetensorsDTypeName(t.dtype));
+    for (int64_t d : t.shape) out->add_shape(d);
+    out->set_data_begin(t.data_begin);
+    out->set_data_end(t.data_end);
+    out->set_crc32c(written.tensor_crc32c[i]);
+  }
+  return file;
+}
+
+}  // namespace zeroshard

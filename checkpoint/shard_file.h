@@ -1,0 +1,28 @@
+// Writing one dp rank's shard file: for each unit with parameters, in unit
+// order, one F32 tensor "unit.<u>.<kind>" of the unit's shard size S per kind,
+// in the manifest's kind order. The returned CheckpointFile record (sizes,
+// offsets, checksums) is what the manifest lists for the file.
+#ifndef ZEROSHARD_CHECKPOINT_SHARD_FILE_H_
+#define ZEROSHARD_CHECKPOINT_SHARD_FILE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "proto/checkpoint.pb.h"
+#include "sharding/flat_param_layout.h"
+
+namespace zeroshard {
+
+// `data(unit, kind_index)` returns the unit's S f32 values of that kind on
+// this rank (called for units with numel > 0 only; must stay valid until
+// the function returns). Writes <dir>/ShardFileName(dp_rank) and fsyncs it.
+absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int dp_rank, int64_t step,
+                                              const std::vector<FlatParamLayout>& layouts,
+                                              const std::vector<std::string>& kinds,
+                                              absl::FunctionRef<const float*(int unit, int kind)> data);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_CHECKPOINT_SHARD_FILE_H_
