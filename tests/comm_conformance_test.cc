@@ -411,6 +411,28 @@ TEST_P(CommConformanceTest, AsyncOverlapWaitedInAnotherOrder) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(bc.Get(i), Value(seed_, 0, i, 4)) << i;
 }
 
+// Progress without Wait: issued collectives complete while the caller only
+// polls IsCompleted (the progress thread, not the waiter, runs them).
+TEST_P(CommConformanceTest, CompletesWithoutWait) {
+  SKIP_IF_UNAVAILABLE();
+  const int64_t n = 1 << 16;
+  Staged a(device(), DType::kF32, n), b(device(), DType::kI32, n);
+  Fill(a, rank(), n, 20);
+  Fill(b, rank(), n, 21);
+  auto first = comm_->AllReduce(a.data(), n, DType::kF32, ReduceOp::kSum);
+  auto second = comm_->AllReduce(b.data(), n, DType::kI32, ReduceOp::kMax);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!(first->IsCompleted() && second->IsCompleted()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Microseconds(100));
+  }
+  ASSERT_TRUE(first->IsCompleted());
+  ASSERT_TRUE(second->IsCompleted());
+  EXPECT_TRUE(first->Wait(absl::ZeroDuration()).ok());
+  EXPECT_TRUE(second->Wait(absl::ZeroDuration()).ok());
+  EXPECT_EQ(CheckReduced(a, n, ReduceOp::kSum, DType::kF32, 20, 0), 0);
+  EXPECT_EQ(CheckReduced(b, n, ReduceOp::kMax, DType::kI32, 21, 0), 0);
+}
+
 // color = rank parity, key = -rank: each group is its members in reverse.
 TEST_P(CommConformanceTest, SplitByParityInReverseOrder) {
   SKIP_IF_UNAVAILABLE();
