@@ -192,7 +192,6 @@ void CheckRuntime(const TrainConfig& t, Checker& c) {
   c.AtLeast("engine.checkpoint.keep_last", e.checkpoint().keep_last(), 0);
   if (!e.checkpoint().dir().empty()) c.NotYet("engine.checkpoint.dir (sharded checkpoints)");
   c.AtLeast("engine.logging.interval", e.logging().interval(), 1);
-  if (!e.logging().metrics_path().empty()) c.NotYet("engine.logging.metrics_path (metrics file)");
   if (!e.logging().trace_path().empty()) c.NotYet("engine.logging.trace_path (timeline trace)");
 }
 

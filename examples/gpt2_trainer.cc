@@ -1,0 +1,257 @@
+#include "examples/gpt2_trainer.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_env.h"
+#include "comm/process_grid.h"
+#include "core/status_macros.h"
+#include "data/batch_plan.h"
+#include "data/token_file.h"
+#include "engine/config_loader.h"
+#include "engine/engine.h"
+#include "engine/metrics_writer.h"
+#include "kernels/context.h"
+#include "nn/gpt2.h"
+
+namespace zeroshard {
+namespace {
+
+// Rank-local micro-batches of one step, as the engine takes them.
+class StepBatches {
+ public:
+  StepBatches(int accumulation, int64_t rows, int64_t seq_len)
+      : rows_(rows), seq_len_(seq_len), inputs_(accumulation), targets_(accumulation), views_(accumulation) {
+    for (int m = 0; m < accumulation; ++m) {
+      inputs_[m].resize(rows * seq_len);
+      targets_[m].resize(rows * seq_len);
+      views_[m].inputs = View(inputs_[m]);
+      views_[m].targets = View(targets_[m]);
+    }
+  }
+
+  absl::Status Fill(BatchSource& source, int64_t step, int dp_rank) {
+    for (size_t m = 0; m < inputs_.size(); ++m) {
+      RETURN_IF_ERROR(source.GetInputsTargets(step, static_cast<int64_t>(m), dp_rank, absl::MakeSpan(inputs_[m]),
+                                              absl::MakeSpan(targets_[m])));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Span<const TokenBatch> batches() const { return views_; }
+
+ private:
+  TensorView View(std::vector<int32_t>& v) {
+    TensorView t;
+    t.data = v.data();
+    t.dtype = DType::kI32;
+    t.shape = {rows_, seq_len_};
+    return t;
+  }
+
+  int64_t rows_, seq_len_;
+  std::vector<std::vector<int32_t>> inputs_, targets_;
+  std::vector<TokenBatch> views_;
+};
+
+TokenFileFormat FormatOf(const DataConfig& data) {
+  return data.format() == DataConfig::RAW_U16 ? TokenFileFormat::kRawU16 : TokenFileFormat::kLlmc;
+}
+
+struct DataSplit {
+  TokenDataset dataset;
+  std::optional<BatchSource> source;
+};
+
+absl::StatusOr<std::unique_ptr<DataSplit>> OpenSplit(const std::string& path, const TrainConfig& config) {
+  auto split = std::make_unique<DataSplit>();
+  ASSIGN_OR_RETURN(split->dataset, TokenDataset::Open(path, config.model().vocab_size(), FormatOf(config.data())));
+  BatchPlan plan;
+  plan.batch_size = config.data().batch_size();
+  plan.dp = config.engine().parallel().dp();
+  plan.accumulation_steps = config.engine().gradient_accumulation_steps();
+  plan.seq_len = config.model().seq_len();
+  plan.shuffle_seed = config.data().shuffle_seed();
+  ASSIGN_OR_RETURN(BatchSource source, BatchSource::Create(&split->dataset, plan));
+  split->source.emplace(std::move(source));
+  return split;
+}
+
+// Mean validation loss over data.eval_batches global batches (collective).
+absl::StatusOr<float> EvaluateValidation(Engine& engine, DataSplit& val, const TrainConfig& config, int dp_rank) {
+  const int accumulation = config.engine().gradient_accumulation_steps();
+  StepBatches batches(accumulation, val.source->plan().micro_batch_size(), config.model().seq_len());
+  double sum = 0;
+  int count = 0;
+  for (int b = 0; b < config.data().eval_batches(); ++b) {
+    RETURN_IF_ERROR(batches.Fill(*val.source, b, dp_rank));
+    for (const TokenBatch& micro : batches.batches()) {
+      ASSIGN_OR_RETURN(float loss, engine.Evaluate(micro));
+      sum += loss;
+      ++count;
+    }
+  }
+  return static_cast<float>(sum / count);
+}
+
+std::string Bytes(int64_t b) {
+  if (b >= (int64_t{1} << 30)) return absl::StrFormat("%.2fG", b / double(int64_t{1} << 30));
+  if (b >= (1 << 20)) return absl::StrFormat("%.1fM", b / double(1 << 20));
+  if (b >= (1 << 10)) return absl::StrFormat("%.1fK", b / double(1 << 10));
+  return absl::StrCat(b);
+}
+
+// Peak bytes per memory category, maximum over all ranks (collective).
+absl::StatusOr<std::array<int64_t, kNumMemoryCategories>> MaxPeaks(Communicator& world, const MemoryTracker& mem) {
+  // KiB as f32: exact below 16 GiB per category, and MAX needs no i64 type.
+  std::array<float, kNumMemoryCategories> kib{};
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    kib[c] = static_cast<float>(mem.Usage(static_cast<MemoryCategory>(c)).peak / 1024);
+  }
+  RETURN_IF_ERROR(world.AllReduce(kib.data(), kNumMemoryCategories, DType::kF32, ReduceOp::kMax)->Wait());
+  std::array<int64_t, kNumMemoryCategories> out{};
+  for (int c = 0; c < kNumMemoryCategories; ++c) out[c] = static_cast<int64_t>(kib[c]) * 1024;
+  return out;
+}
+
+std::string ProgressLine(const StepResult& r, int64_t total_steps, std::optional<float> val_loss, double step_ms,
+                         double tokens_per_s, const std::array<int64_t, kNumMemoryCategories>& peaks) {
+  std::string line = absl::StrFormat("step %5d/%d | loss %.4f", r.step, total_steps, r.loss);
+  if (val_loss.has_value()) absl::StrAppendFormat(&line, " | val %.4f", *val_loss);
+  absl::StrAppendFormat(&line, " | lr %.2e | norm %.3f | scale 1%s | %.0f tok/s | %.0f ms | peak/rank", r.lr,
+                        r.grad_norm, r.skipped ? " SKIPPED" : "", tokens_per_s, step_ms);
+  static constexpr const char* kShort[] = {"params", "master", "grads", "optim", "act", "comm", "work"};
+  for (int c = 0; c < kNumMemoryCategories; ++c) absl::StrAppend(&line, " ", kShort[c], " ", Bytes(peaks[c]));
+  return line;
+}
+
+}  // namespace
+
+absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
+  RETURN_IF_ERROR(EnsureMpiInitialized());
+  int world_size = 1, world_rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  const bool leader = world_rank == 0;
+
+  ASSIGN_OR_RETURN(TrainConfig config, LoadTrainConfig(flags.config_path, flags.overrides, world_size));
+  const int64_t total_steps = flags.steps >= 0 ? flags.steps : config.steps();
+  EngineConfig engine_config = config.engine();
+  if (engine_config.lr_schedule().type() != LrScheduleConfig::CONSTANT && engine_config.lr_schedule().decay_steps() == 0) {
+    engine_config.mutable_lr_schedule()->set_decay_steps(static_cast<int32_t>(std::max<int64_t>(
+        total_steps, engine_config.lr_schedule().warmup_steps() + 1)));
+  }
+
+  kernels::SetCpuThreads(engine_config.device().threads_per_rank() > 0 ? engine_config.device().threads_per_rank()
+                                                                       : kernels::DefaultCpuThreads());
+  CommOptions comm_options;
+  comm_options.debug_checks = engine_config.comm().debug_checks();
+  comm_options.timeout = absl::Seconds(engine_config.comm().timeout_s());
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, CreateMpiWorld(comm_options));
+  Communicator* world_ptr = world.get();
+  const ParallelConfig& par = engine_config.parallel();
+  ASSIGN_OR_RETURN(ProcessGrid grid, ProcessGrid::Create(std::move(world), GridShape{par.dp(), par.tp(), par.pp()}));
+
+  Gpt2Config model_config;
+  model_config.n_layer = config.model().n_layer();
+  model_config.n_head = config.model().n_head();
+  model_config.n_embd = config.model().n_embd();
+  model_config.vocab_size = config.model().vocab_size();
+  model_config.seq_len = config.model().seq_len();
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildGpt2(model_config));
+  const int64_t num_params = model->num_params();
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_config, &grid, std::move(model)));
+
+  ASSIGN_OR_RETURN(std::unique_ptr<DataSplit> train, OpenSplit(config.data().train_path(), config));
+  std::unique_ptr<DataSplit> val;
+  if (!config.data().val_path().empty()) {
+    ASSIGN_OR_RETURN(val, OpenSplit(config.data().val_path(), config));
+  }
+  const int dp_rank = grid.dp_rank();
+
+  if (flags.eval_only) {
+    if (val == nullptr) return absl::InvalidArgumentError("--eval_only needs data.val_path in the config");
+    ASSIGN_OR_RETURN(float loss, EvaluateValidation(*engine, *val, config, dp_rank));
+    if (leader) out << absl::StrFormat("val_loss %.6f\n", loss);
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<MetricsWriter> metrics;
+  if (leader && !engine_config.logging().metrics_path().empty()) {
+    MetricsHeader h;
+    h.num_params = num_params;
+    h.world_size = world_size;
+    h.dp = par.dp();
+    h.tp = par.tp();
+    h.pp = par.pp();
+    h.zero_stage = engine_config.zero().stage();
+    h.compute_dtype = "f32";
+    h.tokens_per_step = int64_t{config.data().batch_size()} * config.model().seq_len();
+    h.gradient_accumulation_steps = engine_config.gradient_accumulation_steps();
+    h.config_path = flags.config_path;
+    ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(engine_config.logging().metrics_path(), h, /*append=*/false));
+  }
+  if (leader) {
+    out << absl::StrFormat(
+        "zeroshard: GPT-2 %d params | world %d = dp %d x tp %d x pp %d | ZeRO stage %d | %d sequences x %d tokens "
+        "per step | %d steps\n",
+        num_params, world_size, par.dp(), par.tp(), par.pp(), engine_config.zero().stage(),
+        config.data().batch_size(), config.model().seq_len(), total_steps);
+  }
+
+  StepBatches batches(engine_config.gradient_accumulation_steps(), train->source->plan().micro_batch_size(),
+                      config.model().seq_len());
+  const int log_interval = engine_config.logging().interval();
+  std::optional<float> last_loss;
+  int64_t skipped_steps = 0;
+  while (engine->step() < total_steps) {
+    // The data position is the number of batches consumed, skipped steps included.
+    const int64_t batch_index = engine->step() + skipped_steps;
+    RETURN_IF_ERROR(batches.Fill(*train->source, batch_index, dp_rank));
+    const CommStats before = engine->comm_stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(StepResult r, engine->TrainStep(batches.batches()));
+    const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (r.skipped) ++skipped_steps;
+    const int64_t comm_bytes = (engine->comm_stats() - before).Total().bytes_sent;
+
+    std::optional<float> val_loss;
+    const bool last = engine->step() >= total_steps;
+    if (val != nullptr && config.eval_interval() > 0 && (r.step % config.eval_interval() == 0 || last)) {
+      ASSIGN_OR_RETURN(float v, EvaluateValidation(*engine, *val, config, dp_rank));
+      val_loss = v;
+    }
+    const double tokens_per_s = r.tokens / (step_ms / 1000.0);
+    if (metrics != nullptr) {
+      StepMetrics m;
+      m.step = r.step;
+      m.loss = r.loss;
+      m.val_loss = val_loss;
+      m.lr = r.lr;
+      m.grad_norm = r.grad_norm;
+      m.skipped = r.skipped;
+      m.tokens_per_s = tokens_per_s;
+      m.step_ms = step_ms;
+      m.comm_bytes = comm_bytes;
+      RETURN_IF_ERROR(metrics->Write(m, engine->memory()));
+    }
+    if (r.step % log_interval == 0 || last || r.step == 1) {
+      ASSIGN_OR_RETURN(auto peaks, MaxPeaks(*world_ptr, engine->memory()));
+      if (leader) out << ProgressLine(r, total_steps, val_loss, step_ms, tokens_per_s, peaks) << std::endl;
+    }
+    last_loss = r.loss;
+  }
+  if (leader && last_loss.has_value()) out << absl::StrFormat("done: %d steps, final train loss %.4f\n", engine->step(), *last_loss);
+  return absl::OkStatus();
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,30 @@
+// The GPT-2 training job behind examples/train_gpt2: config, MPI world,
+// process grid, engine, data, the step loop, evaluation and metrics.
+// Every rank runs RunGpt2Training; rank 0 prints progress.
+#ifndef ZEROSHARD_EXAMPLES_GPT2_TRAINER_H_
+#define ZEROSHARD_EXAMPLES_GPT2_TRAINER_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace zeroshard {
+
+struct TrainerFlags {
+  std::string config_path;
+  std::vector<std::string> overrides;  // --set PATH=VALUE, in order
+  bool eval_only = false;              // print the validation loss and exit
+  int64_t steps = -1;                  // total optimizer steps; -1: the config's
+};
+
+// Collective over MPI_COMM_WORLD. Errors that every rank sees alike (a bad
+// config, a missing token file) come back on every rank; progress and the
+// final summary go to `out` on rank 0.
+absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_EXAMPLES_GPT2_TRAINER_H_

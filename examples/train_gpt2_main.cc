@@ -1,0 +1,57 @@
+// examples/train_gpt2: trains GPT-2 with zeroshard on every rank of an MPI job.
+//
+//   mpirun -np 4 bazel-bin/examples/train_gpt2 --config examples/configs/demo_zero3.pbtxt
+//
+// Flags: --config FILE (required), --set PATH=VALUE (repeatable config
+// override), --steps N (total optimizer steps), --eval_only.
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "cli/args.h"
+#include "comm/mpi_env.h"
+#include "examples/gpt2_trainer.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: train_gpt2 --config FILE.pbtxt [--set PATH=VALUE ...] [--steps N] [--eval_only]\n";
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<zeroshard::cli::ParsedArgs> args = zeroshard::cli::ParseArgs(
+      argc, argv, 1, {{"config"}, {"set", true, true}, {"steps"}, {"eval_only", false}, {"help", false}});
+  if (!args.ok() || !args->positional.empty()) {
+    std::cerr << "train_gpt2: " << (args.ok() ? "unexpected argument " + args->positional[0] : std::string(args.status().message()))
+              << "\n" << kUsage;
+    return 2;
+  }
+  if (args->Has("help")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  zeroshard::TrainerFlags flags;
+  flags.config_path = args->Get("config");
+  if (flags.config_path.empty()) {
+    std::cerr << "train_gpt2: --config is required\n" << kUsage;
+    return 2;
+  }
+  flags.overrides = args->GetAll("set");
+  flags.eval_only = args->Has("eval_only");
+  absl::StatusOr<long long> steps = args->GetInt("steps", -1);
+  if (!steps.ok() || (args->Has("steps") && *steps < 0)) {
+    std::cerr << "train_gpt2: --steps: expected a non-negative integer, got '" << args->Get("steps") << "'\n";
+    return 2;
+  }
+  flags.steps = *steps;
+
+  absl::Status status = zeroshard::RunGpt2Training(flags, std::cout);
+  zeroshard::FinalizeMpi();
+  if (!status.ok()) {
+    std::cerr << "train_gpt2: " << status.message() << "\n";
+    return status.code() == absl::StatusCode::kInvalidArgument || status.code() == absl::StatusCode::kNotFound ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Main(argc, argv); }
