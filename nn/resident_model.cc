@@ -11,9 +11,10 @@
 namespace zeroshard {
 
 absl::StatusOr<ResidentModel> ResidentModel::Create(const Model* model, const ComputeContext& ctx) {
-  if (ctx.compute_dtype != DType::kF32) {
-    return absl::UnimplementedError(absl::StrCat("ResidentModel computes in f32 only, got ",
-                                                 DTypeName(ctx.compute_dtype)));
+  const DType dt = ctx.compute_dtype;
+  if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ResidentModel compute dtype ", DTypeName(dt), " is not f32, bf16 or f16"));
   }
   RETURN_IF_ERROR(model->Validate());
   ResidentModel rm;
@@ -27,10 +28,10 @@ absl::StatusOr<ResidentModel> ResidentModel::Create(const Model* model, const Co
       numel += p.numel();
     }
     rm.offsets_.push_back(std::move(offsets));
-    ASSIGN_OR_RETURN(Buffer p, Buffer::Allocate(ctx.tracker, MemoryCategory::kParams, ctx.kernels.device,
-                                                DType::kF32, numel));
-    ASSIGN_OR_RETURN(Buffer g, Buffer::Allocate(ctx.tracker, MemoryCategory::kGrads, ctx.kernels.device,
-                                                DType::kF32, numel));
+    ASSIGN_OR_RETURN(Buffer p,
+                     Buffer::Allocate(ctx.tracker, MemoryCategory::kParams, ctx.kernels.device, dt, numel));
+    ASSIGN_OR_RETURN(Buffer g,
+                     Buffer::Allocate(ctx.tracker, MemoryCategory::kGrads, ctx.kernels.device, dt, numel));
     rm.params_.push_back(std::move(p));
     rm.grads_.push_back(std::move(g));
     std::vector<ParamLocation> borrowed;
@@ -44,15 +45,57 @@ absl::StatusOr<ResidentModel> ResidentModel::Create(const Model* model, const Co
 }
 
 absl::Status ResidentModel::InitParams(uint64_t seed) {
+  std::vector<float> host;
   for (int u = 0; u < num_units(); ++u) {
-    std::vector<float> host(static_cast<size_t>(params_[u].numel()));
+    const size_t base = host.size();
+    host.resize(base + static_cast<size_t>(params_[u].numel()));
     const auto& specs = model_->units[u]->params();
-    for (size_t i = 0; i < specs.size(); ++i) InitParam(specs[i], seed, host.data() + offsets_[u][i]);
-    RETURN_IF_ERROR(DeviceCopy(params_[u].data(), params_[u].device(), host.data(), Device::kCpu,
-                               static_cast<size_t>(params_[u].bytes())));
+    for (size_t i = 0; i < specs.size(); ++i) InitParam(specs[i], seed, host.data() + base + offsets_[u][i]);
+  }
+  return SetParamsFromHost(host);
+}
+
+absl::Status ResidentModel::SetParamsFromHost(const std::vector<float>& values) {
+  int64_t total = 0;
+  for (const Buffer& p : params_) total += p.numel();
+  if (static_cast<int64_t>(values.size()) != total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetParamsFromHost got ", values.size(), " values, the model has ", total));
+  }
+  size_t offset = 0;
+  for (Buffer& p : params_) {
+    const size_t n = static_cast<size_t>(p.numel());
+    if (p.dtype() == DType::kF32) {
+      RETURN_IF_ERROR(DeviceCopy(p.data(), p.device(), values.data() + offset, Device::kCpu, n * sizeof(float)));
+    } else {
+      std::vector<uint16_t> half(n);
+      ConvertF32ToHalf(values.data() + offset, half.data(), n, p.dtype());
+      RETURN_IF_ERROR(DeviceCopy(p.data(), p.device(), half.data(), Device::kCpu, n * sizeof(uint16_t)));
+    }
+    offset += n;
   }
   return WaitForDevice(ctx_.kernels);
 }
+
+absl::StatusOr<std::vector<float>> ResidentModel::CopyToHost(std::vector<Buffer>& buffers) {
+  RETURN_IF_ERROR(WaitForDevice(ctx_.kernels));
+  std::vector<float> out;
+  for (Buffer& b : buffers) {
+    const size_t base = out.size(), n = static_cast<size_t>(b.numel());
+    out.resize(base + n);
+    if (b.dtype() == DType::kF32) {
+      RETURN_IF_ERROR(DeviceCopy(out.data() + base, Device::kCpu, b.data(), b.device(), n * sizeof(float)));
+    } else {
+      std::vector<uint16_t> half(n);
+      RETURN_IF_ERROR(DeviceCopy(half.data(), Device::kCpu, b.data(), b.device(), n * sizeof(uint16_t)));
+      ConvertHalfToF32(half.data(), out.data() + base, n, b.dtype());
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> ResidentModel::CopyParamsToHost() { return CopyToHost(params_); }
+absl::StatusOr<std::vector<float>> ResidentModel::CopyGradsToHost() { return CopyToHost(grads_); }
 
 absl::Status ResidentModel::ZeroGrads() {
   for (Buffer& g : grads_) RETURN_IF_ERROR(DeviceMemset(g.data(), g.device(), 0, static_cast<size_t>(g.bytes())));
@@ -60,9 +103,10 @@ absl::Status ResidentModel::ZeroGrads() {
 }
 
 TensorView ResidentModel::param(ParamLocation loc) {
+  const DType dt = ctx_.compute_dtype;
   TensorView v;
-  v.data = params_[loc.unit].as<float>() + offsets_[loc.unit][loc.param];
-  v.dtype = DType::kF32;
+  v.data = params_[loc.unit].as<char>() + offsets_[loc.unit][loc.param] * static_cast<int64_t>(DTypeSize(dt));
+  v.dtype = dt;
   v.shape = model_->units[loc.unit]->params()[loc.param].shape;
   v.device = ctx_.kernels.device;
   return v;
@@ -70,7 +114,7 @@ TensorView ResidentModel::param(ParamLocation loc) {
 
 TensorView ResidentModel::grad(ParamLocation loc) {
   TensorView v = param(loc);
-  v.data = grads_[loc.unit].as<float>() + offsets_[loc.unit][loc.param];
+  v.data = grads_[loc.unit].as<char>() + offsets_[loc.unit][loc.param] * static_cast<int64_t>(DTypeSize(v.dtype));
   return v;
 }
 

@@ -23,11 +23,18 @@ namespace zeroshard {
 class ResidentModel {
  public:
   // Allocates zeroed parameters and gradients on ctx.kernels.device.
-  // kUnimplemented unless ctx.compute_dtype is f32; errors of Model::Validate.
+  // kInvalidArgument unless ctx.compute_dtype is f32, bf16 or f16; errors of
+  // Model::Validate.
   static absl::StatusOr<ResidentModel> Create(const Model* model, const ComputeContext& ctx);
 
-  // Every parameter = InitParam(spec, seed).
+  // Every parameter = InitParam(spec, seed), rounded to the compute dtype.
   absl::Status InitParams(uint64_t seed);
+  // Sets every parameter from f32 host values, in the order of
+  // CopyParamsToHost (units in order, each unit's flat buffer).
+  absl::Status SetParamsFromHost(const std::vector<float>& values);
+  // All parameters / gradients widened to f32, units in order.
+  absl::StatusOr<std::vector<float>> CopyParamsToHost();
+  absl::StatusOr<std::vector<float>> CopyGradsToHost();
   absl::Status ZeroGrads();
 
   // Mean loss of the batch (forward only; nothing kept).
@@ -39,7 +46,7 @@ class ResidentModel {
   const Model& model() const { return *model_; }
   const ComputeContext& ctx() const { return ctx_; }
   int num_units() const { return static_cast<int>(params_.size()); }
-  // Flat f32 buffers of unit u (numel = sum of its params' numel).
+  // Flat buffers of unit u in the compute dtype (numel = sum of its params' numel).
   Buffer& unit_params(int u) { return params_[u]; }
   Buffer& unit_grads(int u) { return grads_[u]; }
   // Views of one parameter / its gradient, located by Model::FindParam.
@@ -51,6 +58,7 @@ class ResidentModel {
   // Owned params of unit u followed by its borrowed params.
   std::vector<TensorView> UnitViews(int u, bool grads);
   absl::StatusOr<float> Run(const TokenBatch& batch, bool backward, float dloss);
+  absl::StatusOr<std::vector<float>> CopyToHost(std::vector<Buffer>& buffers);
 
   const Model* model_ = nullptr;
   ComputeContext ctx_;
