@@ -45,7 +45,7 @@ struct SaveOptions {
   // After committing, delete all but the newest keep_last steps (0: keep all).
   int keep_last = 0;
   // The dynamic loss scaler's state (f16); leave empty without a scaler.
-  LossScalerState loss_scaler;
+  CheckpointLossScaler loss_scaler;
   // Test-only: called on every rank at "before_shard_file",
   // "after_shard_file" and, on rank 0, "before_commit" (the manifest is
   // written, the directory not yet renamed). A test kills the process here.
@@ -77,7 +77,7 @@ struct LoadedCheckpoint {
   int saved_dp = 0;              // dp of the saving job; != engine dp means resharded
   TrainConfig config;            // the saving run's config
   DataPosition data;
-  LossScalerState loss_scaler;   // as saved (fields unset without a scaler)
+  CheckpointLossScaler loss_scaler;   // as saved (fields unset without a scaler)
   uint64_t seed = 0;
 };
 

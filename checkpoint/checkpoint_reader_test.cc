@@ -1,0 +1,156 @@
+// The reader against checkpoints written by the offline writer: every range
+// at every dp, and corruption: every single-byte flip of every shard file
+// and of the manifest is caught, naming the file (and the tensor when the
+// byte is tensor data).
+#include "checkpoint/checkpoint_reader.h"
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/testing/checkpoint_fixture.h"
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+using testing::FixtureManifest;
+using testing::FlatValues;
+
+struct Written {
+  std::string root, dir;
+  CheckpointManifest manifest;
+  FlatValues values;
+};
+
+Written Write(const std::string& name, int dp) {
+  Written w;
+  w.root = testing::FreshTempDir(name);
+  w.manifest = FixtureManifest(dp, 9);
+  w.values = testing::RandomFlatValues(w.manifest, std::random_device{}());
+  absl::StatusOr<std::string> dir = testing::WriteFixture(w.root, w.manifest, w.values);
+  EXPECT_TRUE(dir.ok()) << dir.status();
+  if (dir.ok()) w.dir = *dir;
+  return w;
+}
+
+// In place, without fsync: thousands of flips must stay fast.
+void FlipByte(const std::string& path, int64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  f.seekg(offset);
+  char c = 0;
+  f.read(&c, 1);
+  c ^= 0x01;
+  f.seekp(offset);
+  f.write(&c, 1);
+}
+
+TEST(CheckpointReaderTest, ReadsEveryRangeAtEveryDp) {
+  for (int dp : {1, 2, 3, 4}) {
+    Written w = Write(absl::StrCat("reader_ranges_", dp), dp);
+    absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(w.root);  // follows latest
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    EXPECT_EQ(reader->dir(), w.dir);
+    EXPECT_EQ(reader->dp(), dp);
+    for (int u = 0; u < 4; ++u) {
+      const int64_t n = w.manifest.units(u).numel();
+      for (int k = 0; k < 3; ++k) {
+        const std::string kind = w.manifest.kinds(k);
+        for (int64_t begin = 0; begin <= n; begin += 3) {
+          for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, n - begin}) {
+            if (begin + count > n) continue;
+            std::vector<float> out(static_cast<size_t>(count), std::nanf(""));
+            ASSERT_TRUE(reader->ReadFlat(u, kind, begin, count, out.data()).ok());
+            EXPECT_EQ(out, std::vector<float>(w.values[u][k].begin() + begin, w.values[u][k].begin() + begin + count))
+                << "dp " << dp << " unit " << u << " kind " << kind << " [" << begin << ", +" << count << ")";
+          }
+        }
+      }
+    }
+    // Padding reads as zeros; past the padded size is an error.
+    const int64_t padded = reader->layouts()[1].padded_numel();
+    std::vector<float> pad(static_cast<size_t>(padded - 30), std::nanf(""));
+    ASSERT_TRUE(reader->ReadFlat(1, "master", 30, padded - 30, pad.data()).ok());
+    for (float x : pad) EXPECT_EQ(x, 0.0f);
+    float x;
+    EXPECT_EQ(reader->ReadFlat(1, "master", padded, 1, &x).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(reader->ReadFlat(1, "momentum", 0, 1, &x).code(), absl::StatusCode::kNotFound);
+    absl::StatusOr<std::vector<float>> bias = reader->ReadParam(1, 1, "exp_avg_sq");
+    ASSERT_TRUE(bias.ok());
+    EXPECT_EQ(*bias, std::vector<float>(w.values[1][2].begin() + 24, w.values[1][2].end()));
+    for (int r = 0; r < dp; ++r) EXPECT_TRUE(reader->VerifyFile(r).ok()) << reader->VerifyFile(r);
+  }
+}
+
+TEST(CheckpointReaderTest, EverySingleByteFlipOfAShardFileIsCaught) {
+  Written w = Write("reader_flip", 2);
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(w.dir);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  int checked = 0;
+  for (int r = 0; r < 2; ++r) {
+    const CheckpointFile& f = reader->manifest().files(r);
+    const std::string path = JoinPath(w.dir, f.path());
+    const int64_t size = *FileSize(path);
+    const int64_t data_begin = 8 + f.header_bytes();
+    for (int64_t i = 0; i < size; ++i) {
+      FlipByte(path, i);
+      absl::Status s = reader->VerifyFile(r);
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << "byte " << i << " of " << path << ": " << s;
+      EXPECT_NE(s.message().find(path), std::string::npos) << s;
+      if (i >= data_begin) {
+        // The tensor holding the byte is named.
+        for (const CheckpointTensor& t : f.tensors()) {
+          if (i - data_begin >= t.data_begin() && i - data_begin < t.data_end()) {
+            EXPECT_NE(s.message().find(absl::StrCat("tensor '", t.name(), "'")), std::string::npos) << s;
+          }
+        }
+      }
+      FlipByte(path, i);
+      ++checked;
+    }
+    EXPECT_TRUE(reader->VerifyFile(r).ok());
+  }
+  EXPECT_GT(checked, 1000);
+}
+
+TEST(CheckpointReaderTest, EverySingleByteFlipOfTheManifestIsCaught) {
+  Written w = Write("reader_manifest_flip", 3);
+  const std::string path = JoinPath(w.dir, kManifestFileName);
+  const int64_t size = *FileSize(path);
+  for (int64_t i = 0; i < size; ++i) {
+    FlipByte(path, i);
+    absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(w.dir);
+    ASSERT_FALSE(reader.ok()) << "byte " << i;
+    EXPECT_EQ(reader.status().code(), absl::StatusCode::kDataLoss) << "byte " << i << ": " << reader.status();
+    EXPECT_NE(reader.status().message().find(path), std::string::npos) << reader.status();
+    FlipByte(path, i);
+  }
+  EXPECT_TRUE(CheckpointReader::Open(w.dir).ok());
+}
+
+TEST(CheckpointReaderTest, TruncatedAndMissingFiles) {
+  Written w = Write("reader_truncated", 2);
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(w.dir);
+  ASSERT_TRUE(reader.ok());
+  const std::string path1 = JoinPath(w.dir, "rank_00001.safetensors");
+  std::string bytes = *ReadFileToString(path1);
+  ASSERT_TRUE(WriteFileDurably(path1, {absl::string_view(bytes).substr(0, bytes.size() - 5)}).ok());
+  absl::Status s = reader->VerifyFile(1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), absl::StrCat("'", path1, "' has ", bytes.size() - 5, " bytes, the manifest says ",
+                                      bytes.size(), " (truncated)"));
+  std::vector<float> out(64);
+  EXPECT_EQ(reader->ReadFlat(0, "master", 0, 64, out.data()).code(), absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(RemoveTree(JoinPath(w.dir, "rank_00000.safetensors")).ok());
+  s = reader->VerifyFile(0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("shard file of dp rank 0 is missing"), std::string::npos) << s;
+  EXPECT_EQ(CheckpointReader::Open(JoinPath(w.root, "nope")).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace zeroshard
