@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "nn/resident_model.h"
 #include "nn/testing/gpt2_reference.h"
@@ -188,6 +189,64 @@ TEST_F(Gpt2GradientTest, ActivationsAreTrackedAndReleased) {
   EXPECT_EQ(tracker_.Usage(MemoryCategory::kActivations).current, 0);
   EXPECT_EQ(tracker_.Usage(MemoryCategory::kWorkspace).current, 0);
   EXPECT_EQ(tracker_.Usage(MemoryCategory::kParams).current, model_->num_params() * 4);
+}
+
+// Saved activations are self-contained: poisoning every unit's input and
+// output after Forward changes no gradient bit.
+TEST_F(Gpt2GradientTest, BackwardReadsNeitherForwardInputNorOutput) {
+  ASSERT_TRUE(rm_->ForwardBackward(Batch(), 1.0f).ok());
+  std::vector<float> reference = rm_->CopyGradsToHost().value();
+  ASSERT_TRUE(rm_->ZeroGrads().ok());
+
+  const TokenBatch batch = Batch();
+  const int n = static_cast<int>(model_->units.size());
+  std::vector<std::unique_ptr<SavedActivations>> saved(n);
+  std::vector<Buffer> outs(n);
+  auto views = [&](int u, bool grads) {
+    std::vector<TensorView> v;
+    for (int i = 0; i < static_cast<int>(model_->units[u]->params().size()); ++i) {
+      v.push_back(grads ? rm_->grad({u, i}) : rm_->param({u, i}));
+    }
+    for (const std::string& b : model_->units[u]->borrowed_params()) {
+      auto loc = model_->FindParam(b).value();
+      v.push_back(grads ? rm_->grad(loc) : rm_->param(loc));
+    }
+    return v;
+  };
+  auto poison = [](Buffer& b) {
+    for (int64_t i = 0; i < b.numel(); ++i) b.as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+  };
+  for (int u = 0; u < n; ++u) {
+    TensorView in;
+    if (u > 0) in = ViewOf(outs[u - 1], {kB, kT, cfg_.n_embd});
+    ASSERT_TRUE(model_->units[u]->Forward(ctx_, views(u, false), batch, in, &outs[u], &saved[u]).ok());
+    if (u > 0) poison(outs[u - 1]);
+  }
+  Buffer grad = Buffer::Allocate(nullptr, MemoryCategory::kActivations, Device::kCpu, DType::kF32, 1).value();
+  grad.as<float>()[0] = 1.0f;
+  poison(outs[n - 1]);
+  std::vector<int64_t> shape = {1};
+  for (int u = n - 1; u >= 0; --u) {
+    Buffer grad_in;
+    ASSERT_TRUE(model_->units[u]->Backward(ctx_, views(u, false), views(u, true), batch, *saved[u],
+                                           ViewOf(grad, shape), &grad_in).ok());
+    grad = std::move(grad_in);
+    shape = {kB, kT, cfg_.n_embd};
+  }
+  EXPECT_TRUE(grad.empty());  // the first unit writes no input gradient
+  const std::vector<float> got = rm_->CopyGradsToHost().value();
+  ASSERT_EQ(got.size(), reference.size());
+  EXPECT_EQ(std::memcmp(got.data(), reference.data(), got.size() * sizeof(float)), 0);
+}
+
+TEST_F(Gpt2GradientTest, WrongParameterCountIsInvalidArgument) {
+  Buffer out;
+  std::unique_ptr<SavedActivations> saved;
+  std::vector<TensorView> too_few = {rm_->param({3, 0}), rm_->param({3, 1})};
+  Buffer x = Buffer::Allocate(nullptr, MemoryCategory::kActivations, Device::kCpu, DType::kF32, kB * kT * 16).value();
+  absl::Status s = model_->units[3]->Forward(ctx_, too_few, Batch(), ViewOf(x, {kB, kT, 16}), &out, &saved);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "head: got 2 parameter (ln_f.weight, ln_f.bias, wte.weight) views, expected 3");
 }
 
 TEST(Gpt2InitTest, InitialLossIsNearLnVocab) {

@@ -9,6 +9,10 @@
 //
 // Shape legend: B batch (micro-batch rows), T sequence length, C channels,
 // V vocabulary size.
+//
+// On CUDA, units queue their kernels on ctx.kernels.cuda_stream and return
+// without waiting, with one exception: the last unit's Backward reads
+// grad_out on the host, after waiting for the device (nn/device_sync.h).
 #ifndef ZEROSHARD_NN_UNIT_H_
 #define ZEROSHARD_NN_UNIT_H_
 
