@@ -1,6 +1,7 @@
 // KernelContext: where and how a kernel runs, passed first to every kernel.
 //
-// CPU kernels use `num_threads` OpenMP threads (<= 0 means CpuThreads()).
+// CPU kernels run their loops on up to `num_threads` threads of the kernel
+// thread pool (<= 0 means CpuThreads()).
 // OpenBLAS has one process-wide thread count, set by SetCpuThreads(); GEMM
 // and the kernels built on it (Linear, Attention) use that one.
 //
@@ -23,7 +24,7 @@ inline constexpr size_t kMinCudaWorkspaceBytes = size_t{1} << 20;
 
 struct KernelContext {
   Device device = Device::kCpu;
-  int num_threads = 0;              // CPU: OpenMP threads for loops; <= 0 -> CpuThreads().
+  int num_threads = 0;              // CPU: threads for loops; <= 0 -> CpuThreads().
   void* cuda_stream = nullptr;      // cudaStream_t
   void* cublas_handle = nullptr;    // cublasHandle_t, bound to cuda_stream by the kernels.
   void* cuda_workspace = nullptr;   // device scratch for reductions
