@@ -26,9 +26,15 @@ namespace zeroshard {
 namespace {
 
 constexpr int kMaxTag = 32767;  // the MPI standard's minimum MPI_TAG_UB
-// How long the progress thread leaves a fresh operation to a caller that may
-// be about to Wait on it (and run it inline).
+// Scheduling of the progress thread (see ProgressLoop).
+// A fresh operation is left this long to a caller that may be about to Wait
+// on it (and run it inline).
 constexpr absl::Duration kInlineGrace = absl::Microseconds(20);
+// While the communicator is active, the idle progress thread looks at the
+// queue this often without being signalled...
+constexpr absl::Duration kIdleTick = absl::Milliseconds(1);
+// ...and after this long without an issue it sleeps until signalled.
+constexpr absl::Duration kActiveWindow = absl::Milliseconds(100);
 
 // f32 staging for f16/bf16 reductions, reused across operations (it only
 // grows) and accounted as kCommBuffers. Progress thread only.
@@ -309,7 +315,7 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
     task.fingerprint = fp;
     stats_.Record(fp.op, size_, bytes_per_rank, is_root);
     auto work = std::make_unique<AsyncWork>(task.state);
-    queue_.push_back(std::move(task));
+    Enqueue(std::move(task));
     return work;
   }
 
@@ -324,53 +330,72 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
     absl::MutexLock lock(&mu_);
     stats_.Record(op, size_, bytes, false);
     auto work = std::make_unique<AsyncWork>(task.state);
-    queue_.push_back(std::move(task));
+    Enqueue(std::move(task));
     return work;
+  }
+
+  // Queues `task` and decides whether to signal the progress thread. A lone
+  // operation is not signalled: its caller usually waits at once and runs it
+  // inline (no hand-off, no extra runnable thread on a busy host); if the
+  // caller computes instead, the progress thread's next tick (<= kIdleTick)
+  // starts it. A second queued operation, or a progress thread in deep sleep,
+  // is signalled at once.
+  void Enqueue(Task task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!queue_.empty() || deep_sleep_) wake_ = true;
+    last_issue_ = task.issued;
+    queue_.push_back(std::move(task));
   }
 
   // The executor token (executing_) makes one thread at a time run tasks,
   // poll requests and touch the progress-owned state below: the progress
   // thread, or a caller inside Work::Wait (HelpUntilDone).
-  bool CanRunOrStop() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !executing_ && (!queue_.empty() || pending_count_ > 0 || stop_);
+  bool Signalled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !executing_ && (wake_ || stop_ || pending_count_ > 0);
   }
-  bool CanRun() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !executing_ && !queue_.empty(); }
+  bool SignalledIgnoringPending() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !executing_ && (wake_ || stop_);
+  }
 
   void ProgressLoop() {
-    // Short timed waits (the grace period, p2p polling) should not be
-    // stretched by the default 50 µs timer slack.
+    // Short timed waits (ticks, p2p polling) should not be stretched by the
+    // default 50 µs timer slack.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     absl::Duration pause = absl::Microseconds(1);
     while (true) {
       std::optional<Task> task;
       {
         absl::MutexLock lock(&mu_);
-        if (pending_count_ == 0) {
-          mu_.Await(absl::Condition(this, &MpiCommunicator::CanRunOrStop));
-        } else {
-          // Requests in flight: poll them with a growing pause, wake early for new work.
-          mu_.AwaitWithTimeout(absl::Condition(this, &MpiCommunicator::CanRun), pause);
-          if (executing_) continue;
+        bool signalled = wake_ && !executing_;
+        if (queue_.empty() || executing_) {
+          if (pending_count_ > 0) {
+            // Requests in flight: poll them with a growing pause.
+            signalled = mu_.AwaitWithTimeout(
+                absl::Condition(this, &MpiCommunicator::SignalledIgnoringPending), pause);
+          } else if (absl::Now() - last_issue_ < kActiveWindow) {
+            signalled = mu_.AwaitWithTimeout(absl::Condition(this, &MpiCommunicator::Signalled), kIdleTick);
+          } else {
+            deep_sleep_ = true;
+            mu_.Await(absl::Condition(this, &MpiCommunicator::Signalled));
+            deep_sleep_ = false;
+            signalled = true;
+          }
         }
-        // Leave a just-issued operation to its caller for kInlineGrace: if
-        // the caller waits at once, it runs the operation itself (no
-        // hand-off); if it computes instead, the operation starts after the
-        // grace period.
-        if (!queue_.empty() && !stop_) {
+        if (executing_) continue;
+        wake_ = false;
+        if (stop_ && queue_.empty() && pending_count_ == 0) return;
+        // On a tick, leave a fresh operation to its caller for kInlineGrace.
+        bool take = !queue_.empty();
+        if (take && !signalled && !stop_) {
           const absl::Duration age = absl::Now() - queue_.front().issued;
           if (age < kInlineGrace) {
-            // Yield rather than sleep: a timed sleep overshoots by far more
-            // than the grace period on a busy host.
-            mu_.Unlock();
-            const absl::Time until = absl::Now() + (kInlineGrace - age);
-            while (absl::Now() < until) sched_yield();
-            mu_.Lock();
+            mu_.AwaitWithTimeout(absl::Condition(this, &MpiCommunicator::SignalledIgnoringPending),
+                                 kInlineGrace - age);
             continue;
           }
         }
-        if (stop_ && queue_.empty() && pending_count_ == 0) return;
+        if (!take && pending_count_ == 0) continue;
         executing_ = true;
-        if (!queue_.empty()) {
+        if (take) {
           task = std::move(queue_.front());
           queue_.pop_front();
         }
@@ -473,6 +498,9 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
   int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   CommStats stats_ ABSL_GUARDED_BY(mu_);
   bool executing_ ABSL_GUARDED_BY(mu_) = false;  // the executor token
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;       // the progress thread is wanted now
+  bool deep_sleep_ ABSL_GUARDED_BY(mu_) = false;  // it waits without ticks
+  absl::Time last_issue_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   size_t pending_count_ ABSL_GUARDED_BY(mu_) = 0;  // pending_.size()
 
   // Touched only by the holder of the executor token.
