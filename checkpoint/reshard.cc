@@ -1,0 +1,19 @@
+#include "checkpoint/reshard.h"
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/offline_writer.h"
+
+namespace zeroshard {
+
+absl::StatusOr<std::string> ReshardCheckpoint(const CheckpointReader& reader, const std::string& out_root, int dp) {
+  if (dp < 1) return absl::InvalidArgumentError(absl::StrCat("--dp ", dp, " must be >= 1"));
+  CheckpointManifest m = reader.manifest();
+  m.mutable_topology()->set_dp(dp);
+  m.set_producer("zeroshard ckpt reshard");
+  const std::vector<std::string> kinds(m.kinds().begin(), m.kinds().end());
+  return WriteCheckpointOffline(out_root, std::move(m), [&](int u, int k, int64_t begin, int64_t count, float* out) {
+    return reader.ReadFlat(u, kinds[k], begin, count, out);
+  });
+}
+
+}  // namespace zeroshard
