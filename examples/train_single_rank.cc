@@ -16,6 +16,7 @@
 #include "examples/train_single_rank_loop.h"
 
 ABSL_FLAG(std::string, data, "", "llm.c token file; empty: generate an English-like byte corpus");
+ABSL_FLAG(bool, raw_u16, false, "--data is a raw uint16 file (nanoGPT .bin) instead of llm.c's format");
 ABSL_FLAG(int64_t, corpus_bytes, 1000000, "size of the generated corpus when --data is empty");
 ABSL_FLAG(int, vocab_size, 256, "vocabulary size (256 for byte tokens)");
 ABSL_FLAG(int, n_layer, 4, "GPT-2 layers");
@@ -41,7 +42,9 @@ int main(int argc, char** argv) {
     dataset = zeroshard::TokenDataset::FromTokens(zeroshard::BytesToTokens(text), absl::GetFlag(FLAGS_vocab_size),
                                                   "generated corpus");
   } else {
-    dataset = zeroshard::TokenDataset::Open(absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_vocab_size));
+    dataset = zeroshard::TokenDataset::Open(
+        absl::GetFlag(FLAGS_data), absl::GetFlag(FLAGS_vocab_size),
+        absl::GetFlag(FLAGS_raw_u16) ? zeroshard::TokenFileFormat::kRawU16 : zeroshard::TokenFileFormat::kLlmc);
   }
   if (!dataset.ok()) {
     std::fprintf(stderr, "train_single_rank: %s\n", dataset.status().ToString().c_str());
