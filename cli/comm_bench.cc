@@ -189,8 +189,10 @@ absl::Status RunOurs(Communicator& comm, BenchOp op, void* in, void* out, int64_
 // ---- measurement -----------------------------------------------------------
 
 struct Timing {
-  double ours_us = 0;
+  double ours_us = 0;  // medians
   double raw_us = 0;
+  double ours_min_us = 0;  // fastest iterations: the layer's own cost, without the host's scheduling noise
+  double raw_min_us = 0;
 };
 
 double Median(std::vector<double> v) {
@@ -276,7 +278,8 @@ absl::StatusOr<Timing> TimeOp(Communicator& ours, RawCollectives& raw, BenchOp o
   }
   MPI_Allreduce(MPI_IN_PLACE, ours_us.data(), iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, raw_us.data(), iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return Timing{Median(ours_us), Median(raw_us)};
+  return Timing{Median(ours_us), Median(raw_us), *std::min_element(ours_us.begin(), ours_us.end()),
+                *std::min_element(raw_us.begin(), raw_us.end())};
 }
 
 std::string GbPerS(double bytes, double us) { return absl::StrFormat("%7.3f", bytes / (us * 1e3)); }
@@ -326,7 +329,8 @@ absl::Status Bench(const CommBenchOptions& o, int world_rank, int world_size) {
                 " iters %d, warmup %d\n",
                 o.backend.c_str(), o.group.c_str(), n, world_size, shape.dp, shape.tp, shape.pp,
                 DTypeName(o.dtype), o.iters, o.warmup);
-    std::printf("# time: median over iterations of the slowest rank (us); bandwidth in GB/s; raw = direct %s calls\n",
+    std::printf("# time: median over iterations of the slowest rank (us); bandwidth in GB/s; raw = direct %s calls;\n"
+                "# min o/r: ratio of the fastest iterations (the layer's cost without scheduling noise)\n",
                 nccl ? "NCCL" : "MPI");
   }
   for (BenchOp op : o.ops) {
@@ -334,18 +338,19 @@ absl::Status Bench(const CommBenchOptions& o, int world_rank, int world_size) {
       std::printf("#\n# %s%s, busbw = algbw x %.4f\n", BenchOpName(op),
                   op == BenchOp::kBroadcast ? " (root 0)" : op == BenchOp::kAllGather ? "" : " (sum)",
                   BusBandwidthFactor(op, n));
-      std::printf("# %12s %12s | %10s %8s %8s | %10s %8s %8s | %9s\n", "size(B)", "count", "ours(us)", "algbw",
-                  "busbw", "raw(us)", "algbw", "busbw", "ours/raw");
+      std::printf("# %12s %12s | %10s %8s %8s | %10s %8s %8s | %9s %9s\n", "size(B)", "count", "ours(us)", "algbw",
+                  "busbw", "raw(us)", "algbw", "busbw", "ours/raw", "min o/r");
     }
     for (int64_t bytes : BenchSizes(o, n)) {
       const int64_t count = ElemCountPerRank(op, bytes, n, elem);
       ASSIGN_OR_RETURN(Timing t, TimeOp(*ours, *raw, op, count, o.dtype, bytes / elem, device, o.iters, o.warmup));
       if (print) {
         const double bus = BusBandwidthFactor(op, n);
-        std::printf("  %12lld %12lld | %10.1f %8s %8s | %10.1f %8s %8s | %9.3f\n", static_cast<long long>(bytes),
-                    static_cast<long long>(bytes / elem), t.ours_us, GbPerS(bytes, t.ours_us).c_str(),
-                    GbPerS(bytes * bus, t.ours_us).c_str(), t.raw_us, GbPerS(bytes, t.raw_us).c_str(),
-                    GbPerS(bytes * bus, t.raw_us).c_str(), t.ours_us / t.raw_us);
+        std::printf("  %12lld %12lld | %10.1f %8s %8s | %10.1f %8s %8s | %9.3f %9.3f\n",
+                    static_cast<long long>(bytes), static_cast<long long>(bytes / elem), t.ours_us,
+                    GbPerS(bytes, t.ours_us).c_str(), GbPerS(bytes * bus, t.ours_us).c_str(), t.raw_us,
+                    GbPerS(bytes, t.raw_us).c_str(), GbPerS(bytes * bus, t.raw_us).c_str(), t.ours_us / t.raw_us,
+                    t.ours_min_us / t.raw_min_us);
       }
     }
     std::fflush(stdout);
@@ -354,8 +359,9 @@ absl::Status Bench(const CommBenchOptions& o, int world_rank, int world_size) {
   const int lat_iters = std::max(10 * o.iters, 100);
   ASSIGN_OR_RETURN(Timing lat, TimeOp(*ours, *raw, BenchOp::kAllReduce, 1, o.dtype, 1, device, lat_iters, o.warmup));
   if (print) {
-    std::printf("#\n# one-element all_reduce latency (%d iters): ours %.1f us, raw %.1f us, ours/raw %.3f\n",
-                lat_iters, lat.ours_us, lat.raw_us, lat.ours_us / lat.raw_us);
+    std::printf("#\n# one-element all_reduce latency (%d iters): ours %.1f us, raw %.1f us, ours/raw %.3f"
+                " (min: ours %.1f us, raw %.1f us)\n",
+                lat_iters, lat.ours_us, lat.raw_us, lat.ours_us / lat.raw_us, lat.ours_min_us, lat.raw_min_us);
     std::fflush(stdout);
   }
   raw.reset();

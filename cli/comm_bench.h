@@ -9,7 +9,9 @@
 // (all_gather, reduce_scatter), 1 (broadcast). Time is the median over
 // iterations of the slowest rank's time for that iteration; every iteration
 // starts after a barrier, and ours/raw iterations alternate so drift in the
-// machine's load hits both alike.
+// machine's load hits both alike. A second ratio compares the fastest
+// iterations: on a shared, oversubscribed host the medians of large messages
+// swing with preemption, while the minima show the layer's own cost.
 #ifndef ZEROSHARD_CLI_COMM_BENCH_H_
 #define ZEROSHARD_CLI_COMM_BENCH_H_
 

@@ -16,9 +16,9 @@ for op in all_reduce all_gather reduce_scatter broadcast; do
   grep -q "^# $op" "$out" || fail "no table for $op"
 done
 # 8, 32, 128 bytes per op: 3 rows x 4 ops, each ending in a ratio.
-rows=$(grep -cE '^ +[0-9]+ +[0-9]+ \| .* \| +[0-9]+\.[0-9]{3}$' "$out")
+rows=$(grep -cE '^ +[0-9]+ +[0-9]+ \| .* \| +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3}$' "$out")
 [ "$rows" -eq 12 ] || fail "expected 12 table rows, found $rows"
-grep -qE '^# one-element all_reduce latency \([0-9]+ iters\): ours [0-9.]+ us, raw [0-9.]+ us, ours/raw [0-9.]+$' "$out" ||
+grep -qE '^# one-element all_reduce latency \([0-9]+ iters\): ours [0-9.]+ us, raw [0-9.]+ us, ours/raw [0-9.]+ \(min: ours [0-9.]+ us, raw [0-9.]+ us\)$' "$out" ||
   fail "no latency line"
 # Bad usage exits 2 without starting MPI.
 "$bench" --backend=gloo >/dev/null 2>&1
