@@ -1,9 +1,14 @@
 #include "data/token_file.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,12 +20,46 @@ namespace {
 // Token files are little-endian; this engine only builds for little-endian hosts.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token files are little-endian");
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open token file ", path));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading token file ", path));
-  return bytes;
+// A read-only mapping of a whole file, unmapped when the last owner goes.
+struct MappedFile {
+  std::shared_ptr<const void> owner;
+  const char* data = nullptr;
+  int64_t size = 0;
+};
+
+absl::StatusOr<MappedFile> MapWholeFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open token file ", path, ": ", std::strerror(errno)));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("cannot stat token file ", path, ": ", std::strerror(err)));
+  }
+  MappedFile f;
+  f.size = static_cast<int64_t>(st.st_size);
+  if (f.size == 0) {
+    ::close(fd);
+    return f;
+  }
+  void* p = ::mmap(nullptr, static_cast<size_t>(f.size), PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping stays valid
+  if (p == MAP_FAILED) return absl::InternalError(absl::StrCat("cannot map token file ", path, ": ", std::strerror(err)));
+  const size_t size = static_cast<size_t>(f.size);
+  f.owner = std::shared_ptr<const void>(p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
+  f.data = static_cast<const char*>(p);
+  return f;
+}
+
+absl::Status CheckTokens(const uint16_t* tokens, int64_t n, int vocab_size, const std::string& source) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[i] >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": token ", tokens[i], " at position ", i,
+                                                     " is >= vocab_size ", vocab_size));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckVocab(int vocab_size) {
@@ -36,14 +75,12 @@ absl::Status CheckVocab(int vocab_size) {
 absl::StatusOr<TokenDataset> TokenDataset::FromTokens(std::vector<uint16_t> tokens, int vocab_size,
                                                       const std::string& source) {
   RETURN_IF_ERROR(CheckVocab(vocab_size));
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] >= vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": token ", tokens[i], " at position ", i,
-                                                     " is >= vocab_size ", vocab_size));
-    }
-  }
+  RETURN_IF_ERROR(CheckTokens(tokens.data(), static_cast<int64_t>(tokens.size()), vocab_size, source));
+  auto owned = std::make_shared<const std::vector<uint16_t>>(std::move(tokens));
   TokenDataset ds;
-  ds.tokens_ = std::move(tokens);
+  ds.data_ = owned->data();
+  ds.num_tokens_ = static_cast<int64_t>(owned->size());
+  ds.owner_ = std::move(owned);
   ds.vocab_size_ = vocab_size;
   ds.source_ = source;
   return ds;
@@ -51,8 +88,8 @@ absl::StatusOr<TokenDataset> TokenDataset::FromTokens(std::vector<uint16_t> toke
 
 absl::StatusOr<TokenDataset> TokenDataset::Open(const std::string& path, int vocab_size, TokenFileFormat format) {
   RETURN_IF_ERROR(CheckVocab(vocab_size));
-  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
-  const int64_t size = static_cast<int64_t>(bytes.size());
+  ASSIGN_OR_RETURN(MappedFile file, MapWholeFile(path));
+  const int64_t size = file.size;
   int64_t offset = 0;
   int64_t count = 0;
   if (format == TokenFileFormat::kLlmc) {
@@ -62,7 +99,7 @@ absl::StatusOr<TokenDataset> TokenDataset::Open(const std::string& path, int voc
                                               "-byte header"));
     }
     int32_t header[3];
-    std::memcpy(header, bytes.data(), sizeof(header));
+    std::memcpy(header, file.data, sizeof(header));
     if (header[0] != kLlmcTokenMagic) {
       return absl::DataLossError(absl::StrCat(path, ": bad magic ", header[0], ", expected ", kLlmcTokenMagic,
                                               " (llm.c token file); raw uint16 files need TokenFileFormat::kRawU16"));
@@ -92,9 +129,17 @@ absl::StatusOr<TokenDataset> TokenDataset::Open(const std::string& path, int voc
     }
     count = size / 2;
   }
-  std::vector<uint16_t> tokens(static_cast<size_t>(count));
-  if (count > 0) std::memcpy(tokens.data(), bytes.data() + offset, static_cast<size_t>(2 * count));
-  return FromTokens(std::move(tokens), vocab_size, path);
+  // The token area starts at byte 0 or 1024 of a page-aligned mapping, so it
+  // is suitably aligned for uint16_t.
+  const uint16_t* tokens = count > 0 ? reinterpret_cast<const uint16_t*>(file.data + offset) : nullptr;
+  RETURN_IF_ERROR(CheckTokens(tokens, count, vocab_size, path));
+  TokenDataset ds;
+  ds.owner_ = std::move(file.owner);
+  ds.data_ = tokens;
+  ds.num_tokens_ = count;
+  ds.vocab_size_ = vocab_size;
+  ds.source_ = path;
+  return ds;
 }
 
 absl::Status WriteLlmcTokenFile(const std::string& path, absl::Span<const uint16_t> tokens) {

@@ -9,6 +9,7 @@
 #define ZEROSHARD_DATA_TOKEN_FILE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,10 @@ inline constexpr int64_t kLlmcHeaderBytes = kLlmcHeaderInts * 4;
 
 enum class TokenFileFormat { kLlmc, kRawU16 };
 
-// An immutable sequence of token ids, every one < vocab_size. Cheap to move;
-// thread-compatible (const methods may be called concurrently).
+// An immutable sequence of token ids, every one < vocab_size. Files are
+// memory-mapped read-only (a multi-GB corpus costs page cache, not heap);
+// every token is validated once by Open. Cheap to move and to copy (copies
+// share the mapping); const methods may be called concurrently.
 class TokenDataset {
  public:
   // Reads `path` in `format`. Errors:
@@ -42,13 +45,16 @@ class TokenDataset {
   static absl::StatusOr<TokenDataset> FromTokens(std::vector<uint16_t> tokens, int vocab_size,
                                                  const std::string& source = "<memory>");
 
-  int64_t num_tokens() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t num_tokens() const { return num_tokens_; }
   int vocab_size() const { return vocab_size_; }
-  absl::Span<const uint16_t> tokens() const { return tokens_; }
+  absl::Span<const uint16_t> tokens() const { return absl::MakeConstSpan(data_, static_cast<size_t>(num_tokens_)); }
   const std::string& source() const { return source_; }
 
  private:
-  std::vector<uint16_t> tokens_;
+  // Keeps the tokens alive: a std::vector or a file mapping.
+  std::shared_ptr<const void> owner_;
+  const uint16_t* data_ = nullptr;
+  int64_t num_tokens_ = 0;
   int vocab_size_ = 0;
   std::string source_;
 };

@@ -149,6 +149,28 @@ TEST_F(TokenFileTest, TokenOutsideVocabNamesPositionAndValue) {
   EXPECT_TRUE(TokenDataset::Open(path, 101).ok());
 }
 
+TEST_F(TokenFileTest, CopiesKeepTheMappingAlive) {
+  const auto tokens = RandomTokens(3000, 1000);
+  const std::string path = Path("shared.bin");
+  ASSERT_TRUE(WriteLlmcTokenFile(path, tokens).ok());
+  TokenDataset copy;
+  {
+    auto ds = TokenDataset::Open(path, 1000);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    copy = *ds;
+  }
+  std::remove(path.c_str());  // the mapping outlives the directory entry too
+  EXPECT_EQ(std::vector<uint16_t>(copy.tokens().begin(), copy.tokens().end()), tokens);
+}
+
+TEST_F(TokenFileTest, EmptyRawFileHasNoTokens) {
+  const std::string path = Path("empty.bin");
+  WriteBytes(path, "");
+  auto ds = TokenDataset::Open(path, 256, TokenFileFormat::kRawU16);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->num_tokens(), 0);
+}
+
 TEST_F(TokenFileTest, MissingFileIsNotFound) {
   auto ds = TokenDataset::Open(Path("does_not_exist.bin"), 256);
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kNotFound);

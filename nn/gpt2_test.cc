@@ -74,7 +74,8 @@ TEST(Gpt2Test, InvalidConfigsNameTheField) {
 
 class Gpt2GradientTest : public ::testing::Test {
  protected:
-  static constexpr int64_t kB = 2, kT = 8;
+  // T = 6 < seq_len = 8: wpe rows 6 and 7 must get exactly zero gradient.
+  static constexpr int64_t kB = 2, kT = 6;
   const Gpt2Config cfg_{2, 2, 16, 64, 8};
 
   void SetUp() override {
@@ -114,7 +115,8 @@ class Gpt2GradientTest : public ::testing::Test {
 };
 
 // The whole model against an f64 reference: the loss, and the gradient of
-// every element of every parameter against central finite differences.
+// every element of every parameter against central finite differences
+// (B=2, T=6 of a position table of 8, L=2, NH=2, C=16, V=64).
 // Tolerance |g - fd| <= 1e-5 + 1e-3 |fd| (f32 backward vs exact f64).
 TEST_F(Gpt2GradientTest, EveryParameterGradientMatchesF64FiniteDifferences) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed_);
@@ -144,6 +146,8 @@ TEST_F(Gpt2GradientTest, EveryParameterGradientMatchesF64FiniteDifferences) {
     }
   }
   EXPECT_EQ(checked, 2 + 12 * 2 + 2);
+  const TensorView dwpe = rm_->grad(model_->FindParam("wpe.weight").value());
+  for (int64_t i = kT * cfg_.n_embd; i < dwpe.numel(); ++i) ASSERT_EQ(dwpe.as<float>()[i], 0.0f) << i;
 }
 
 TEST_F(Gpt2GradientTest, GradientsAccumulateAcrossCallsAndScaleWithDloss) {
