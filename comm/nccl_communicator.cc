@@ -8,6 +8,8 @@
 #include <nccl.h>
 
 #include <deque>
+#include <functional>
+#include <vector>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -78,16 +80,35 @@ ncclRedOp_t NcclOp(ReduceOp op) {
   return ncclSum;
 }
 
-// A completion event shared by a Work and the communicator's monitor.
+// Launches the pending batch of Send/Recv (see NcclCommunicator::IssueP2P).
+class P2PFlusher {
+ public:
+  virtual ~P2PFlusher() = default;
+  virtual absl::Status FlushP2P() = 0;
+};
+
+// A completion event shared by a Work and the communicator's monitor. For a
+// point-to-point batch not yet launched, `event` is null and `flusher`
+// launches it.
 struct CompletionEvent {
   cudaEvent_t event = nullptr;
   int device = 0;
   std::string what;
   absl::Time start;
+  P2PFlusher* flusher = nullptr;
+  absl::Status launch_error;
   ~CompletionEvent() {
     if (event) cudaEventDestroy(event);
   }
-  bool Done() const { return cudaEventQuery(event) == cudaSuccess; }
+  bool Done() const { return event != nullptr && cudaEventQuery(event) == cudaSuccess; }
+  // Launches a pending point-to-point batch; its error if that failed.
+  absl::Status EnsureLaunched() {
+    if (event == nullptr && flusher != nullptr) {
+      absl::Status s = flusher->FlushP2P();
+      if (!s.ok()) launch_error = s;
+    }
+    return launch_error;
+  }
 };
 
 class NcclWork : public Work {
@@ -95,10 +116,12 @@ class NcclWork : public Work {
   NcclWork(std::shared_ptr<CompletionEvent> done, ncclComm_t comm) : done_(std::move(done)), comm_(comm) {}
   bool IsCompleted() override {
     cudaSetDevice(done_->device);
+    if (!done_->EnsureLaunched().ok()) return true;
     return done_->Done();
   }
   absl::Status Wait(absl::Duration timeout) override {
     cudaSetDevice(done_->device);
+    if (absl::Status s = done_->EnsureLaunched(); !s.ok()) return s;
     const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
     absl::Duration pause = absl::Microseconds(1);
     while (true) {
@@ -118,14 +141,18 @@ class NcclWork : public Work {
       pause = std::min(pause * 2, absl::Microseconds(200));
     }
   }
-  cudaEvent_t event() const { return done_->event; }
+  // The completion event, launching a pending batch first (null on failure).
+  cudaEvent_t event() {
+    done_->EnsureLaunched().IgnoreError();
+    return done_->event;
+  }
 
  private:
   std::shared_ptr<CompletionEvent> done_;
   ncclComm_t comm_;
 };
 
-class NcclCommunicator : public Communicator {
+class NcclCommunicator : public Communicator, public P2PFlusher {
  public:
   // Collective over `mpi_comm` (owned): creates the NCCL communicator.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(MPI_Comm mpi_comm, const std::string& name,
@@ -136,6 +163,7 @@ class NcclCommunicator : public Communicator {
   }
 
   ~NcclCommunicator() override {
+    FlushP2P().IgnoreError();
     {
       absl::MutexLock lock(&mu_);
       stop_ = true;
@@ -191,24 +219,28 @@ class NcclCommunicator : public Communicator {
       return ncclBroadcast(buf, buf, count, NcclType(dtype), root, comm_, s);
     });
   }
-  // NCCL matches point-to-point by order per peer; `tag` is checked, not used.
+  // NCCL matches point-to-point by order per peer; `tag` is checked, not
+  // used. Sends and receives are batched and launched together inside
+  // ncclGroupStart/End when anything waits on one of them or the next
+  // collective is issued: a ring of Send+Recv (or a send to self) issued as
+  // separate kernels on one stream would deadlock.
   std::unique_ptr<Work> Send(const void* buf, int64_t count, DType dtype, int peer, int tag) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
     if (peer < 0 || peer >= size_) return AsyncWork::Done(BadRank(peer, "peer"));
     if (tag < 0 || tag > 32767) return AsyncWork::Done(BadTag(tag));
-    CollectiveFingerprint fp{0, CommOp::kSend, count, dtype, peer, ReduceOp::kSum};
-    return Issue(fp, count * DTypeSize(dtype), false, [=](cudaStream_t s) {
-      return ncclSend(buf, count, NcclType(dtype), peer, comm_, s);
-    });
+    return IssueP2P(CommOp::kSend,
+                    absl::StrCat("Send(", DTypeName(dtype), ", ", count, ") to rank ", peer, " tag ", tag),
+                    count * DTypeSize(dtype),
+                    [=](cudaStream_t s) { return ncclSend(buf, count, NcclType(dtype), peer, comm_, s); });
   }
   std::unique_ptr<Work> Recv(void* buf, int64_t count, DType dtype, int peer, int tag) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
     if (peer < 0 || peer >= size_) return AsyncWork::Done(BadRank(peer, "peer"));
     if (tag < 0 || tag > 32767) return AsyncWork::Done(BadTag(tag));
-    CollectiveFingerprint fp{0, CommOp::kRecv, count, dtype, peer, ReduceOp::kSum};
-    return Issue(fp, count * DTypeSize(dtype), false, [=](cudaStream_t s) {
-      return ncclRecv(buf, count, NcclType(dtype), peer, comm_, s);
-    });
+    return IssueP2P(CommOp::kRecv,
+                    absl::StrCat("Recv(", DTypeName(dtype), ", ", count, ") from rank ", peer, " tag ", tag),
+                    count * DTypeSize(dtype),
+                    [=](cudaStream_t s) { return ncclRecv(buf, count, NcclType(dtype), peer, comm_, s); });
   }
   std::unique_ptr<Work> Barrier() override {
     CollectiveFingerprint fp{0, CommOp::kBarrier, 0, DType::kF32, -1, ReduceOp::kSum};
@@ -297,7 +329,8 @@ class NcclCommunicator : public Communicator {
       absl::MutexLock lock(&mu_);
       stats_.Record(fp.op, size_, bytes_per_rank, is_root);
     }
-    absl::Status s = CheckIssue(fp);
+    absl::Status s = FlushP2P();
+    if (s.ok()) s = CheckIssue(fp);
     if (!s.ok()) return AsyncWork::Done(s);
     auto done = std::make_shared<CompletionEvent>();
     done->device = device_;
@@ -318,6 +351,59 @@ class NcclCommunicator : public Communicator {
       outstanding_.push_back(done);
     }
     return std::make_unique<NcclWork>(std::move(done), comm_);
+  }
+
+  template <typename Launch>
+  std::unique_ptr<Work> IssueP2P(CommOp op, std::string what, int64_t bytes, Launch launch) {
+    {
+      absl::MutexLock lock(&mu_);
+      stats_.Record(op, size_, bytes, false);
+    }
+    if (!failure_.ok()) {
+      return AsyncWork::Done(absl::FailedPreconditionError(
+          absl::StrCat("communicator ", name_, " is unusable after an earlier failure: ", failure_.message())));
+    }
+    if (p2p_done_ == nullptr) {
+      p2p_done_ = std::make_shared<CompletionEvent>();
+      p2p_done_->device = device_;
+      p2p_done_->what = absl::StrCat(what, " in group ", name_);
+      p2p_done_->flusher = this;
+    }
+    p2p_launches_.push_back(std::move(launch));
+    return std::make_unique<NcclWork>(p2p_done_, comm_);
+  }
+
+  // Launches the pending Send/Recv batch as one NCCL group.
+  absl::Status FlushP2P() override {
+    if (p2p_done_ == nullptr) return absl::OkStatus();
+    std::shared_ptr<CompletionEvent> done = std::move(p2p_done_);
+    std::vector<std::function<ncclResult_t(cudaStream_t)>> launches = std::move(p2p_launches_);
+    p2p_done_ = nullptr;
+    p2p_launches_.clear();
+    done->flusher = nullptr;
+    done->start = absl::Now();
+    absl::Status s = CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
+    if (s.ok()) s = CudaStatus(cudaEventCreateWithFlags(&done->event, cudaEventDisableTiming), "cudaEventCreate");
+    if (s.ok()) s = CudaStatus(cudaEventRecord(ready_, compute_stream_), "cudaEventRecord");
+    if (s.ok()) s = CudaStatus(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+    if (s.ok()) s = NcclStatus(ncclGroupStart(), "ncclGroupStart");
+    if (s.ok()) {
+      for (auto& launch : launches) {
+        absl::Status ls = NcclStatus(launch(stream_), done->what);
+        if (s.ok()) s = ls;
+      }
+      absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+      if (s.ok()) s = end;
+    }
+    if (s.ok()) s = CudaStatus(cudaEventRecord(done->event, stream_), "cudaEventRecord");
+    if (!s.ok()) {
+      failure_ = s;
+      done->launch_error = s;
+      return s;
+    }
+    absl::MutexLock lock(&mu_);
+    outstanding_.push_back(std::move(done));
+    return absl::OkStatus();
   }
 
   // Retires completed operations; aborts the job when the oldest one has run
@@ -353,6 +439,9 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<CollectiveChecker> checker_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;
   absl::Status failure_;  // caller thread only
+  // The Send/Recv batch not yet launched (caller thread only).
+  std::shared_ptr<CompletionEvent> p2p_done_;
+  std::vector<std::function<ncclResult_t(cudaStream_t)>> p2p_launches_;
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -400,8 +489,9 @@ absl::Status SetNcclComputeStream(Communicator& comm, void* cuda_stream) {
 absl::Status WaitOnStream(Work& work, void* cuda_stream) {
   auto* nccl = dynamic_cast<NcclWork*>(&work);
   if (nccl == nullptr) return absl::InvalidArgumentError("WaitOnStream needs a Work from an NCCL communicator");
-  return CudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda_stream), nccl->event(), 0),
-                    "cudaStreamWaitEvent");
+  cudaEvent_t event = nccl->event();
+  if (event == nullptr) return nccl->Wait(absl::ZeroDuration());  // the launch failed: its error
+  return CudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda_stream), event, 0), "cudaStreamWaitEvent");
 }
 
 #endif  // ZEROSHARD_HAS_CUDA

@@ -12,6 +12,9 @@
 //     event; the host does not block. This is what compute should use.
 //   * Work::Wait(timeout): the host polls the completion event (and NCCL's
 //     asynchronous error) until done or `timeout`.
+// Send/Recv are batched and launched as one ncclGroupStart/End group when
+// something waits on one of them or the next collective is issued (separate
+// kernels for a ring of Send+Recv would deadlock).
 // Reductions use NCCL's native f16/bf16/f32/i32 arithmetic (ncclAvg for kAvg);
 // f16/bf16 therefore accumulate in the low-precision type along NCCL's
 // ring/tree: see docs/comm.md for the tolerance the conformance suite uses.
