@@ -1,0 +1,402 @@
+// Sharded checkpoints of the engine under mpirun (one process per rank, MPI
+// backend), GPT-2 tiny:
+//   * resume: 20 steps straight == 10 steps, save, a fresh engine loads and
+//     runs 10 more (losses and weights bitwise), stages 0-3, accumulation
+//     1 and 3; saving every 5 steps changes nothing;
+//   * resharding on load between every pair of dp sizes up to the world size
+//     (weights right after loading equal the saved ones bitwise; training
+//     continues and agrees with the saving dp within f32 rounding);
+//   * offline `reshard` then load == load with resharding (bitwise, after
+//     training on);
+//   * ImportSafetensors of a consolidated file and loading an `import`ed
+//     checkpoint reproduce the weights bitwise;
+//   * errors (missing, corrupt on one rank only, another model) are returned
+//     on every rank with the same code.
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_root.h"
+#include "checkpoint/consolidate.h"
+#include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/import_weights.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/reshard.h"
+#include "comm/mpi_communicator.h"
+#include "comm/process_grid.h"
+#include "engine/engine.h"
+#include "engine/testing/global_batch.h"
+#include "gtest/gtest.h"
+#include "nn/gpt2.h"
+
+namespace zeroshard {
+namespace {
+
+constexpr int kGlobalBatch = 36;
+constexpr uint64_t kSeed = 11;
+
+Gpt2Config Tiny(int n_layer = 2) {
+  Gpt2Config c;
+  c.n_layer = n_layer;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.vocab_size = 67;
+  c.seq_len = 8;
+  return c;
+}
+
+TrainConfig MakeConfig(int stage, int dp, int k) {
+  TrainConfig t;
+  t.mutable_model()->set_n_layer(2);
+  t.mutable_model()->set_n_head(2);
+  t.mutable_model()->set_n_embd(16);
+  t.mutable_model()->set_vocab_size(67);
+  t.mutable_model()->set_seq_len(8);
+  t.mutable_data()->set_batch_size(kGlobalBatch);
+  t.set_steps(20);
+  EngineConfig& c = *t.mutable_engine();
+  c.mutable_zero()->set_stage(stage);
+  c.mutable_zero()->set_bucket_bytes(8192);
+  c.set_gradient_accumulation_steps(k);
+  c.mutable_parallel()->set_dp(dp);
+  c.mutable_optimizer()->set_lr(1e-2);
+  c.mutable_optimizer()->set_weight_decay(0.1);
+  c.mutable_optimizer()->set_grad_clip(1.0);
+  c.mutable_lr_schedule()->set_type(LrScheduleConfig::WARMUP_COSINE);
+  c.mutable_lr_schedule()->set_warmup_steps(3);
+  c.mutable_lr_schedule()->set_decay_steps(20);
+  c.mutable_lr_schedule()->set_min_lr(1e-3);
+  c.mutable_device()->set_threads_per_rank(1);
+  c.set_seed(kSeed);
+  return t;
+}
+
+Communicator& World() {
+  static ProcessGrid* grid = [] {
+    CommOptions options;
+    options.timeout = absl::Seconds(120);
+    auto world = CreateMpiWorld(options);
+    if (!world.ok()) std::abort();
+    const int n = (*world)->size();
+    auto g = ProcessGrid::Create(std::move(world).value(), {n, 1, 1});
+    if (!g.ok()) std::abort();
+    return new ProcessGrid(std::move(g).value());
+  }();
+  return grid->dp();
+}
+
+// Ranks [0, dp) of the world, split once per size (collective on first use
+// of each size, so every test asks for sizes in the same order on every rank).
+Communicator* FirstRanks(int dp) {
+  static std::map<int, std::unique_ptr<Communicator>>* comms = new std::map<int, std::unique_ptr<Communicator>>();
+  auto it = comms->find(dp);
+  if (it == comms->end()) {
+    const int rank = World().rank();
+    auto c = World().Split(rank < dp ? 0 : 1, rank, absl::StrCat("dp", dp));
+    if (!c.ok()) std::abort();
+    it = comms->emplace(dp, std::move(c).value()).first;
+  }
+  return World().rank() < dp ? it->second.get() : nullptr;
+}
+
+void WorldBarrier() { ASSERT_TRUE(World().Barrier()->Wait().ok()); }
+
+// A directory every rank sees, emptied by rank 0.
+std::string SharedDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::string dir = JoinPath(base != nullptr ? base : "/tmp", absl::StrCat("ckpt_mpi_", name));
+  if (World().rank() == 0) {
+    EXPECT_TRUE(RemoveTree(dir).ok());
+    EXPECT_TRUE(MakeDirectories(dir).ok());
+  }
+  WorldBarrier();
+  return dir;
+}
+
+int32_t SharedSeed() {
+  int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
+  EXPECT_TRUE(World().Broadcast(&seed, 1, DType::kI32, 0)->Wait().ok());
+  return seed;
+}
+
+using Weights = std::map<std::string, std::vector<float>>;
+
+// One engine on `comm` plus the data of every step (tokens differ per step).
+struct TrainRun {
+  std::unique_ptr<Engine> engine;
+  TrainConfig config;
+  int32_t data_seed = 0;
+  std::vector<float> losses;
+
+  absl::Status Step() {
+    const int dp = engine->dp().size();
+    const int k = config.engine().gradient_accumulation_steps();
+    const int64_t s = engine->step();
+    const std::vector<int32_t> tokens =
+        RandomTokens(static_cast<uint32_t>(data_seed + s), kGlobalBatch, Tiny().seq_len, Tiny().vocab_size);
+    std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, k, engine->dp().rank());
+    absl::StatusOr<StepResult> r = engine->TrainStep(Views(batches));
+    if (!r.ok()) return r.status();
+    losses.push_back(r->loss);
+    return absl::OkStatus();
+  }
+  absl::Status Steps(int n) {
+    for (int i = 0; i < n; ++i) {
+      absl::Status s = Step();
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  Weights Gather() {
+    Weights w;
+    for (const std::string& name : engine->ParamNames()) {
+      absl::StatusOr<std::vector<float>> v = engine->GatherParam(name);
+      EXPECT_TRUE(v.ok()) << v.status();
+      if (v.ok()) w[name] = std::move(*v);
+    }
+    return w;
+  }
+  absl::Status Save(const std::string& root, const SaveOptions& options = SaveOptions()) {
+    return SaveCheckpoint(*engine, root, engine->step(), config, {engine->step() * kGlobalBatch, 0}, options);
+  }
+};
+
+TrainRun MakeRun(Communicator* comm, int stage, int k, int32_t data_seed, int n_layer = 2) {
+  TrainRun run;
+  run.config = MakeConfig(stage, comm->size(), k);
+  run.data_seed = data_seed;
+  auto model = BuildGpt2(Tiny(n_layer));
+  EXPECT_TRUE(model.ok());
+  auto engine = Engine::CreateWithCommunicator(run.config.engine(), comm, std::move(model).value());
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (engine.ok()) run.engine = std::move(*engine);
+  return run;
+}
+
+// Rank 0's weights on every world rank (members of smaller groups included).
+Weights BroadcastWeights(const Weights& mine, const Weights& layout) {
+  Weights out = layout;
+  for (auto& [name, v] : out) {
+    auto it = mine.find(name);
+    if (World().rank() == 0) v = it->second;
+    EXPECT_TRUE(World().Broadcast(v.data(), static_cast<int64_t>(v.size()), DType::kF32, 0)->Wait().ok());
+  }
+  return out;
+}
+
+void ExpectBitwiseEqual(const Weights& a, const Weights& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [name, v] : a) {
+    const std::vector<float>& w = b.at(name);
+    ASSERT_EQ(v.size(), w.size()) << what << " " << name;
+    EXPECT_EQ(std::memcmp(v.data(), w.data(), v.size() * sizeof(float)), 0) << what << ": " << name << " differs";
+  }
+}
+
+TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAndAccumulation) {
+  const int dp = World().size();
+  const std::string dir = SharedDir("resume");
+  const int32_t seed = SharedSeed();
+  for (int k : {1, 3}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      SCOPED_TRACE(absl::StrCat("stage ", stage, " accumulation ", k, " dp ", dp));
+      const std::string root = JoinPath(dir, absl::StrCat("s", stage, "k", k));
+      TrainRun straight = MakeRun(&World(), stage, k, seed);
+      ASSERT_TRUE(straight.Steps(20).ok());
+      const Weights want = straight.Gather();
+
+      TrainRun first = MakeRun(&World(), stage, k, seed);
+      ASSERT_TRUE(first.Steps(10).ok());
+      ASSERT_TRUE(first.Save(root).ok());
+      first.engine.reset();
+
+      TrainRun second = MakeRun(&World(), stage, k, seed);
+      absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*second.engine, root);
+      ASSERT_TRUE(loaded.ok()) << loaded.status();
+      EXPECT_EQ(loaded->step, 10);
+      EXPECT_EQ(loaded->optimizer_steps, 10);
+      EXPECT_EQ(loaded->saved_dp, dp);
+      EXPECT_EQ(loaded->data.sequences_consumed, 10 * kGlobalBatch);
+      EXPECT_EQ(loaded->seed, kSeed);
+      EXPECT_EQ(second.engine->step(), 10);
+      ASSERT_TRUE(second.Steps(10).ok());
+      for (int i = 0; i < 10; ++i) {
+        EXPECT_EQ(std::memcmp(&second.losses[i], &straight.losses[10 + i], 4), 0)
+            << "step " << 10 + i << ": " << second.losses[i] << " vs " << straight.losses[10 + i];
+      }
+      ExpectBitwiseEqual(want, second.Gather(), "resumed vs straight");
+
+      if (stage == 3 && k == 3) {
+        // Saving every 5 steps (keep 2) does not change training.
+        TrainRun saving = MakeRun(&World(), stage, k, seed);
+        const std::string every = root + "_every5";
+        for (int s = 0; s < 4; ++s) {
+          ASSERT_TRUE(saving.Steps(5).ok());
+          SaveOptions options;
+          options.keep_last = 2;
+          ASSERT_TRUE(saving.Save(every, options).ok());
+        }
+        ExpectBitwiseEqual(want, saving.Gather(), "saving every 5 vs straight");
+        EXPECT_EQ(*ListCheckpointSteps(every), (std::vector<int64_t>{15, 20}));
+        EXPECT_EQ(*ResolveCheckpointDir(every), JoinPath(every, "step_20"));
+      }
+    }
+  }
+}
+
+TEST(CheckpointMpiTest, LoadReshardsBetweenEveryPairOfDpSizes) {
+  const int world = World().size();
+  if (world < 2) GTEST_SKIP() << "needs two ranks for two dp sizes";
+  const std::string dir = SharedDir("reshard");
+  const int32_t seed = SharedSeed();
+  for (int n = 1; n <= world; ++n) FirstRanks(n);  // same split order everywhere
+  const Weights layout = [&] {
+    TrainRun r = MakeRun(&World(), 0, 1, seed);
+    return r.Gather();
+  }();
+  int pair = 0;
+  for (int save_dp = 1; save_dp <= world; ++save_dp) {
+    for (int load_dp = 1; load_dp <= world; ++load_dp) {
+      if (save_dp == load_dp || (save_dp != world && load_dp != world)) continue;
+      SCOPED_TRACE(absl::StrCat("save at dp ", save_dp, ", load at dp ", load_dp));
+      const int save_stage = pair % 4, load_stage = (pair + 2) % 4;
+      ++pair;
+      const std::string root = JoinPath(dir, absl::StrCat("from", save_dp, "to", load_dp));
+      Weights saved, continued;
+      std::vector<float> saved_losses;
+      if (Communicator* c = FirstRanks(save_dp)) {
+        TrainRun run = MakeRun(c, save_stage, 1, seed);
+        ASSERT_TRUE(run.Steps(4).ok());
+        ASSERT_TRUE(run.Save(root).ok());
+        saved = run.Gather();
+        ASSERT_TRUE(run.Steps(3).ok());
+        continued = run.Gather();
+        saved_losses = run.losses;
+      }
+      saved = BroadcastWeights(saved, layout);
+      continued = BroadcastWeights(continued, layout);
+      saved_losses.resize(7);
+      ASSERT_TRUE(World().Broadcast(saved_losses.data(), 7, DType::kF32, 0)->Wait().ok());
+      if (Communicator* c = FirstRanks(load_dp)) {
+        TrainRun run = MakeRun(c, load_stage, 1, seed);
+        absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*run.engine, root);
+        ASSERT_TRUE(loaded.ok()) << loaded.status();
+        EXPECT_EQ(loaded->saved_dp, save_dp);
+        ExpectBitwiseEqual(saved, run.Gather(), "right after loading");
+        ASSERT_TRUE(run.Steps(3).ok());
+        for (int i = 0; i < 3; ++i) EXPECT_NEAR(run.losses[i], saved_losses[4 + i], 1e-5f) << "step " << 4 + i;
+        const Weights after = run.Gather();
+        for (const auto& [name, v] : continued) {
+          const std::vector<float>& w = after.at(name);
+          for (size_t i = 0; i < v.size(); ++i) {
+            ASSERT_NEAR(v[i], w[i], 1e-5f + 1e-4f * std::fabs(v[i])) << name << "[" << i << "]";
+          }
+        }
+      }
+      WorldBarrier();
+    }
+  }
+}
+
+TEST(CheckpointMpiTest, OfflineReshardThenLoadEqualsLoadingWithResharding) {
+  const int dp = World().size();
+  const std::string dir = SharedDir("offline_reshard");
+  const int32_t seed = SharedSeed();
+  const std::string root = JoinPath(dir, "saved"), resharded = JoinPath(dir, "resharded");
+  {
+    TrainRun run = MakeRun(&World(), 2, 1, seed);
+    ASSERT_TRUE(run.Steps(3).ok());
+    ASSERT_TRUE(run.Save(root).ok());
+  }
+  if (World().rank() == 0) {
+    absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(root);
+    ASSERT_TRUE(reader.ok());
+    ASSERT_TRUE(ReshardCheckpoint(*reader, resharded, dp == 1 ? 3 : dp - 1).ok());
+  }
+  WorldBarrier();
+  TrainRun direct = MakeRun(&World(), 1, 1, seed), offline = MakeRun(&World(), 1, 1, seed);
+  ASSERT_TRUE(LoadCheckpoint(*direct.engine, root).ok());
+  absl::StatusOr<LoadedCheckpoint> l = LoadCheckpoint(*offline.engine, resharded);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->saved_dp, dp == 1 ? 3 : dp - 1);
+  ASSERT_TRUE(direct.Steps(3).ok());
+  ASSERT_TRUE(offline.Steps(3).ok());
+  EXPECT_EQ(direct.losses, offline.losses);
+  ExpectBitwiseEqual(direct.Gather(), offline.Gather(), "offline reshard vs reshard on load");
+}
+
+TEST(CheckpointMpiTest, ImportOfConsolidatedWeightsIsExact) {
+  const std::string dir = SharedDir("import");
+  const int32_t seed = SharedSeed();
+  const std::string root = JoinPath(dir, "saved"), file = JoinPath(dir, "full.safetensors");
+  const std::string imported = JoinPath(dir, "imported");
+  Weights saved;
+  {
+    TrainRun run = MakeRun(&World(), 3, 1, seed);
+    ASSERT_TRUE(run.Steps(3).ok());
+    ASSERT_TRUE(run.Save(root).ok());
+    saved = run.Gather();
+  }
+  if (World().rank() == 0) {
+    absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(root);
+    ASSERT_TRUE(reader.ok());
+    ASSERT_TRUE(ConsolidateCheckpoint(*reader, file, {}).ok());
+    TrainConfig config = MakeConfig(0, 2, 1);
+    absl::StatusOr<std::string> d = ImportCheckpoint(file, config, imported);
+    ASSERT_TRUE(d.ok()) << d.status();
+  }
+  WorldBarrier();
+  TrainRun a = MakeRun(&World(), 2, 1, seed);
+  ASSERT_TRUE(ImportSafetensors(*a.engine, file).ok());
+  ExpectBitwiseEqual(saved, a.Gather(), "ImportSafetensors");
+  TrainRun b = MakeRun(&World(), 0, 1, seed);
+  absl::StatusOr<LoadedCheckpoint> l = LoadCheckpoint(*b.engine, imported);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->step, 0);
+  ExpectBitwiseEqual(saved, b.Gather(), "import then load");
+  ASSERT_TRUE(b.Steps(1).ok());  // trains from the imported weights
+}
+
+TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {
+  const int dp = World().size();
+  const std::string dir = SharedDir("errors");
+  const int32_t seed = SharedSeed();
+  const std::string root = JoinPath(dir, "saved");
+  TrainRun run = MakeRun(&World(), 3, 1, seed);
+  ASSERT_TRUE(run.Steps(1).ok());
+  ASSERT_TRUE(run.Save(root).ok());
+
+  absl::StatusOr<LoadedCheckpoint> missing = LoadCheckpoint(*run.engine, JoinPath(dir, "nope"));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+
+  TrainRun other = MakeRun(&World(), 3, 1, seed, /*n_layer=*/1);
+  absl::StatusOr<LoadedCheckpoint> mismatch = LoadCheckpoint(*other.engine, root);
+  EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kFailedPrecondition) << mismatch.status();
+  EXPECT_NE(mismatch.status().message().find("units, the model has 3"), std::string::npos) << mismatch.status();
+
+  // Flip one data byte in the last rank's file: only that rank reads it.
+  const std::string path = JoinPath(JoinPath(root, "step_1"), ShardFileName(dp - 1));
+  if (World().rank() == 0) {
+    std::string bytes = *ReadFileToString(path);
+    bytes[bytes.size() - 3] ^= 0x10;
+    ASSERT_TRUE(WriteFileDurably(path, {bytes}).ok());
+  }
+  WorldBarrier();
+  absl::StatusOr<LoadedCheckpoint> corrupt = LoadCheckpoint(*run.engine, root);
+  EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss) << corrupt.status();
+  if (World().rank() == dp - 1) {
+    EXPECT_NE(corrupt.status().message().find(ShardFileName(dp - 1)), std::string::npos) << corrupt.status();
+  } else {
+    EXPECT_NE(corrupt.status().message().find(absl::StrCat("failed on dp rank ", dp - 1)), std::string::npos)
+        << corrupt.status();
+  }
+}
+
+}  // namespace
+}  // namespace zeroshard
