@@ -61,13 +61,23 @@ struct AdamWScalars {
 // One AdamW element, PyTorch's single-tensor order of operations:
 //   p *= 1 - lr*wd; m.lerp_(g, 1-b1); v = v*b2 + (1-b2)*g*g;
 //   p -= step_size * m / (sqrt(v)/sqrt(bc2) + eps).
-ZS_HOST_DEVICE inline void AdamWElement(float& p, float g, float& m, float& v, const AdamWScalars& s) {
+// kSmallWeight selects torch.lerp's form for weight 1-b1 < 0.5 (branch-free
+// loops call this directly; AdamWElement picks it per call).
+template <bool kSmallWeight>
+ZS_HOST_DEVICE inline void AdamWElementT(float& p, float g, float& m, float& v, const AdamWScalars& s) {
   p *= s.decay_factor;
-  // torch.lerp's two forms, chosen by the weight as PyTorch does.
-  m = s.one_minus_beta1 < 0.5f ? m + s.one_minus_beta1 * (g - m) : g - (g - m) * (1.0f - s.one_minus_beta1);
+  m = kSmallWeight ? m + s.one_minus_beta1 * (g - m) : g - (g - m) * (1.0f - s.one_minus_beta1);
   v = v * s.beta2 + s.one_minus_beta2 * g * g;
   float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
   p = p - (s.step_size * m) / denom;  // addcdiv_(m, denom, -step_size)
+}
+
+ZS_HOST_DEVICE inline void AdamWElement(float& p, float g, float& m, float& v, const AdamWScalars& s) {
+  if (s.one_minus_beta1 < 0.5f) {
+    AdamWElementT<true>(p, g, m, v, s);
+  } else {
+    AdamWElementT<false>(p, g, m, v, s);
+  }
 }
 
 // One SGD element with PyTorch's semantics (torch.optim.SGD):

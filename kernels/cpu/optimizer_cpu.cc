@@ -4,10 +4,26 @@
 
 namespace zeroshard::kernels::cpu {
 
+namespace {
+
+// The lerp form is chosen once per call so the loop is branch-free and
+// vectorizes (vector sqrt/div round exactly like the scalar ones).
+template <bool kSmallWeight>
+void AdamWBlock(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg,
+                float* __restrict exp_avg_sq, int64_t b, int64_t e, const AdamWScalars s) {
+  for (int64_t i = b; i < e; ++i) AdamWElementT<kSmallWeight>(param[i], grad[i], exp_avg[i], exp_avg_sq[i], s);
+}
+
+}  // namespace
+
 void AdamWUpdate(int threads, float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                  const AdamWScalars& s) {
   ParallelFor(threads, n, MinItems(4), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) AdamWElement(param[i], grad[i], exp_avg[i], exp_avg_sq[i], s);
+    if (s.one_minus_beta1 < 0.5f) {
+      AdamWBlock<true>(param, grad, exp_avg, exp_avg_sq, b, e, s);
+    } else {
+      AdamWBlock<false>(param, grad, exp_avg, exp_avg_sq, b, e, s);
+    }
   });
 }
 
