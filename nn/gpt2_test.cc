@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/context.h"
 #include "nn/resident_model.h"
 #include "nn/testing/gpt2_reference.h"
 #include "nn/testing/grad_check.h"
@@ -185,6 +186,25 @@ TEST_F(Gpt2GradientTest, ForwardIsBitwiseRepeatable) {
   for (int u = 0; u < rm_->num_units(); ++u) {
     EXPECT_EQ(std::memcmp(grads[u].data(), rm_->unit_grads(u).data(), grads[u].size() * sizeof(float)), 0) << u;
   }
+}
+
+// The engine's bitwise-repeatability contract holds whatever the CPU thread
+// count (ranks on one host may run with different counts).
+TEST_F(Gpt2GradientTest, GradientsAreBitwiseIndependentOfThreadCount) {
+  const int saved_threads = kernels::CpuThreads();
+  kernels::SetCpuThreads(1);
+  auto one = rm_->ForwardBackward(Batch(), 1.0f);
+  ASSERT_TRUE(one.ok());
+  const std::vector<float> g1 = rm_->CopyGradsToHost().value();
+  ASSERT_TRUE(rm_->ZeroGrads().ok());
+  kernels::SetCpuThreads(3);
+  auto three = rm_->ForwardBackward(Batch(), 1.0f);
+  kernels::SetCpuThreads(saved_threads);
+  ASSERT_TRUE(three.ok());
+  const std::vector<float> g3 = rm_->CopyGradsToHost().value();
+  EXPECT_EQ(std::memcmp(&*one, &*three, sizeof(float)), 0);
+  ASSERT_EQ(g1.size(), g3.size());
+  EXPECT_EQ(std::memcmp(g1.data(), g3.data(), g1.size() * sizeof(float)), 0);
 }
 
 TEST_F(Gpt2GradientTest, ActivationsAreTrackedAndReleased) {
