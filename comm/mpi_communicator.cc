@@ -380,7 +380,11 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
             signalled = true;
           }
         }
-        if (executing_) continue;
+        if (executing_) {
+          // A waiter is running the queue; back off instead of spinning.
+          pause = std::min(pause * 2, absl::Microseconds(500));
+          continue;
+        }
         wake_ = false;
         if (stop_ && queue_.empty() && pending_count_ == 0) return;
         // On a tick, leave a fresh operation to its caller for kInlineGrace.
