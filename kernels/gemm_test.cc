@@ -113,3 +113,24 @@ TEST(GemmErrors, RejectsBadArguments) {
 
 }  // namespace
 }  // namespace zeroshard::kernels
+
+namespace zeroshard::kernels {
+namespace {
+
+// A CUDA context is checked before any device work: no GPU is needed here.
+TEST(GemmErrors, CudaContextWithoutHandleOrCuda) {
+  KernelContext ctx;
+  ctx.device = Device::kCuda;
+  float a[4] = {}, b[4] = {}, c[4] = {};
+  absl::Status s = Gemm(ctx, Transpose::kNo, Transpose::kNo, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2, DType::kF32);
+#ifdef ZEROSHARD_HAS_CUDA
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "Gemm: ctx.cublas_handle is null on cuda (see kernels/cuda/cuda_resources.h)");
+#else
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "Gemm: ctx.device is cuda but zeroshard was built without CUDA");
+#endif
+}
+
+}  // namespace
+}  // namespace zeroshard::kernels

@@ -66,3 +66,23 @@ TEST(ScaleErrors, NullFlag) {
 
 }  // namespace
 }  // namespace zeroshard::kernels
+
+namespace zeroshard::kernels {
+namespace {
+
+TEST(ScaleErrors, CudaNeedsAWorkspace) {
+  KernelContext ctx;
+  ctx.device = Device::kCuda;
+  float x[1] = {1};
+  bool found = false;
+  absl::Status s = ScaleInPlace(ctx, x, 1, DType::kF32, 2.0f, &found);
+#ifdef ZEROSHARD_HAS_CUDA
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "ScaleInPlace: ctx.cuda_workspace has 0 bytes, expected >= 1048576");
+#else
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+#endif
+}
+
+}  // namespace
+}  // namespace zeroshard::kernels
