@@ -124,11 +124,11 @@ absl::Status CheckpointReader::ReadFlat(int unit, absl::string_view kind, int64_
                                             absl::StrJoin(manifest_.kinds(), ", "), ")"));
   }
   const FlatParamLayout& l = layouts_[unit];
+  if (count == 0 && begin >= 0) return absl::OkStatus();
   if (begin < 0 || count < 0 || begin + count > l.padded_numel()) {
     return absl::InvalidArgumentError(absl::StrCat("range [", begin, ", ", begin + count, ") of unit ", unit,
                                                    " outside its ", l.padded_numel(), " elements"));
   }
-  if (count == 0) return absl::OkStatus();
   const int64_t s = l.shard_numel();
   std::vector<float> shard;
   for (int r = static_cast<int>(begin / s); r < l.dp() && r * s < begin + count; ++r) {

@@ -43,8 +43,9 @@ class CheckpointReader {
 
   // Elements [begin, begin + count) of unit `unit`'s flat buffer of `kind`
   // into out[0, count). Requires 0 <= begin, begin + count <= padded numel
-  // at the saved dp (kInvalidArgument otherwise); elements past the unit's
-  // numel are padding and read as 0.
+  // at the saved dp (kInvalidArgument otherwise; any begin >= 0 with
+  // count 0 is an empty read); elements past the unit's numel are padding
+  // and read as 0.
   absl::Status ReadFlat(int unit, absl::string_view kind, int64_t begin, int64_t count, float* out) const;
 
   // One parameter's full value of `kind` (numel elements).

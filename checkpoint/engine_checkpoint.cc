@@ -229,7 +229,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::strin
       for (const std::string& k : kinds) {
         float* dst = StateBuffer(engine, u, k);
         if (count == 0) continue;
-        RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst));
+        if (stored > 0) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst));
         std::fill(dst + stored, dst + count, 0.0f);
       }
     }

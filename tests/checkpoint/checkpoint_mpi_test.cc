@@ -380,11 +380,14 @@ TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {
   EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kFailedPrecondition) << mismatch.status();
   EXPECT_NE(mismatch.status().message().find("units, the model has 3"), std::string::npos) << mismatch.status();
 
-  // Flip one data byte in the last rank's file: only that rank reads it.
+  // Flip the first data byte of the last rank's file (its share of the
+  // embedding's master weights): only that rank reads it.
   const std::string path = JoinPath(JoinPath(root, "step_1"), ShardFileName(dp - 1));
   if (World().rank() == 0) {
+    absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(root);
+    ASSERT_TRUE(reader.ok());
     std::string bytes = *ReadFileToString(path);
-    bytes[bytes.size() - 3] ^= 0x10;
+    bytes[8 + reader->manifest().files(dp - 1).header_bytes()] ^= 0x10;
     ASSERT_TRUE(WriteFileDurably(path, {bytes}).ok());
   }
   WorldBarrier();
