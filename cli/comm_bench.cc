@@ -495,8 +495,14 @@ int RunCommBench(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   GridShape shape = options->shape;
-  if (shape.dp == 0) shape.dp = size % (shape.tp * shape.pp) == 0 ? size / (shape.tp * shape.pp) : 0;
-  absl::Status s = ValidateGridShape(shape, size);
+  absl::Status s;
+  if (shape.dp == 0 && size % (shape.tp * shape.pp) != 0) {
+    s = absl::InvalidArgumentError(absl::StrCat("world size ", size, " is not a multiple of tp*pp = ",
+                                                shape.tp * shape.pp, "; pass --dp or change --tp/--pp"));
+  } else {
+    if (shape.dp == 0) shape.dp = size / (shape.tp * shape.pp);
+    s = ValidateGridShape(shape, size);
+  }
   if (!s.ok()) {
     if (rank == 0) std::cerr << "zeroshard comm-bench: " << s.message() << "\n";
     FinalizeMpi();
