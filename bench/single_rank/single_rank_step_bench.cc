@@ -8,6 +8,7 @@
 // Default model: GPT-2 124M (12 layers, 768 channels, 12 heads, vocab 50257,
 // 1024 positions), batch 4 x 64 tokens. Prints a table (docs/model.md).
 #include <cblas.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -42,6 +43,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// CPU seconds used by the whole process (all threads). On a busy machine wall
+// time includes waiting for a core; CPU time does not.
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -113,10 +122,11 @@ int Run() {
   // Each repeat times one full step, then the step's GEMMs on their own (every
   // shape, as many calls as the step makes), back to back, so both see the same
   // machine; the ratio is taken per repeat. Repeat 0 is a warm-up.
-  std::vector<double> step_s, zero_s, fb_s, opt_s, gemm_total_s, ratio;
+  std::vector<double> step_s, zero_s, fb_s, opt_s, gemm_total_s, ratio, cpu_ratio, step_cpu_s, gemm_cpu_s;
   std::vector<std::vector<double>> gemm_s(gemms.size());
   float first_loss = 0;
   for (int r = 0; r <= repeats; ++r) {
+    const double c0 = ProcessCpuSeconds();
     const auto t0 = Clock::now();
     Check(rm.ZeroGrads(), "ZeroGrads");
     const auto t1 = Clock::now();
@@ -131,6 +141,7 @@ int Run() {
             "AdamWUpdate");
     }
     const auto t3 = Clock::now();
+    const double c1 = ProcessCpuSeconds();
     double gemm_total = 0;
     for (size_t i = 0; i < gemms.size(); ++i) {
       const auto g0 = Clock::now();
@@ -139,7 +150,11 @@ int Run() {
       gemm_total += sec;
       if (r > 0) gemm_s[i].push_back(sec);
     }
+    const double c2 = ProcessCpuSeconds();
     if (r == 0) continue;
+    step_cpu_s.push_back(c1 - c0);
+    gemm_cpu_s.push_back(c2 - c1);
+    cpu_ratio.push_back((c1 - c0) / (c2 - c1));
     zero_s.push_back(Seconds(t0, t1));
     fb_s.push_back(Seconds(t1, t2));
     opt_s.push_back(Seconds(t2, t3));
@@ -179,6 +194,8 @@ int Run() {
   std::printf("| same, best repeat of each | %.2f |\n",
               *std::min_element(step_s.begin(), step_s.end()) /
                   *std::min_element(gemm_total_s.begin(), gemm_total_s.end()));
+  std::printf("| CPU time: step / its GEMMs (all threads; %.0f / %.0f ms) | %.2f |\n", 1e3 * Median(step_cpu_s),
+              1e3 * Median(gemm_cpu_s), Median(cpu_ratio));
   std::printf("| first step's loss (random tokens; ln V = %.2f) | %.3f |\n", std::log(static_cast<double>(cfg.vocab_size)),
               first_loss);
   std::printf("| peak activations + workspace | %.1f MiB |\n",
