@@ -5,13 +5,17 @@
 #include <vector>
 
 #include "cli/check_config.h"
+#include "cli/ckpt.h"
 #include "cli/subcommand.h"
 
 namespace zeroshard::cli {
 namespace {
 
 const std::vector<const Subcommand*>& Subcommands() {
-  static const std::vector<const Subcommand*> all = {&kCheckConfig};
+  static const std::vector<const Subcommand*> all = {
+      &kCheckConfig,
+      &kCkpt,
+  };
   return all;
 }
 
