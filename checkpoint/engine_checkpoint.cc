@@ -131,6 +131,18 @@ std::vector<std::string> CheckpointKinds(const OptimizerOptions& options) {
   return {kKindMaster};
 }
 
+bool CheckpointDue(const TrainConfig& config, int64_t step) {
+  const CheckpointConfig& c = config.engine().checkpoint();
+  if (c.dir().empty() || step < 1) return false;
+  return (c.interval() > 0 && step % c.interval() == 0) || step == config.steps();
+}
+
+SaveOptions SaveOptionsFromConfig(const TrainConfig& config) {
+  SaveOptions options;
+  options.keep_last = config.engine().checkpoint().keep_last();
+  return options;
+}
+
 absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t step, const TrainConfig& config,
                             const DataPosition& data, const SaveOptions& options) {
   Communicator& dp = engine.dp();

@@ -15,9 +15,9 @@
 //   if (resume) ASSIGN_OR_RETURN(LoadedCheckpoint ck, LoadCheckpoint(*engine, root));  // start at ck.step
 //   for (step = ck.step; step < steps; ++step) {
 //     engine->TrainStep(...);
-//     if (interval > 0 && (step + 1) % interval == 0 || step + 1 == steps)
+//     if (CheckpointDue(config, step + 1))
 //       RETURN_IF_ERROR(SaveCheckpoint(*engine, root, step + 1, config, {(step + 1) * batch, shuffle_seed},
-//                                      {.keep_last = config.engine().checkpoint().keep_last()}));
+//                                      SaveOptionsFromConfig(config)));
 //   }
 #ifndef ZEROSHARD_CHECKPOINT_ENGINE_CHECKPOINT_H_
 #define ZEROSHARD_CHECKPOINT_ENGINE_CHECKPOINT_H_
@@ -51,6 +51,14 @@ struct SaveOptions {
   // written, the directory not yet renamed). A test kills the process here.
   std::function<void(absl::string_view phase)> fault_hook;
 };
+
+// Whether a trainer saves after completing `step` (1-based) under the
+// config's engine.checkpoint: a directory is set and the step is a multiple
+// of `interval` (> 0) or the last one (config.steps()).
+bool CheckpointDue(const TrainConfig& config, int64_t step);
+
+// SaveOptions with keep_last from config.engine().checkpoint().
+SaveOptions SaveOptionsFromConfig(const TrainConfig& config);
 
 // Writes <root>/step_<step> atomically: every rank writes its shard file
 // into <root>/.tmp_step_<step>_<nonce>/ and fsyncs it; after all ranks

@@ -114,6 +114,9 @@ absl::Status SyncDirectory(const std::string& dir) {
 }
 
 absl::Status MakeDirectories(const std::string& dir) {
+  if (PathExists(dir) && !IsDirectory(dir)) {
+    return absl::FailedPreconditionError(absl::StrCat("'", dir, "' exists and is not a directory"));
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return ErrnoStatus("cannot create directory", dir, ec.value());

@@ -363,6 +363,21 @@ TEST(CheckpointMpiTest, ImportOfConsolidatedWeightsIsExact) {
   ASSERT_TRUE(b.Steps(1).ok());  // trains from the imported weights
 }
 
+TEST(CheckpointMpiTest, CheckpointDueFollowsIntervalAndLastStep) {
+  TrainConfig c = MakeConfig(0, 1, 1);
+  c.set_steps(10);
+  EXPECT_FALSE(CheckpointDue(c, 10));  // no directory: never
+  c.mutable_engine()->mutable_checkpoint()->set_dir("/x");
+  c.mutable_engine()->mutable_checkpoint()->set_interval(4);
+  c.mutable_engine()->mutable_checkpoint()->set_keep_last(3);
+  std::vector<int64_t> due;
+  for (int64_t s = 0; s <= 12; ++s) {
+    if (CheckpointDue(c, s)) due.push_back(s);
+  }
+  EXPECT_EQ(due, (std::vector<int64_t>{4, 8, 10, 12}));
+  EXPECT_EQ(SaveOptionsFromConfig(c).keep_last, 3);
+}
+
 TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {
   const int dp = World().size();
   const std::string dir = SharedDir("errors");
@@ -371,6 +386,17 @@ TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {
   TrainRun run = MakeRun(&World(), 3, 1, seed);
   ASSERT_TRUE(run.Steps(1).ok());
   ASSERT_TRUE(run.Save(root).ok());
+
+  // A root that is a file: the save fails on every rank, nothing is written.
+  const std::string file_root = JoinPath(dir, "a_file");
+  if (World().rank() == 0) ASSERT_TRUE(WriteFileDurably(file_root, {"x"}).ok());
+  WorldBarrier();
+  absl::Status bad_root = run.Save(file_root);
+  EXPECT_EQ(bad_root.code(), absl::StatusCode::kFailedPrecondition) << bad_root;
+  EXPECT_NE(bad_root.message().find(World().rank() == 0 ? "exists and is not a directory"
+                                                         : "creating the checkpoint directory failed on dp rank 0"),
+            std::string::npos)
+      << bad_root;
 
   absl::StatusOr<LoadedCheckpoint> missing = LoadCheckpoint(*run.engine, JoinPath(dir, "nope"));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
