@@ -67,7 +67,9 @@ TEST(GradReducerTest, ReducesAveragesIntoShardsExactly) {
             ASSERT_TRUE(shards[u]->EnsureFullGrads().ok());
             float* g = shards[u]->full_grads();
             for (int64_t i = 0; i < layouts[u].padded_numel(); ++i) g[i] = static_cast<float>(r * 1000 + u * 100 + i);
-            if ((*reducer)->closes_bucket(u)) ASSERT_TRUE((*reducer)->Launch((*reducer)->bucket_of(u)).ok());
+            if ((*reducer)->closes_bucket(u)) {
+              ASSERT_TRUE((*reducer)->Launch((*reducer)->bucket_of(u)).ok());
+            }
           }
           ASSERT_TRUE((*reducer)->FinishAll().ok());
           for (int u = 0; u < 4; ++u) {

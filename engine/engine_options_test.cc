@@ -1,0 +1,96 @@
+#include "engine/engine_options.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+TEST(EngineOptionsTest, DefaultConfigMapsToProtoDefaults) {
+  absl::StatusOr<EngineOptions> o = EngineOptionsFromConfig(EngineConfig());
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->stage, 0);
+  EXPECT_EQ(o->gather.prefetch, 1);
+  EXPECT_EQ(o->gather.persistence_threshold, 0);
+  EXPECT_TRUE(o->gather.reshard_after_forward);
+  EXPECT_EQ(o->bucket_bytes, 26214400);
+  EXPECT_EQ(o->reduce_mode, ReduceMode::kAccumulate);
+  EXPECT_EQ(o->accumulation_steps, 1);
+  EXPECT_EQ(o->optimizer.type, OptimizerType::kAdamW);
+  EXPECT_EQ(o->optimizer.beta1, 0.9f);
+  EXPECT_EQ(o->optimizer.beta2, 0.95f);
+  EXPECT_EQ(o->optimizer.eps, 1e-8f);
+  EXPECT_EQ(o->optimizer.weight_decay, 0.1f);
+  EXPECT_TRUE(o->optimizer.no_decay_patterns.empty());
+  EXPECT_EQ(o->grad_clip, 1.0f);
+  EXPECT_EQ(o->lr_schedule.type, LrScheduleType::kConstant);
+  EXPECT_EQ(o->lr_schedule.lr, 3e-4);
+  EXPECT_EQ(o->seed, 1234u);
+}
+
+TEST(EngineOptionsTest, EveryFieldIsCarried) {
+  EngineConfig c;
+  c.mutable_zero()->set_stage(3);
+  c.mutable_zero()->set_prefetch(2);
+  c.mutable_zero()->set_persistence_threshold(1000);
+  c.mutable_zero()->set_reshard_after_forward(false);
+  c.mutable_zero()->set_bucket_bytes(4096);
+  c.mutable_zero()->set_reduce_mode(ZeroConfig::DEFER);
+  c.set_gradient_accumulation_steps(4);
+  c.mutable_optimizer()->set_type(OptimizerConfig::SGD);
+  c.mutable_optimizer()->set_momentum(0.9);
+  c.mutable_optimizer()->set_nesterov(true);
+  c.mutable_optimizer()->add_no_decay_patterns("wpe.weight");
+  c.mutable_optimizer()->set_grad_clip(0);
+  c.mutable_lr_schedule()->set_type(LrScheduleConfig::WARMUP_LINEAR);
+  c.mutable_lr_schedule()->set_warmup_steps(10);
+  c.mutable_lr_schedule()->set_decay_steps(100);
+  c.mutable_lr_schedule()->set_min_lr(1e-5);
+  c.mutable_device()->set_threads_per_rank(3);
+  c.set_seed(99);
+  absl::StatusOr<EngineOptions> o = EngineOptionsFromConfig(c);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->stage, 3);
+  EXPECT_EQ(o->gather.prefetch, 2);
+  EXPECT_EQ(o->gather.persistence_threshold, 1000);
+  EXPECT_FALSE(o->gather.reshard_after_forward);
+  EXPECT_EQ(o->bucket_bytes, 4096);
+  EXPECT_EQ(o->reduce_mode, ReduceMode::kDefer);
+  EXPECT_EQ(o->accumulation_steps, 4);
+  EXPECT_EQ(o->optimizer.type, OptimizerType::kSgd);
+  EXPECT_EQ(o->optimizer.momentum, 0.9f);
+  EXPECT_TRUE(o->optimizer.nesterov);
+  EXPECT_EQ(o->optimizer.no_decay_patterns, std::vector<std::string>({"wpe.weight"}));
+  EXPECT_EQ(o->grad_clip, 0.0f);
+  EXPECT_EQ(o->lr_schedule.type, LrScheduleType::kWarmupLinear);
+  EXPECT_EQ(o->lr_schedule.warmup_steps, 10);
+  EXPECT_EQ(o->lr_schedule.decay_steps, 100);
+  EXPECT_EQ(o->lr_schedule.min_lr, 1e-5);
+  EXPECT_EQ(o->threads_per_rank, 3);
+  EXPECT_EQ(o->seed, 99u);
+}
+
+TEST(EngineOptionsTest, RejectsWhatTheEngineCannotRun) {
+  EngineConfig c;
+  c.mutable_precision()->set_compute_dtype(BF16);
+  EXPECT_EQ(EngineOptionsFromConfig(c).status().code(), absl::StatusCode::kUnimplemented);
+  c = EngineConfig();
+  c.mutable_activation_checkpointing()->set_policy(ActivationCheckpointingConfig::EVERY_UNIT);
+  EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
+            "engine.activation_checkpointing: is not supported yet by the sharding engine");
+  c = EngineConfig();
+  c.mutable_parallel()->set_tp(2);
+  EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
+            "engine.parallel: tp=2 pp=1 is not supported yet (expected 1 and 1)");
+  c = EngineConfig();
+  c.mutable_zero()->set_stage(4);
+  EXPECT_EQ(EngineOptionsFromConfig(c).status().message(), "engine.zero.stage: 4 is out of range [0, 3]");
+  c = EngineConfig();
+  c.mutable_lr_schedule()->set_type(LrScheduleConfig::WARMUP_COSINE);
+  absl::Status s = EngineOptionsFromConfig(c).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(s.message(), "engine.lr_schedule.decay_steps: 0")) << s;
+}
+
+}  // namespace
+}  // namespace zeroshard
