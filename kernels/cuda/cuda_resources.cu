@@ -16,7 +16,10 @@ absl::StatusOr<std::unique_ptr<CudaResources>> CudaResources::Create() {
   }
   std::unique_ptr<CudaResources> r(new CudaResources());
   cudaStream_t stream = nullptr;
-  absl::Status s = CudaStatus("cudaStreamCreate", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // A blocking stream: it orders with the legacy default stream, which
+  // core/device.h's DeviceCopy/DeviceMemset use, so copies and kernels of
+  // one thread never race.
+  absl::Status s = CudaStatus("cudaStreamCreate", cudaStreamCreate(&stream));
   if (!s.ok()) return s;
   r->stream_ = stream;
   cublasHandle_t handle = nullptr;

@@ -1,5 +1,6 @@
-// Owns what a CUDA KernelContext points to: a stream, a cuBLAS handle and a
-// workspace of kMinCudaWorkspaceBytes on the current device.
+// Owns what a CUDA KernelContext points to: a stream (blocking: it orders
+// with the legacy default stream that DeviceCopy uses), a cuBLAS handle and
+// a workspace of kMinCudaWorkspaceBytes on the current device.
 //
 // Only defined when the build has CUDA (ZEROSHARD_HAS_CUDA); callers guard
 // their use with that macro. Not thread-safe: one owner per stream.
