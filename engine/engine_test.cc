@@ -564,6 +564,45 @@ TEST(EngineTest, EvaluateMatchesFirstStepLossAndReleasesGathers) {
   });
 }
 
+// A non-finite gradient norm skips the update on every rank: no weight
+// moves, the step is not counted, and the next clean step is step 1.
+TEST(EngineTest, NonFiniteGradientSkipsTheStepEverywhere) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  OnRanks(2, [&](int rank, Communicator* comm) {
+    RunSpec spec;
+    spec.dp = 2;
+    spec.stage = 3;
+    ToyModelConfig cfg = kToy;
+    cfg.nan_target = 66;
+    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(cfg));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
+    // Only rank 1 sees the poisoning target; clean it from rank 0's batch.
+    for (int32_t& t : batches[0].targets) {
+      if (rank == 0 && t == 66) t = 0;
+    }
+    if (rank == 1) batches[0].targets[5] = 66;
+    auto before = (*engine)->GatherParam("blk.0.fc.weight");
+    ASSERT_TRUE(before.ok());
+    absl::StatusOr<StepResult> r = (*engine)->TrainStep({&batches[0].view, 1});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->skipped);
+    EXPECT_TRUE(std::isnan(r->grad_norm));
+    EXPECT_EQ(r->step, 0);
+    auto after = (*engine)->GatherParam("blk.0.fc.weight");
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ(*after, *before);
+    for (int32_t& t : batches[0].targets) {
+      if (t == 66) t = 1;
+    }
+    r = (*engine)->TrainStep({&batches[0].view, 1});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->skipped);
+    EXPECT_EQ(r->step, 1);
+    EXPECT_EQ(r->lr, 5e-4f);  // warmup step 1 of 2
+  });
+}
+
 // Clipping scales the gradient by clip / (norm + 1e-6): with plain SGD that
 // equals an unclipped run at lr * coefficient (up to one rounding per step).
 TEST(EngineTest, ClippingAppliesTheCoefficient) {

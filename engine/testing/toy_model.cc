@@ -146,7 +146,9 @@ class Block : public ToyUnitBase {
 
 class Head : public ToyUnitBase {
  public:
-  Head(int v, int c) : ToyUnitBase("head"), v_(v), c_(c) { params_ = {{"ln_f.weight", {c}, InitKind::kOnes, 0}}; }
+  Head(int v, int c, int nan_target) : ToyUnitBase("head"), v_(v), c_(c), nan_target_(nan_target) {
+    params_ = {{"ln_f.weight", {c}, InitKind::kOnes, 0}};
+  }
   std::vector<std::string> borrowed_params() const override { return {"wte.weight"}; }
 
   absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch& batch,
@@ -215,12 +217,13 @@ class Head : public ToyUnitBase {
         dscale[c] += dxs[c] * x[c];
         dx[i * c_ + c] = dxs[c] * scale[c];
       }
+      if (target[i] == nan_target_) dscale[0] += NAN;
     }
     return absl::OkStatus();
   }
 
  private:
-  int v_, c_;
+  int v_, c_, nan_target_;
 };
 
 }  // namespace
@@ -229,7 +232,7 @@ std::unique_ptr<Model> BuildToyModel(const ToyModelConfig& config) {
   auto model = std::make_unique<Model>();
   model->units.push_back(std::make_unique<Embed>(config.vocab_size, config.seq_len, config.n_embd));
   for (int i = 0; i < config.n_layer; ++i) model->units.push_back(std::make_unique<Block>(i, config.n_embd));
-  model->units.push_back(std::make_unique<Head>(config.vocab_size, config.n_embd));
+  model->units.push_back(std::make_unique<Head>(config.vocab_size, config.n_embd, config.nan_target));
   return model;
 }
 

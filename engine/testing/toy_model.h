@@ -21,6 +21,9 @@ struct ToyModelConfig {
   int n_embd = 16;
   int vocab_size = 67;
   int seq_len = 8;
+  // When >= 0, a target equal to it makes the head's backward add NaN to the
+  // ln_f.weight gradient (to test skipped steps).
+  int nan_target = -1;
 };
 
 std::unique_ptr<Model> BuildToyModel(const ToyModelConfig& config);

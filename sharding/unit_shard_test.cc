@@ -1,0 +1,94 @@
+#include "sharding/unit_shard.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "sharding/testing/thread_communicator.h"
+
+namespace zeroshard {
+namespace {
+
+// N = 45 over dp = 2: S = 32, P = 64.
+FlatParamLayout Layout() { return *FlatParamLayout::Create("h.0", 1, {{"w", {5, 7}}, {"b", {10}}}, 2); }
+
+// Runs fn(rank, comm) on two threads.
+template <typename Fn>
+void OnTwoRanks(Fn fn) {
+  std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(2);
+  std::thread t0([&] { fn(0, comms[0].get()); });
+  std::thread t1([&] { fn(1, comms[1].get()); });
+  t0.join();
+  t1.join();
+}
+
+TEST(UnitShardTest, AtRestBuffersPerStage) {
+  const FlatParamLayout layout = Layout();
+  const int64_t P = 64, S = 32;
+  ASSERT_EQ(layout.padded_numel(), P);
+  OnTwoRanks([&](int rank, Communicator* comm) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      MemoryTracker tracker;
+      auto shard = UnitShard::Create(&layout, stage, comm, &tracker);
+      ASSERT_TRUE(shard.ok()) << shard.status();
+      EXPECT_EQ(tracker.Usage(MemoryCategory::kParams).current, 4 * (stage == 3 ? S : P)) << stage;
+      EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current, 4 * (stage <= 1 ? P : S)) << stage;
+      EXPECT_EQ(tracker.Usage(MemoryCategory::kMasterParams).current, 4 * (stage == 0 ? P : S)) << stage;
+      EXPECT_EQ((*shard)->master_begin(), stage == 0 ? 0 : rank * S);
+      EXPECT_EQ((*shard)->full_params() == nullptr, stage == 3);
+    }
+  });
+}
+
+TEST(UnitShardTest, Stage3GathersAndReleases) {
+  const FlatParamLayout layout = Layout();
+  OnTwoRanks([&](int rank, Communicator* comm) {
+    MemoryTracker tracker;
+    auto shard = *UnitShard::Create(&layout, 3, comm, &tracker);
+    for (int i = 0; i < 32; ++i) shard->param_shard()[i] = static_cast<float>(rank * 32 + i);
+    ASSERT_TRUE(shard->StartGather().ok());
+    EXPECT_TRUE(shard->StartGather().ok());  // no second collective
+    ASSERT_TRUE(shard->WaitGather().ok());
+    ASSERT_TRUE(shard->gathered());
+    EXPECT_EQ(shard->gathers(), 1);
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(shard->full_params()[i], static_cast<float>(i));
+    EXPECT_EQ(tracker.Usage(MemoryCategory::kParams).current, 4 * (32 + 64));
+    ASSERT_TRUE(shard->Release().ok());
+    EXPECT_EQ(shard->full_params(), nullptr);
+    EXPECT_EQ(tracker.Usage(MemoryCategory::kParams).current, 4 * 32);
+  });
+}
+
+TEST(UnitShardTest, PublishMasterRefreshesEveryRanksParams) {
+  const FlatParamLayout layout = Layout();
+  OnTwoRanks([&](int rank, Communicator* comm) {
+    for (int stage : {1, 2}) {
+      MemoryTracker tracker;
+      auto shard = *UnitShard::Create(&layout, stage, comm, &tracker);
+      for (int i = 0; i < 64; ++i) shard->full_params()[i] = NAN;  // poison
+      for (int i = 0; i < 32; ++i) shard->master()[i] = static_cast<float>(100 * (rank + 1) + i);
+      auto work = shard->PublishMaster();
+      ASSERT_TRUE(work.ok());
+      ASSERT_NE(*work, nullptr);
+      ASSERT_TRUE((*work)->Wait().ok());
+      for (int r = 0; r < 2; ++r) {
+        for (int i = 0; i < 32; ++i) EXPECT_EQ(shard->full_params()[r * 32 + i], static_cast<float>(100 * (r + 1) + i));
+      }
+    }
+  });
+}
+
+TEST(UnitShardTest, RejectsBadStageAndDpMismatch) {
+  const FlatParamLayout layout = Layout();
+  std::vector<std::unique_ptr<Communicator>> one = CreateThreadGroup(1);
+  MemoryTracker tracker;
+  absl::Status s = UnitShard::Create(&layout, 4, one[0].get(), &tracker).status();
+  EXPECT_EQ(s.message(), "ZeRO stage is 4, expected 0, 1, 2 or 3");
+  s = UnitShard::Create(&layout, 2, one[0].get(), &tracker).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "unit 'h.0' is laid out for dp 2 but the dp communicator has 1 ranks");
+}
+
+}  // namespace
+}  // namespace zeroshard
