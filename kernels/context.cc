@@ -1,5 +1,7 @@
 #include "kernels/context.h"
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <thread>
@@ -28,6 +30,13 @@ std::atomic<int> g_cpu_threads{0};
 int DefaultCpuThreads() {
   int cores = static_cast<int>(std::thread::hardware_concurrency());
   if (cores < 1) cores = 1;
+  // A launcher that binds ranks (mpirun --bind-to core, srun --cpu-bind)
+  // already gave this process its share: use it as is.
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) {
+    const int allowed = CPU_COUNT(&mask);
+    if (allowed >= 1 && allowed < cores) return allowed;
+  }
   int n = cores / LocalRanksFromEnv();
   return n < 1 ? 1 : n;
 }

@@ -38,7 +38,9 @@ struct KernelContext {
 };
 
 // Cores / ranks on this host: std::thread::hardware_concurrency() divided by
-// OMPI_COMM_WORLD_LOCAL_SIZE (or MPI_LOCALNRANKS) when set, at least 1.
+// OMPI_COMM_WORLD_LOCAL_SIZE (or MPI_LOCALNRANKS) when set, at least 1. When
+// the process is bound to fewer CPUs than the host has (a launcher binding
+// ranks to cores), the number of CPUs it may run on instead.
 int DefaultCpuThreads();
 
 // Sets the process-wide CPU thread count (kernels' loops and OpenBLAS via

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include <cblas.h>
+#include <sched.h>
 
 #include "gtest/gtest.h"
 
@@ -12,6 +13,9 @@ namespace {
 
 TEST(Context, DefaultThreadsDivideCoresByLocalRanks) {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+  if (CPU_COUNT(&mask) < cores) GTEST_SKIP() << "process is bound to " << CPU_COUNT(&mask) << " of " << cores << " CPUs";
   unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   unsetenv("MPI_LOCALNRANKS");
   EXPECT_EQ(DefaultCpuThreads(), cores);
@@ -23,6 +27,25 @@ TEST(Context, DefaultThreadsDivideCoresByLocalRanks) {
   setenv("MPI_LOCALNRANKS", "1000", 1);
   EXPECT_EQ(DefaultCpuThreads(), 1);
   unsetenv("MPI_LOCALNRANKS");
+}
+
+TEST(Context, BoundProcessUsesItsCpus) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  if (CPU_COUNT(&saved) < 2) GTEST_SKIP() << "needs a process allowed on >= 2 CPUs to bind it to 1";
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &saved)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1);
+  EXPECT_EQ(DefaultCpuThreads(), 1);
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
 }
 
 TEST(Context, SetCpuThreadsAppliesToOpenBlasAndClamps) {
