@@ -21,7 +21,11 @@ def main():
     order = []
     seen_ranks = set()
     for path in args.files:
-        rank = int(path.rsplit("rank_", 1)[1].split(".")[0])
+        # An unmatched shell glob arrives as the literal "rank_*.xml".
+        try:
+            rank = int(path.rsplit("rank_", 1)[1].split(".")[0])
+        except (IndexError, ValueError):
+            continue
         try:
             root = ET.parse(path).getroot()
         except (ET.ParseError, OSError) as e:

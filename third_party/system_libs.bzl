@@ -47,7 +47,7 @@ def _showme(ctx, what):
     result = ctx.execute(["mpicxx", "--showme:" + what])
     if result.return_code != 0:
         fail("mpicxx --showme:%s failed (is libopenmpi-dev installed? run tools/install-deps): %s" % (what, result.stderr))
-    return result.stdout.split()
+    return [w for w in result.stdout.replace("\n", " ").split(" ") if w]
 
 def _mpi_repository_impl(ctx):
     if ctx.which("mpicxx") == None:
