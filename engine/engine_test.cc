@@ -603,6 +603,125 @@ TEST(EngineTest, NonFiniteGradientSkipsTheStepEverywhere) {
   });
 }
 
+// Records the order of unit calls and collectives, to check when the engine
+// issues gathers and reductions relative to compute.
+struct EventLog {
+  std::vector<std::string> events;
+};
+
+class LoggingUnit : public Unit {
+ public:
+  LoggingUnit(std::unique_ptr<Unit> inner, EventLog* log) : inner_(std::move(inner)), log_(log) {}
+  const std::string& name() const override { return inner_->name(); }
+  const std::vector<ParamSpec>& params() const override { return inner_->params(); }
+  std::vector<std::string> borrowed_params() const override { return inner_->borrowed_params(); }
+  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
+                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
+    log_->events.push_back("F " + name());
+    return inner_->Forward(ctx, params, batch, in, out, saved);
+  }
+  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+                        absl::Span<const TensorView> grads, const TokenBatch& batch, const SavedActivations& saved,
+                        const TensorView& grad_out, Buffer* grad_in) override {
+    log_->events.push_back("B " + name());
+    return inner_->Backward(ctx, params, grads, batch, saved, grad_out, grad_in);
+  }
+
+ private:
+  std::unique_ptr<Unit> inner_;
+  EventLog* log_;
+};
+
+class LoggingCommunicator : public Communicator {
+ public:
+  LoggingCommunicator(Communicator* inner, EventLog* log) : inner_(inner), log_(log) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::string& name() const override { return inner_->name(); }
+  Device device() const override { return inner_->device(); }
+  std::unique_ptr<Work> AllGather(const void* in, void* out, int64_t count, DType dtype) override {
+    log_->events.push_back(absl::StrCat("AG ", count));
+    return inner_->AllGather(in, out, count, dtype);
+  }
+  std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override {
+    log_->events.push_back(absl::StrCat("RS ", count));
+    return inner_->ReduceScatter(in, out, count, dtype, op);
+  }
+  std::unique_ptr<Work> AllReduce(void* buf, int64_t count, DType dtype, ReduceOp op) override {
+    log_->events.push_back(absl::StrCat("AR ", count));
+    return inner_->AllReduce(buf, count, dtype, op);
+  }
+  std::unique_ptr<Work> Broadcast(void* buf, int64_t count, DType dtype, int root) override {
+    return inner_->Broadcast(buf, count, dtype, root);
+  }
+  std::unique_ptr<Work> Send(const void* buf, int64_t count, DType dtype, int peer, int tag) override {
+    return inner_->Send(buf, count, dtype, peer, tag);
+  }
+  std::unique_ptr<Work> Recv(void* buf, int64_t count, DType dtype, int peer, int tag) override {
+    return inner_->Recv(buf, count, dtype, peer, tag);
+  }
+  std::unique_ptr<Work> Barrier() override { return inner_->Barrier(); }
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key, const std::string& name) override {
+    return inner_->Split(color, key, name);
+  }
+  CommStats Stats() const override { return inner_->Stats(); }
+
+ private:
+  Communicator* inner_;
+  EventLog* log_;
+};
+
+// The order of one step's unit calls and collectives (dp = 1, one bucket per
+// unit; units: embed 1200 elements, blk.0 and blk.1 272, head 16 borrowing
+// wte). Stage 3 gathers one unit ahead and holds embed across each pass;
+// stages 0, 2 and 3 launch a unit's reduce-scatter right after its backward,
+// stage 1 after the whole backward.
+std::vector<std::string> StepEvents(int stage) {
+  EventLog log;
+  std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(1);
+  LoggingCommunicator comm(comms[0].get(), &log);
+  std::unique_ptr<Model> model = BuildToyModel(kToy);
+  for (auto& unit : model->units) unit = std::make_unique<LoggingUnit>(std::move(unit), &log);
+  RunSpec spec;
+  spec.stage = stage;
+  spec.bucket_bytes = 0;
+  auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), &comm, std::move(model));
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  const std::vector<int32_t> tokens = RandomTokens(1);
+  std::vector<HostBatch> batches = SliceBatch(tokens, 1, 1, 0);
+  log.events.clear();
+  EXPECT_TRUE((*engine)->TrainStep({&batches[0].view, 1}).ok());
+  return log.events;
+}
+
+TEST(EngineTest, Stage3GathersAheadAndReducesDuringBackward) {
+  EXPECT_EQ(StepEvents(3), std::vector<std::string>({
+                               "AR 5",                                    // batch agreement
+                               "AG 1200", "AG 272", "F embed",            // embed + prefetch blk.0
+                               "AG 272", "F blk.0",                       // prefetch blk.1
+                               "AG 16", "F blk.1",                        // prefetch head (embed still held)
+                               "F head",                                  // then head and embed released
+                               "AG 16", "AG 1200", "AG 272", "B head",    // head, embed, prefetch blk.1
+                               "RS 16", "AG 272", "B blk.1",              // head's reduction; prefetch blk.0
+                               "RS 272", "B blk.0", "RS 272", "B embed",  //
+                               "RS 1200", "AR 2",                         // embed's reduction; [sum sq, loss]
+                           }));
+}
+
+TEST(EngineTest, Stage2ReducesDuringBackwardStage1AfterIt) {
+  EXPECT_EQ(StepEvents(2), std::vector<std::string>({
+                               "AR 5", "F embed", "F blk.0", "F blk.1", "F head",               //
+                               "B head", "RS 16", "B blk.1", "RS 272", "B blk.0", "RS 272",     //
+                               "B embed", "RS 1200", "AR 2", "AG 1200", "AG 272", "AG 272", "AG 16",  // publish
+                           }));
+  EXPECT_EQ(StepEvents(1), std::vector<std::string>({
+                               "AR 5", "F embed", "F blk.0", "F blk.1", "F head",     //
+                               "B head", "B blk.1", "B blk.0", "B embed",             //
+                               "RS 16", "RS 272", "RS 272", "RS 1200", "AR 2",        //
+                               "AG 1200", "AG 272", "AG 272", "AG 16",                //
+                           }));
+}
+
 // Clipping scales the gradient by clip / (norm + 1e-6): with plain SGD that
 // equals an unclipped run at lr * coefficient (up to one rounding per step).
 TEST(EngineTest, ClippingAppliesTheCoefficient) {
