@@ -369,6 +369,7 @@ absl::Status Engine::BackwardPass(const TokenBatch& batch, bool reduce,
 }
 
 absl::StatusOr<StepResult> Engine::TrainStep(absl::Span<const TokenBatch> micro_batches) {
+  RETURN_IF_ERROR(CheckUsable());
   Clock::time_point start = Clock::now();
   StepResult result;
   absl::Status count_ok =
@@ -386,6 +387,19 @@ absl::StatusOr<StepResult> Engine::TrainStep(absl::Span<const TokenBatch> micro_
     }
     RETURN_IF_ERROR(agreed);
   }
+  absl::Status s = RunStep(micro_batches, &result);
+  if (!s.ok()) {
+    broken_ = s;
+    return s;
+  }
+  result.tokens = micro_batches[0].inputs.shape[0] * micro_batches[0].inputs.shape[1] *
+                  options_.accumulation_steps * dp_->size();
+  result.timings.total = SecondsSince(start);
+  return result;
+}
+
+absl::Status Engine::RunStep(absl::Span<const TokenBatch> micro_batches, StepResult* out) {
+  StepResult& result = *out;
   const int k = options_.accumulation_steps;
   for (auto& shard : shards_) {
     if (options_.stage <= 1) {
@@ -412,9 +426,13 @@ absl::StatusOr<StepResult> Engine::TrainStep(absl::Span<const TokenBatch> micro_
   Clock::time_point t0 = Clock::now();
   RETURN_IF_ERROR(FinishStep(loss_sum / static_cast<float>(k), &result));
   result.timings.optimizer = SecondsSince(t0);
-  result.tokens = micro_batches[0].inputs.shape[0] * micro_batches[0].inputs.shape[1] * k * dp_->size();
-  result.timings.total = SecondsSince(start);
-  return result;
+  return absl::OkStatus();
+}
+
+absl::Status Engine::CheckUsable() const {
+  if (broken_.ok()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the engine is unusable after a failure in the middle of a collective sequence: ", broken_.message()));
 }
 
 absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
@@ -472,19 +490,25 @@ absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
 }
 
 absl::StatusOr<float> Engine::Evaluate(const TokenBatch& batch) {
+  RETURN_IF_ERROR(CheckUsable());
   RETURN_IF_ERROR(AgreeOnBatch({&batch, 1}));
   std::vector<Buffer> outs;
   std::vector<std::unique_ptr<SavedActivations>> saved;
   StepTimings timings;
   float loss = 0;
   absl::Status s = ForwardPass(batch, /*training=*/false, &outs, &saved, &loss, &timings);
-  RETURN_IF_ERROR(gatherer_->ReleaseAll());
-  RETURN_IF_ERROR(s);
-  RETURN_IF_ERROR(dp_->AllReduce(&loss, 1, DType::kF32, ReduceOp::kSum)->Wait());
+  absl::Status released = gatherer_->ReleaseAll();
+  if (s.ok()) s = released;
+  if (s.ok()) s = dp_->AllReduce(&loss, 1, DType::kF32, ReduceOp::kSum)->Wait();
+  if (!s.ok()) {
+    broken_ = s;
+    return s;
+  }
   return loss / static_cast<float>(dp_->size());
 }
 
 absl::StatusOr<std::vector<float>> Engine::GatherParam(absl::string_view name) {
+  RETURN_IF_ERROR(CheckUsable());
   for (int u = 0; u < num_units(); ++u) {
     absl::StatusOr<int> p = layouts_[u].FindParam(name);
     if (!p.ok()) continue;
@@ -497,8 +521,11 @@ absl::StatusOr<std::vector<float>> Engine::GatherParam(absl::string_view name) {
     }
     ASSIGN_OR_RETURN(Buffer full, Buffer::Allocate(&tracker_, MemoryCategory::kWorkspace, Device::kCpu, DType::kF32,
                                                    layouts_[u].padded_numel()));
-    RETURN_IF_ERROR(
-        dp_->AllGather(shard.master(), full.data(), layouts_[u].shard_numel(), DType::kF32)->Wait());
+    absl::Status s = dp_->AllGather(shard.master(), full.data(), layouts_[u].shard_numel(), DType::kF32)->Wait();
+    if (!s.ok()) {
+      broken_ = s;
+      return s;
+    }
     std::memcpy(out.data(), full.as<float>() + info.offset, info.numel * sizeof(float));
     return out;
   }

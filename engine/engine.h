@@ -28,7 +28,10 @@
 // with one small AllReduce before any other collective; GatherParam checks
 // the name locally (every rank has the same names) before communicating.
 // A failure inside a unit's Forward/Backward on one rank only (e.g. a token
-// >= V on that rank) cannot be agreed on; the comm watchdog bounds it.
+// >= V on that rank) cannot be agreed on; the comm watchdog bounds it. After
+// any failure past the batch agreement the engine refuses further calls
+// (kFailedPrecondition quoting the failure): its buffers and the ranks'
+// collective sequences may be half done.
 //
 // Thread-compatible: one thread drives an Engine. Not copyable.
 #ifndef ZEROSHARD_ENGINE_ENGINE_H_
@@ -146,7 +149,11 @@ class Engine {
                            std::vector<std::unique_ptr<SavedActivations>>* saved, float* loss, StepTimings* t);
   absl::Status BackwardPass(const TokenBatch& batch, bool reduce, std::vector<std::unique_ptr<SavedActivations>>* saved,
                             StepTimings* t);
+  absl::Status RunStep(absl::Span<const TokenBatch> micro_batches, StepResult* result);
   absl::Status FinishStep(float local_loss, StepResult* result);
+  // kFailedPrecondition quoting broken_ once a failure left collectives or
+  // buffers half done (a unit's error, a collective's error).
+  absl::Status CheckUsable() const;
 
   EngineOptions options_;
   Communicator* dp_ = nullptr;
@@ -168,6 +175,7 @@ class Engine {
   std::unique_ptr<ShardedOptimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   int64_t step_ = 0;
+  absl::Status broken_;
 };
 
 }  // namespace zeroshard

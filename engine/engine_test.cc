@@ -603,6 +603,31 @@ TEST(EngineTest, NonFiniteGradientSkipsTheStepEverywhere) {
   });
 }
 
+// A unit failing mid-step (here on every rank, so nobody is left in a
+// collective) leaves the engine refusing further work.
+TEST(EngineTest, FailureInsideAStepMakesTheEngineRefuseWork) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  OnRanks(2, [&](int rank, Communicator* comm) {
+    RunSpec spec;
+    spec.dp = 2;
+    spec.stage = 3;
+    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
+    batches[0].inputs[3] = kToy.vocab_size;  // out of range: the embedding rejects it
+    absl::StatusOr<StepResult> r = (*engine)->TrainStep({&batches[0].view, 1});
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), "token 67 at 3 is outside [0, 67)");
+    batches[0].inputs[3] = 0;
+    r = (*engine)->TrainStep({&batches[0].view, 1});
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(r.status().message(),
+              "the engine is unusable after a failure in the middle of a collective sequence: token 67 at 3 is "
+              "outside [0, 67)");
+    EXPECT_EQ((*engine)->GatherParam("wte.weight").status().code(), absl::StatusCode::kFailedPrecondition);
+  });
+}
+
 // Records the order of unit calls and collectives, to check when the engine
 // issues gathers and reductions relative to compute.
 struct EventLog {
