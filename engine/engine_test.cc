@@ -603,6 +603,34 @@ TEST(EngineTest, NonFiniteGradientSkipsTheStepEverywhere) {
   });
 }
 
+// A unit that owns no parameter (P = S = 0) takes part in every stage.
+TEST(EngineTest, UnitWithoutParametersWorksInEveryStage) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  ToyModelConfig cfg = kToy;
+  cfg.head_scale = false;
+  std::vector<std::map<std::string, std::vector<float>>> weights(4);
+  for (int stage = 0; stage <= 3; ++stage) {
+    OnRanks(2, [&](int rank, Communicator* comm) {
+      RunSpec spec;
+      spec.dp = 2;
+      spec.stage = stage;
+      spec.bucket_bytes = 0;
+      auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(cfg));
+      ASSERT_TRUE(engine.ok()) << engine.status();
+      EXPECT_EQ((*engine)->layout(3).padded_numel(), 0);
+      std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
+      for (int s = 0; s < 3; ++s) ASSERT_TRUE((*engine)->TrainStep({&batches[0].view, 1}).ok());
+      for (const std::string& name : (*engine)->ParamNames()) {
+        auto w = (*engine)->GatherParam(name);
+        ASSERT_TRUE(w.ok()) << w.status();
+        if (rank == 0) weights[stage][name] = *w;
+      }
+    });
+    EXPECT_EQ(weights[stage], weights[0]) << "stage " << stage;
+  }
+  EXPECT_EQ(weights[0].count("ln_f.weight"), 0u);
+}
+
 // A unit failing mid-step (here on every rank, so nobody is left in a
 // collective) leaves the engine refusing further work.
 TEST(EngineTest, FailureInsideAStepMakesTheEngineRefuseWork) {

@@ -146,8 +146,9 @@ class Block : public ToyUnitBase {
 
 class Head : public ToyUnitBase {
  public:
-  Head(int v, int c, int nan_target) : ToyUnitBase("head"), v_(v), c_(c), nan_target_(nan_target) {
-    params_ = {{"ln_f.weight", {c}, InitKind::kOnes, 0}};
+  Head(int v, int c, int nan_target, bool has_scale)
+      : ToyUnitBase("head"), v_(v), c_(c), nan_target_(nan_target), ones_(c, 1.0f), scratch_(c) {
+    if (has_scale) params_ = {{"ln_f.weight", {c}, InitKind::kOnes, 0}};
   }
   std::vector<std::string> borrowed_params() const override { return {"wte.weight"}; }
 
@@ -155,8 +156,8 @@ class Head : public ToyUnitBase {
                        const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
     const int64_t n = in.numel() / c_;
     const float* x = in.as<float>();
-    const float* scale = p[0].as<float>();
-    const float* wte = p[1].as<float>();
+    const float* scale = params_.empty() ? ones_.data() : p[0].as<float>();
+    const float* wte = p.back().as<float>();
     const int32_t* target = batch.targets.as<int32_t>();
     auto s = std::make_unique<Saved>();
     s->a.assign(x, x + n * c_);
@@ -191,10 +192,10 @@ class Head : public ToyUnitBase {
                         Buffer* grad_in) override {
     const Saved& s = static_cast<const Saved&>(saved);
     const int64_t n = static_cast<int64_t>(s.a.size()) / c_;
-    const float* scale = p[0].as<float>();
-    const float* wte = p[1].as<float>();
-    float* dscale = g[0].as<float>();
-    float* dwte = g[1].as<float>();
+    const float* scale = params_.empty() ? ones_.data() : p[0].as<float>();
+    const float* wte = p.back().as<float>();
+    float* dscale = params_.empty() ? scratch_.data() : g[0].as<float>();
+    float* dwte = g.back().as<float>();
     const int32_t* target = batch.targets.as<int32_t>();
     const float dloss = grad_out.as<float>()[0] / static_cast<float>(n);
     RETURN_IF_ERROR(Alloc(ctx, n * c_, grad_in));
@@ -224,6 +225,8 @@ class Head : public ToyUnitBase {
 
  private:
   int v_, c_, nan_target_;
+  std::vector<float> ones_;
+  std::vector<float> scratch_;  // sink for the scale gradient when there is no scale
 };
 
 }  // namespace
@@ -232,7 +235,7 @@ std::unique_ptr<Model> BuildToyModel(const ToyModelConfig& config) {
   auto model = std::make_unique<Model>();
   model->units.push_back(std::make_unique<Embed>(config.vocab_size, config.seq_len, config.n_embd));
   for (int i = 0; i < config.n_layer; ++i) model->units.push_back(std::make_unique<Block>(i, config.n_embd));
-  model->units.push_back(std::make_unique<Head>(config.vocab_size, config.n_embd, config.nan_target));
+  model->units.push_back(std::make_unique<Head>(config.vocab_size, config.n_embd, config.nan_target, config.head_scale));
   return model;
 }
 

@@ -24,6 +24,9 @@ struct ToyModelConfig {
   // When >= 0, a target equal to it makes the head's backward add NaN to the
   // ln_f.weight gradient (to test skipped steps).
   int nan_target = -1;
+  // false: the head owns no parameter (only the borrowed wte): a unit with
+  // an empty flat buffer.
+  bool head_scale = true;
 };
 
 std::unique_ptr<Model> BuildToyModel(const ToyModelConfig& config);
