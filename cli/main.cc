@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/check_config.h"
+#include "cli/comm_bench.h"
 #include "cli/ckpt.h"
 #include "cli/subcommand.h"
 
@@ -14,6 +15,7 @@ namespace {
 const std::vector<const Subcommand*>& Subcommands() {
   static const std::vector<const Subcommand*> all = {
       &kCheckConfig,
+      &kCommBench,
       &kCkpt,
   };
   return all;
