@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
+#include "kernels/bias.h"
 #include "kernels/cast.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
@@ -279,6 +280,42 @@ TEST_P(GpuKernelTest, CrossEntropy) {
   ExpectAllClose(glosses.ToDoubles<float>(), Doubles(losses), 1e-5, 1e-5, "losses");
   ExpectAllClose(gmean.ToDoubles<float>(), Doubles(mean), 1e-5, 1e-5, "mean");
   ExpectAllClose(Fetch(gdz, dt, n * v), dz.Values(), Tol(1e-7), Tol(1e-5), "dlogits");
+}
+
+// The reductions promise run-to-run identical bits (fixed shapes, no atomics).
+TEST_P(GpuKernelTest, ReductionsAreRunToRunDeterministic) {
+  const DType dt = GetParam();
+  const int64_t b = 4, t = 64, c = 96, v = 50, n = b * t;
+  std::vector<int32_t> tokens = rng_.Ints(n, 0, v);
+  HostTensor dout = HostTensor::From(dt, rng_.Uniform(n * c, -1, 1));
+  HostTensor x = HostTensor::From(dt, rng_.Uniform(n * c, -2, 2)), w = HostTensor::From(dt, rng_.Uniform(c, 0.5, 1.5));
+  std::vector<float> mean(n), rstd(n);
+  HostTensor y(dt, n * c);
+  ASSERT_TRUE(LayerNormForward(cpu_, y.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), n, c, 1e-5f, dt).ok());
+  DeviceArray gtok(tokens), gdout(dout), gx(x), gw(w), gmean(mean), grstd(rstd);
+  std::vector<std::vector<double>> runs;
+  for (int run = 0; run < 2; ++run) {
+    HostTensor zeros_v = HostTensor::From(dt, std::vector<double>(v * c, 0.0));
+    HostTensor zeros_c = HostTensor::From(dt, std::vector<double>(c, 0.0));
+    HostTensor zeros_t = HostTensor::From(dt, std::vector<double>(t * c, 0.0));
+    HostTensor dx(dt, n * c);
+    DeviceArray dwte(zeros_v), dwpe(zeros_t), dbias(zeros_c), dlw(zeros_c), dlb(zeros_c), gdx(dx);
+    ASSERT_TRUE(EmbeddingBackward(gpu_, dwte.get(), dwpe.get(), gdout.get(), gtok.as<int32_t>(), b, t, c, v, dt).ok());
+    ASSERT_TRUE(BiasGrad(gpu_, dbias.get(), gdout.get(), n, c, dt).ok());
+    ASSERT_TRUE(LayerNormBackward(gpu_, gdx.get(), dlw.get(), dlb.get(), gdout.get(), gx.get(), gw.get(),
+                                  gmean.as<float>(), grstd.as<float>(), n, c, dt)
+                    .ok());
+    double sq = 0;
+    ASSERT_TRUE(SumOfSquares(gpu_, gdout.get(), n * c, dt, &sq).ok());
+    Sync();
+    std::vector<double> all = {sq};
+    for (const DeviceArray* d : {&dwte, &dwpe, &dbias, &dlw, &dlb, &gdx}) {
+      const int64_t count = d == &dwte ? v * c : d == &dwpe ? t * c : d == &gdx ? n * c : c;
+      for (double val : Fetch(*d, dt, count)) all.push_back(val);
+    }
+    runs.push_back(all);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuKernelTest, ::testing::Values(DType::kF32, DType::kBF16),
