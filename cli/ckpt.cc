@@ -71,14 +71,20 @@ int Inspect(int argc, char** argv) {
 int Verify(int argc, char** argv) {
   absl::StatusOr<ParsedArgs> args = Parse(argc, argv, 1, {});
   if (!args.ok()) return Usage(std::string(args.status().message()));
+  // No checkpoint at all is bad input (2); anything wrong inside one is a
+  // failed check (1).
+  absl::StatusOr<CheckpointReader> opened = CheckpointReader::Open(args->positional[0]);
+  if (!opened.ok() && opened.status().code() != absl::StatusCode::kDataLoss &&
+      opened.status().code() != absl::StatusCode::kUnimplemented) {
+    return Fail("verify", opened.status());
+  }
   const std::vector<absl::Status> problems = VerifyCheckpoint(args->positional[0]);
   for (const absl::Status& p : problems) std::cout << "FAIL " << p.message() << "\n";
   if (!problems.empty()) {
     std::cout << problems.size() << " problem(s) found\n";
     return 1;
   }
-  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(args->positional[0]);
-  std::cout << "OK " << reader->dir() << ": manifest and " << reader->dp() << " shard file(s) intact\n";
+  std::cout << "OK " << opened->dir() << ": manifest and " << opened->dp() << " shard file(s) intact\n";
   return 0;
 }
 

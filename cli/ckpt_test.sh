@@ -29,6 +29,7 @@ expect unknown_command 2 "no ckpt command 'frob'" -- "$bin" ckpt frob
 expect inspect 0 "topology:    dp=4 tp=1 pp=1, saved by ZeRO stage 2" -- "$bin" ckpt inspect "$ck"
 expect inspect_step_dir 0 "step:        9 (optimizer steps 9)" -- "$bin" ckpt inspect "$ck/step_9"
 expect inspect_missing 2 "checkpoint '$tmp/nope' does not exist" -- "$bin" ckpt inspect "$tmp/nope"
+expect verify_missing_dir 2 "checkpoint '$tmp/nope' does not exist" -- "$bin" ckpt verify "$tmp/nope"
 expect verify_ok 0 "manifest and 4 shard file(s) intact" -- "$bin" ckpt verify "$ck"
 expect reshard 0 "(dp 4 -> 2)" -- "$bin" ckpt reshard "$ck" --out "$tmp/dp2" --dp 2
 expect reshard_bad_dp 2 "--dp '0' must be >= 1" -- "$bin" ckpt reshard "$ck" --out "$tmp/dp0" --dp 0
