@@ -34,7 +34,7 @@ TEST(TrainSingleRankTest, LossDropsWellBelowUnigramEntropy) {
   opt.model = Gpt2Config{2, 4, 64, 256, 32};
   opt.seq_len = 32;
   opt.batch_size = 8;
-  opt.steps = 500;
+  opt.steps = 600;
   // Constant 1e-3 after warmup: higher rates (or decaying early) leave some
   // seeds on the unigram plateau (~3 nats) for hundreds of steps.
   opt.lr = 1e-3f;
@@ -45,14 +45,14 @@ TEST(TrainSingleRankTest, LossDropsWellBelowUnigramEntropy) {
   opt.init_seed = corpus_seed;
   auto losses = TrainSingleRank(*dataset, opt);
   ASSERT_TRUE(losses.ok()) << losses.status();
-  ASSERT_EQ(losses->size(), 500u);
+  ASSERT_EQ(losses->size(), 600u);
   auto mean = [&](int64_t from, int64_t to) {
     double s = 0;
     for (int64_t i = from; i < to; ++i) s += (*losses)[i];
     return s / (to - from);
   };
-  const double start = (*losses)[0], middle = mean(240, 260), end = mean(480, 500);
-  std::printf("unigram entropy %.3f nats; loss start %.3f, steps 240-259 %.3f, steps 480-499 %.3f\n", entropy, start,
+  const double start = (*losses)[0], middle = mean(290, 310), end = mean(580, 600);
+  std::printf("unigram entropy %.3f nats; loss start %.3f, steps 290-309 %.3f, steps 580-599 %.3f\n", entropy, start,
               middle, end);
   EXPECT_NEAR(start, std::log(256.0), 0.1);  // uniform at init
   EXPECT_LT(end, 0.6 * entropy) << "entropy " << entropy;
