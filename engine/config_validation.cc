@@ -190,7 +190,6 @@ void CheckRuntime(const TrainConfig& t, Checker& c) {
   c.AtLeast("engine.device.threads_per_rank", e.device().threads_per_rank(), 0);
   c.AtLeast("engine.checkpoint.interval", e.checkpoint().interval(), 0);
   c.AtLeast("engine.checkpoint.keep_last", e.checkpoint().keep_last(), 0);
-  if (!e.checkpoint().dir().empty()) c.NotYet("engine.checkpoint.dir (sharded checkpoints)");
   c.AtLeast("engine.logging.interval", e.logging().interval(), 1);
   if (!e.logging().trace_path().empty()) c.NotYet("engine.logging.trace_path (timeline trace)");
 }

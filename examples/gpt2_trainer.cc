@@ -9,8 +9,10 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "checkpoint/engine_checkpoint.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
@@ -123,9 +125,9 @@ absl::StatusOr<std::array<int64_t, kNumMemoryCategories>> MaxPeaks(Communicator&
   return out;
 }
 
-std::string ProgressLine(const StepResult& r, int64_t total_steps, std::optional<float> val_loss, double step_ms,
+std::string ProgressLine(int64_t step, const StepResult& r, int64_t total_steps, std::optional<float> val_loss, double step_ms,
                          double tokens_per_s, const std::array<int64_t, kNumMemoryCategories>& peaks) {
-  std::string line = absl::StrFormat("step %5d/%d | loss %.4f", r.step, total_steps, r.loss);
+  std::string line = absl::StrFormat("step %5d/%d | loss %.4f", step, total_steps, r.loss);
   if (val_loss.has_value()) absl::StrAppendFormat(&line, " | val %.4f", *val_loss);
   absl::StrAppendFormat(&line, " | lr %.2e | norm %.3f | scale 1%s | %.0f tok/s | %.0f ms | peak/rank", r.lr,
                         r.grad_norm, r.skipped ? " SKIPPED" : "", tokens_per_s, step_ms);
@@ -144,11 +146,22 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   const bool leader = world_rank == 0;
 
   ASSIGN_OR_RETURN(TrainConfig config, LoadTrainConfig(flags.config_path, flags.overrides, world_size));
-  const int64_t total_steps = flags.steps >= 0 ? flags.steps : config.steps();
+  // The schedule follows the config's planned length; --steps only says where
+  // this job stops, so a run split into several jobs trains identically.
+  const int64_t planned_steps = config.steps();
+  const int64_t total_steps = flags.steps >= 0 ? flags.steps : planned_steps;
+  TrainConfig due_config = config;  // checkpoints are due every interval and at this job's last step
+  due_config.set_steps(static_cast<int32_t>(total_steps));
+  if (flags.resume && config.engine().checkpoint().dir().empty()) {
+    return absl::InvalidArgumentError("--resume needs engine.checkpoint.dir in the config (or --set it)");
+  }
+  if (flags.resume && !flags.init_from.empty()) {
+    return absl::InvalidArgumentError("--resume and --init_from exclude each other");
+  }
   EngineConfig engine_config = config.engine();
   if (engine_config.lr_schedule().type() != LrScheduleConfig::CONSTANT && engine_config.lr_schedule().decay_steps() == 0) {
     engine_config.mutable_lr_schedule()->set_decay_steps(static_cast<int32_t>(std::max<int64_t>(
-        total_steps, engine_config.lr_schedule().warmup_steps() + 1)));
+        planned_steps, engine_config.lr_schedule().warmup_steps() + 1)));
   }
 
   kernels::SetCpuThreads(engine_config.device().threads_per_rank() > 0 ? engine_config.device().threads_per_rank()
@@ -178,6 +191,33 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   }
   const int dp_rank = grid.dp_rank();
 
+  int64_t step = 0;  // optimizer iterations done (skipped ones included): the data position
+  if (!flags.init_from.empty()) {
+    if (absl::EndsWith(flags.init_from, ".safetensors")) {
+      RETURN_IF_ERROR(ImportSafetensors(*engine, flags.init_from));
+    } else {
+      LoadOptions weights_only;
+      weights_only.weights_only = true;
+      RETURN_IF_ERROR(LoadCheckpoint(*engine, flags.init_from, weights_only).status());
+    }
+    if (leader) out << "zeroshard: initialised weights from " << flags.init_from << "\n";
+  }
+  if (flags.resume) {
+    ASSIGN_OR_RETURN(LoadedCheckpoint ck, LoadCheckpoint(*engine, config.engine().checkpoint().dir()));
+    const int64_t expected = ck.step * config.data().batch_size();
+    if (ck.data.sequences_consumed != expected || ck.data.shuffle_seed != config.data().shuffle_seed()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          ck.dir, ": data position ", ck.data.sequences_consumed, " sequences (shuffle seed ", ck.data.shuffle_seed,
+          ") does not match step ", ck.step, " x data.batch_size ", config.data().batch_size(), " = ", expected,
+          " (shuffle seed ", config.data().shuffle_seed(), "); resume with the saving run's batch size and seed"));
+    }
+    step = ck.step;
+    if (leader) {
+      out << "zeroshard: resumed from " << ck.dir << " at step " << step
+          << (ck.saved_dp != par.dp() ? absl::StrCat(" (resharded from dp ", ck.saved_dp, ")") : "") << "\n";
+    }
+  }
+
   if (flags.eval_only) {
     if (val == nullptr) return absl::InvalidArgumentError("--eval_only needs data.val_path in the config");
     ASSIGN_OR_RETURN(float loss, EvaluateValidation(*engine, *val, config, dp_rank));
@@ -198,7 +238,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     h.tokens_per_step = int64_t{config.data().batch_size()} * config.model().seq_len();
     h.gradient_accumulation_steps = engine_config.gradient_accumulation_steps();
     h.config_path = flags.config_path;
-    ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(engine_config.logging().metrics_path(), h, /*append=*/false));
+    ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(engine_config.logging().metrics_path(), h, /*append=*/flags.resume));
   }
   if (leader) {
     out << absl::StrFormat(
@@ -212,28 +252,26 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
                       config.model().seq_len());
   const int log_interval = engine_config.logging().interval();
   std::optional<float> last_loss;
-  int64_t skipped_steps = 0;
-  while (engine->step() < total_steps) {
-    // The data position is the number of batches consumed, skipped steps included.
-    const int64_t batch_index = engine->step() + skipped_steps;
-    RETURN_IF_ERROR(batches.Fill(*train->source, batch_index, dp_rank));
+  const SaveOptions save_options = SaveOptionsFromConfig(config);
+  while (step < total_steps) {
+    RETURN_IF_ERROR(batches.Fill(*train->source, step, dp_rank));
     const CommStats before = engine->comm_stats();
     const auto t0 = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(StepResult r, engine->TrainStep(batches.batches()));
     const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (r.skipped) ++skipped_steps;
     const int64_t comm_bytes = (engine->comm_stats() - before).Total().bytes_sent;
+    ++step;
 
     std::optional<float> val_loss;
-    const bool last = engine->step() >= total_steps;
-    if (val != nullptr && config.eval_interval() > 0 && (r.step % config.eval_interval() == 0 || last)) {
+    const bool last = step >= total_steps;
+    if (val != nullptr && config.eval_interval() > 0 && (step % config.eval_interval() == 0 || last)) {
       ASSIGN_OR_RETURN(float v, EvaluateValidation(*engine, *val, config, dp_rank));
       val_loss = v;
     }
     const double tokens_per_s = r.tokens / (step_ms / 1000.0);
     if (metrics != nullptr) {
       StepMetrics m;
-      m.step = r.step;
+      m.step = step;
       m.loss = r.loss;
       m.val_loss = val_loss;
       m.lr = r.lr;
@@ -244,13 +282,18 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
       m.comm_bytes = comm_bytes;
       RETURN_IF_ERROR(metrics->Write(m, engine->memory()));
     }
-    if (r.step % log_interval == 0 || last || r.step == 1) {
+    if (step % log_interval == 0 || last || step == 1) {
       ASSIGN_OR_RETURN(auto peaks, MaxPeaks(*world_ptr, engine->memory()));
-      if (leader) out << ProgressLine(r, total_steps, val_loss, step_ms, tokens_per_s, peaks) << std::endl;
+      if (leader) out << ProgressLine(step, r, total_steps, val_loss, step_ms, tokens_per_s, peaks) << std::endl;
+    }
+    if (CheckpointDue(due_config, step)) {
+      const DataPosition data{step * config.data().batch_size(), config.data().shuffle_seed()};
+      RETURN_IF_ERROR(SaveCheckpoint(*engine, config.engine().checkpoint().dir(), step, config, data, save_options));
+      if (leader) out << "zeroshard: saved " << config.engine().checkpoint().dir() << "/step_" << step << std::endl;
     }
     last_loss = r.loss;
   }
-  if (leader && last_loss.has_value()) out << absl::StrFormat("done: %d steps, final train loss %.4f\n", engine->step(), *last_loss);
+  if (leader && last_loss.has_value()) out << absl::StrFormat("done: step %d, final train loss %.4f\n", step, *last_loss);
   return absl::OkStatus();
 }
 

@@ -17,6 +17,8 @@ struct TrainerFlags {
   std::string config_path;
   std::vector<std::string> overrides;  // --set PATH=VALUE, in order
   bool eval_only = false;              // print the validation loss and exit
+  bool resume = false;                 // continue from engine.checkpoint.dir's latest checkpoint
+  std::string init_from;               // weights from a checkpoint dir or a .safetensors file
   int64_t steps = -1;                  // total optimizer steps; -1: the config's
 };
 

@@ -3,7 +3,9 @@
 //   mpirun -np 4 bazel-bin/examples/train_gpt2 --config examples/configs/demo_zero3.pbtxt
 //
 // Flags: --config FILE (required), --set PATH=VALUE (repeatable config
-// override), --steps N (total optimizer steps), --eval_only.
+// override), --steps N (total optimizer steps; a resumed run continues to
+// N), --resume (from engine.checkpoint.dir's latest), --init_from PATH (a
+// checkpoint dir or a .safetensors file), --eval_only.
 #include <iostream>
 
 #include "absl/strings/numbers.h"
@@ -14,11 +16,13 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: train_gpt2 --config FILE.pbtxt [--set PATH=VALUE ...] [--steps N] [--eval_only]\n";
+    "usage: train_gpt2 --config FILE.pbtxt [--set PATH=VALUE ...] [--steps N] [--resume]\n"
+    "                  [--init_from CHECKPOINT_DIR|FILE.safetensors] [--eval_only]\n";
 
 int Main(int argc, char** argv) {
   absl::StatusOr<zeroshard::cli::ParsedArgs> args = zeroshard::cli::ParseArgs(
-      argc, argv, 1, {{"config"}, {"set", true, true}, {"steps"}, {"eval_only", false}, {"help", false}});
+      argc, argv, 1, {{"config"}, {"set", true, true}, {"steps"}, {"eval_only", false}, {"resume", false},
+                      {"init_from"}, {"help", false}});
   if (!args.ok() || !args->positional.empty()) {
     std::cerr << "train_gpt2: " << (args.ok() ? "unexpected argument " + args->positional[0] : std::string(args.status().message()))
               << "\n" << kUsage;
@@ -36,6 +40,8 @@ int Main(int argc, char** argv) {
   }
   flags.overrides = args->GetAll("set");
   flags.eval_only = args->Has("eval_only");
+  flags.resume = args->Has("resume");
+  flags.init_from = args->Get("init_from");
   absl::StatusOr<long long> steps = args->GetInt("steps", -1);
   if (!steps.ok() || (args->Has("steps") && *steps < 0)) {
     std::cerr << "train_gpt2: --steps: expected a non-negative integer, got '" << args->Get("steps") << "'\n";

@@ -2,7 +2,7 @@
 # End-to-end: train_gpt2 under real mpirun jobs. Each check is a test case.
 set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
-bin=$1 config=$2 corpus=$3
+bin=$1 config=$2 corpus=$3 zeroshard=$4
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 flags=(--oversubscribe --bind-to none --mca btl self,vader)
 if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
@@ -67,5 +67,42 @@ run 2 missing --set data.train_path=/no/such/tokens.bin
 grep -q "/no/such/tokens.bin" "$tmp/missing.log"
 st=$?
 record_case missing_tokens_named $((rc == 2 && st == 0)) "rc=$rc: $(cat "$tmp/missing.log")"
+
+# Checkpoints: 20 steps straight == 10 steps, a new job resuming to 20, bit for bit.
+ck=(--set steps=20 --set engine.logging.interval=100)
+run 2 straight "${ck[@]}" --set "engine.checkpoint.dir=$tmp/ckA" --set "engine.logging.metrics_path=$tmp/A.jsonl"
+rc_a=$rc
+run 2 first_half "${ck[@]}" --steps 10 --set "engine.checkpoint.dir=$tmp/ckB" --set "engine.logging.metrics_path=$tmp/B.jsonl"
+rc_b=$rc
+run 2 resumed "${ck[@]}" --resume --set "engine.checkpoint.dir=$tmp/ckB" --set "engine.logging.metrics_path=$tmp/B.jsonl"
+grep -q "resumed from .*/ckB/step_10 at step 10" "$tmp/resumed.log"
+st=$?
+"$zeroshard" ckpt diff "$tmp/ckA" "$tmp/ckB" --tol 0 >"$tmp/diff.log" 2>&1
+st_diff=$?
+json_check x "[r['loss'] for r in rows] == [r['loss'] for r in data[1][1]] and len(rows) == 20" "$tmp/A.jsonl" "$tmp/B.jsonl"
+st_json=$?
+record_case resume_continues_bit_for_bit $((rc_a == 0 && rc_b == 0 && rc == 0 && st == 0 && st_diff == 0 && st_json == 0)) \
+  "rc $rc_a/$rc_b/$rc grep $st diff $st_diff json $st_json: $(tail -3 "$tmp/diff.log") $(tail -3 "$tmp/resumed.log")"
+
+# A consolidated safetensors file evaluates to the run's own final validation loss.
+"$zeroshard" ckpt consolidate "$tmp/ckA" --out "$tmp/A.safetensors" >"$tmp/consolidate.log" 2>&1
+st_c=$?
+run 1 init_eval --eval_only --set engine.parallel.dp=1 --init_from "$tmp/A.safetensors"
+want=$(python3 -c "import json; print('%.6f' % [json.loads(l) for l in open('$tmp/A.jsonl')][-1]['val_loss'])")
+grep -qx "val_loss $want" "$tmp/init_eval.log"
+st=$?
+record_case init_from_consolidated_matches_val_loss $((st_c == 0 && rc == 0 && st == 0)) \
+  "consolidate $st_c rc $rc want val_loss $want: $(cat "$tmp/init_eval.log")"
+
+# Resuming at another dp reshards on load and trains on.
+run 4 reshard_resume --resume --set steps=24 --set engine.parallel.dp=4 --set "engine.checkpoint.dir=$tmp/ckA"
+grep -q "resumed from .*/ckA/step_20 at step 20 (resharded from dp 2)" "$tmp/reshard_resume.log" && grep -q "step    24/24" "$tmp/reshard_resume.log"
+st=$?
+record_case resume_at_dp4_reshards $((rc == 0 && st == 0)) "rc=$rc: $(tail -4 "$tmp/reshard_resume.log")"
+
+run 2 resume_nothing --resume --set "engine.checkpoint.dir=$tmp/empty_root"
+grep -q "empty_root" "$tmp/resume_nothing.log"
+st=$?
+record_case resume_without_checkpoint_fails_naming_dir $((rc != 0 && st == 0)) "rc=$rc: $(head -3 "$tmp/resume_nothing.log")"
 
 finish_cases
