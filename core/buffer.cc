@@ -68,4 +68,8 @@ TensorView ViewOf(Buffer& buf, std::vector<int64_t> shape) {
   return v;
 }
 
+TensorView ViewOf(const Buffer& buf, std::vector<int64_t> shape) {
+  return ViewOf(const_cast<Buffer&>(buf), std::move(shape));
+}
+
 }  // namespace zeroshard

@@ -79,8 +79,10 @@ struct TensorView {
 };
 
 // A view of a whole buffer with the given shape; the shape's product must
-// equal buf.numel().
+// equal buf.numel(). TensorView has no const flavour: a view of a const
+// buffer is for reading only, by contract.
 TensorView ViewOf(Buffer& buf, std::vector<int64_t> shape);
+TensorView ViewOf(const Buffer& buf, std::vector<int64_t> shape);
 
 }  // namespace zeroshard
 
