@@ -2,16 +2,17 @@
 # Builds comm_bench_main and prints the comm-bench tables for each world size.
 # Usage: bench/comm/run.sh [NP...] [-- COMM_BENCH_FLAGS...]
 #   bench/comm/run.sh 2 4 -- --min-bytes=1048576 --max-bytes=16777216 --factor=2 --iters=60
-# Environment: BAZEL_OUTPUT_ROOT (default /root/.cache/bazel_comm).
+# Environment: BAZEL_OUTPUT_ROOT picks a Bazel output root (default: Bazel's own).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 nps=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do nps+=("$1"); shift; done
 [ $# -gt 0 ] && shift
 [ ${#nps[@]} -gt 0 ] || nps=(2 4)
-root=${BAZEL_OUTPUT_ROOT:-/root/.cache/bazel_comm}
-bazel --output_user_root="$root" build --symlink_prefix=/ //cli:comm_bench_main >&2
-bin=$(bazel --output_user_root="$root" info bazel-bin 2>/dev/null)/cli/comm_bench_main
+bazel_cmd=(bazel)
+if [ -n "${BAZEL_OUTPUT_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_OUTPUT_ROOT"); fi
+"${bazel_cmd[@]}" build --symlink_prefix=/ //cli:comm_bench_main >&2
+bin=$("${bazel_cmd[@]}" info bazel-bin 2>/dev/null)/cli/comm_bench_main
 flags=(--oversubscribe --bind-to none --mca btl self,vader)
 if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
 # More ranks than cores: ranks waiting inside MPI must yield the CPU.
