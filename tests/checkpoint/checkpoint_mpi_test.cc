@@ -14,6 +14,7 @@
 //     on every rank with the same code.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -167,9 +168,11 @@ struct TrainRun {
   }
 };
 
-TrainRun MakeRun(Communicator* comm, int stage, int k, int32_t data_seed, int n_layer = 2) {
+TrainRun MakeRun(Communicator* comm, int stage, int k, int32_t data_seed, int n_layer = 2,
+                 const std::function<void(TrainConfig*)>& edit = nullptr) {
   TrainRun run;
   run.config = MakeConfig(stage, comm->size(), k);
+  if (edit) edit(&run.config);
   run.data_seed = data_seed;
   auto model = BuildGpt2(Tiny(n_layer));
   EXPECT_TRUE(model.ok());
@@ -361,6 +364,46 @@ TEST(CheckpointMpiTest, ImportOfConsolidatedWeightsIsExact) {
   EXPECT_EQ(l->step, 0);
   ExpectBitwiseEqual(saved, b.Gather(), "import then load");
   ASSERT_TRUE(b.Steps(1).ok());  // trains from the imported weights
+}
+
+TEST(CheckpointMpiTest, SgdMomentumResumesExactlyAndWeightsOnlyLoadsIntoAdamW) {
+  const std::string dir = SharedDir("sgd");
+  const int32_t seed = SharedSeed();
+  const std::string root = JoinPath(dir, "sgd");
+  const auto sgd = [](TrainConfig* c) {
+    c->mutable_engine()->mutable_optimizer()->set_type(OptimizerConfig::SGD);
+    c->mutable_engine()->mutable_optimizer()->set_momentum(0.9);
+  };
+  TrainRun straight = MakeRun(&World(), 1, 1, seed, 2, sgd);
+  ASSERT_TRUE(straight.Steps(6).ok());
+  TrainRun first = MakeRun(&World(), 1, 1, seed, 2, sgd);
+  ASSERT_TRUE(first.Steps(3).ok());
+  ASSERT_TRUE(first.Save(root).ok());
+  const Weights at_save = first.Gather();
+  TrainRun second = MakeRun(&World(), 1, 1, seed, 2, sgd);
+  ASSERT_TRUE(LoadCheckpoint(*second.engine, root).ok());
+  ASSERT_TRUE(second.Steps(3).ok());
+  ExpectBitwiseEqual(straight.Gather(), second.Gather(), "SGD momentum resumed vs straight");
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(root);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(std::vector<std::string>(reader->manifest().kinds().begin(), reader->manifest().kinds().end()),
+            (std::vector<std::string>{"master", "momentum"}));
+
+  // An AdamW engine needs exp_avg: refused, unless weights only (--init_from).
+  TrainRun adam = MakeRun(&World(), 2, 1, seed);
+  absl::StatusOr<LoadedCheckpoint> refused = LoadCheckpoint(*adam.engine, root);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find("has no 'exp_avg' state (it holds master, momentum; saved by the sgd "
+                                            "optimizer); load it with weights_only (--init_from)"),
+            std::string::npos)
+      << refused.status();
+  LoadOptions weights_only;
+  weights_only.weights_only = true;
+  absl::StatusOr<LoadedCheckpoint> init = LoadCheckpoint(*adam.engine, root, weights_only);
+  ASSERT_TRUE(init.ok()) << init.status();
+  EXPECT_EQ(adam.engine->step(), 0);
+  ExpectBitwiseEqual(at_save, adam.Gather(), "weights-only load");
+  ASSERT_TRUE(adam.Steps(1).ok());
 }
 
 TEST(CheckpointMpiTest, CheckpointDueFollowsIntervalAndLastStep) {
