@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
+#include "kernels/cast.h"
 #include "nn/param_init.h"
 #include "sharding/grad_clip.h"
 
@@ -30,10 +31,10 @@ uint64_t Fnv1a(absl::string_view text) {
   return h;
 }
 
-TensorView View(float* data, std::vector<int64_t> shape) {
+TensorView View(void* data, DType dtype, std::vector<int64_t> shape) {
   TensorView v;
   v.data = data;
-  v.dtype = DType::kF32;
+  v.dtype = dtype;
   v.shape = std::move(shape);
   v.device = Device::kCpu;
   return v;
@@ -41,7 +42,12 @@ TensorView View(float* data, std::vector<int64_t> shape) {
 
 // (B, T, numel / (B*T)) view of a unit's activation output.
 TensorView ActivationView(Buffer& buf, int64_t b, int64_t t) {
-  return View(buf.as<float>(), {b, t, buf.numel() / std::max<int64_t>(1, b * t)});
+  return View(buf.data(), buf.dtype(), {b, t, buf.numel() / std::max<int64_t>(1, b * t)});
+}
+
+// data + offset elements of dtype.
+void* At(void* data, DType dtype, int64_t offset) {
+  return static_cast<char*>(data) + offset * static_cast<int64_t>(DTypeSize(dtype));
 }
 
 }  // namespace
@@ -114,7 +120,7 @@ absl::Status Engine::Init(const EngineConfig& config) {
   RETURN_IF_ERROR(CheckFingerprints(config, local));
 
   compute_.kernels = kernels::KernelContext::Cpu(options_.threads_per_rank);
-  compute_.compute_dtype = DType::kF32;
+  compute_.compute_dtype = options_.compute_dtype;
   compute_.tracker = &tracker_;
 
   const int L = static_cast<int>(layouts_.size());
@@ -123,7 +129,7 @@ absl::Status Engine::Init(const EngineConfig& config) {
   std::vector<OptimizerRegion> regions;
   for (int u = 0; u < L; ++u) {
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
-                     UnitShard::Create(&layouts_[u], options_.stage, dp_, &tracker_));
+                     UnitShard::Create(&layouts_[u], options_.stage, dp_, &tracker_, options_.compute_dtype));
     raw.push_back(shard.get());
     regions.push_back(OptimizerRegion{&layouts_[u], shard->master_begin(), shard->master_numel()});
     shards_.push_back(std::move(shard));
@@ -133,7 +139,11 @@ absl::Status Engine::Init(const EngineConfig& config) {
     }
   }
   ASSIGN_OR_RETURN(gatherer_, ParamGatherer::Create(raw, std::move(needs), options_.gather));
-  ASSIGN_OR_RETURN(reducer_, GradReducer::Create(raw, options_.bucket_bytes, dp_, &tracker_));
+  ASSIGN_OR_RETURN(reducer_,
+                   GradReducer::Create(raw, options_.bucket_bytes, dp_, &tracker_, options_.reduce_dtype));
+  ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Create(options_.loss_scale));
+  scaler_ = std::make_unique<LossScaler>(scaler);
+  RETURN_IF_ERROR(ResolveCheckpointedUnits());
   ASSIGN_OR_RETURN(optimizer_, ShardedOptimizer::Create(options_.optimizer, std::move(regions), &tracker_,
                                                         compute_.kernels));
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options_.lr_schedule));
@@ -193,25 +203,87 @@ absl::Status Engine::CheckFingerprints(const EngineConfig& config, const absl::S
   return absl::OkStatus();
 }
 
+absl::Status Engine::ResolveCheckpointedUnits() {
+  const ActivationCheckpointingOptions& ac = options_.checkpointing;
+  const int L = num_units();
+  checkpointed_.assign(L, false);
+  for (int u = 0; u < L; ++u) {
+    switch (ac.policy) {
+      case CheckpointPolicy::kNone:
+        break;
+      case CheckpointPolicy::kEveryUnit:
+        checkpointed_[u] = true;
+        break;
+      case CheckpointPolicy::kEveryKth:
+        checkpointed_[u] = u % ac.k == 0;
+        break;
+      case CheckpointPolicy::kNamed:
+        break;
+    }
+  }
+  if (ac.policy != CheckpointPolicy::kNamed) return absl::OkStatus();
+  for (const std::string& name : ac.units) {
+    int found = -1;
+    for (int u = 0; u < L; ++u) {
+      if (model_->units[u]->name() == name) found = u;
+    }
+    if (found < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("engine.activation_checkpointing.units: '", name,
+                                                     "' is not a unit of the model (", L, " units, first '",
+                                                     L > 0 ? model_->units[0]->name() : std::string(), "')"));
+    }
+    checkpointed_[found] = true;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::InitParams() {
   const int rank = dp_->rank();
+  const DType cd = options_.compute_dtype;
   for (int u = 0; u < num_units(); ++u) {
     const FlatParamLayout& layout = layouts_[u];
     UnitShard& shard = *shards_[u];
     const std::vector<ParamSpec>& specs = model_->units[u]->params();
+    if (cd != DType::kF32) {
+      // Low precision: f32 values into the master, rounded once into the
+      // compute-dtype parameters (no collective: the full f32 tensor is
+      // built locally for stages 0-2).
+      if (options_.stage < 3) {
+        ASSIGN_OR_RETURN(Buffer full, Buffer::Allocate(&tracker_, MemoryCategory::kWorkspace, Device::kCpu,
+                                                       DType::kF32, layout.padded_numel()));
+        std::memset(full.data(), 0, full.bytes());
+        for (size_t p = 0; p < specs.size(); ++p) {
+          InitParam(specs[p], options_.seed, full.as<float>() + layout.params()[p].offset);
+        }
+        std::memcpy(shard.master(), full.as<float>() + shard.master_begin(),
+                    shard.master_numel() * sizeof(float));
+        RETURN_IF_ERROR(kernels::Cast(compute_.kernels, shard.full_params(), cd, full.data(), DType::kF32,
+                                      layout.padded_numel()));
+      } else {
+        for (const ShardSegment& seg : layout.SegmentsForRank(rank)) {
+          InitParamSlice(specs[seg.param_index], options_.seed, seg.offset_in_param,
+                         seg.offset_in_param + seg.length, shard.master() + seg.offset_in_shard);
+        }
+        ASSIGN_OR_RETURN(std::unique_ptr<Work> none, shard.PublishMaster());  // stage 3: local only
+        (void)none;
+      }
+      continue;
+    }
+    float* full_params = static_cast<float*>(shard.full_params());
+    float* param_shard = static_cast<float*>(shard.param_shard());
     if (options_.stage < 3) {
       // Full tensors; the master copy takes its region from them.
       for (size_t p = 0; p < specs.size(); ++p) {
-        InitParam(specs[p], options_.seed, shard.full_params() + layout.params()[p].offset);
+        InitParam(specs[p], options_.seed, full_params + layout.params()[p].offset);
       }
-      std::memcpy(shard.master(), shard.full_params() + shard.master_begin(), shard.master_numel() * sizeof(float));
+      std::memcpy(shard.master(), full_params + shard.master_begin(), shard.master_numel() * sizeof(float));
     } else {
       // Only the slices this rank owns: InitParamSlice gives the same values.
       for (const ShardSegment& seg : layout.SegmentsForRank(rank)) {
         InitParamSlice(specs[seg.param_index], options_.seed, seg.offset_in_param,
-                       seg.offset_in_param + seg.length, shard.param_shard() + seg.offset_in_shard);
+                       seg.offset_in_param + seg.length, param_shard + seg.offset_in_shard);
       }
-      std::memcpy(shard.master(), shard.param_shard(), shard.master_numel() * sizeof(float));
+      std::memcpy(shard.master(), param_shard, shard.master_numel() * sizeof(float));
     }
   }
   return absl::OkStatus();
@@ -282,14 +354,15 @@ absl::Status Engine::ParamViews(int u, std::vector<TensorView>* params, std::vec
   params->clear();
   if (grads != nullptr) grads->clear();
   UnitShard& shard = *shards_[u];
+  const DType cd = options_.compute_dtype;
   for (const FlatParamInfo& p : layouts_[u].params()) {
-    params->push_back(View(shard.full_params() + p.offset, p.shape));
-    if (grads != nullptr) grads->push_back(View(shard.full_grads() + p.offset, p.shape));
+    params->push_back(View(At(shard.full_params(), cd, p.offset), cd, p.shape));
+    if (grads != nullptr) grads->push_back(View(At(shard.full_grads(), cd, p.offset), cd, p.shape));
   }
   for (const Borrowed& b : borrowed_[u]) {
     UnitShard& owner = *shards_[b.owner];
-    params->push_back(View(owner.full_params() + b.offset, b.shape));
-    if (grads != nullptr) grads->push_back(View(owner.full_grads() + b.offset, b.shape));
+    params->push_back(View(At(owner.full_params(), cd, b.offset), cd, b.shape));
+    if (grads != nullptr) grads->push_back(View(At(owner.full_grads(), cd, b.offset), cd, b.shape));
   }
   return absl::OkStatus();
 }
@@ -303,6 +376,8 @@ absl::Status Engine::ForwardPass(const TokenBatch& batch, bool training, std::ve
   outs->resize(L);
   saved->clear();
   saved->resize(L);
+  kept_inputs_.clear();
+  kept_inputs_.resize(L);
   std::vector<TensorView> params;
   for (int i = 0; i < L; ++i) {
     Clock::time_point t0 = Clock::now();
@@ -312,7 +387,13 @@ absl::Status Engine::ForwardPass(const TokenBatch& batch, bool training, std::ve
     TensorView in;
     if (i > 0) in = ActivationView((*outs)[i - 1], b, tt);
     RETURN_IF_ERROR(model_->units[i]->Forward(compute_, params, batch, in, &(*outs)[i], &(*saved)[i]));
-    if (i > 0) (*outs)[i - 1].Reset();  // Backward never reads it
+    if (training && checkpointed_[i]) {
+      // Keep only the input; BackwardPass recomputes the unit from it.
+      (*saved)[i].reset();
+      if (i > 0) kept_inputs_[i] = std::move((*outs)[i - 1]);
+    } else if (i > 0) {
+      (*outs)[i - 1].Reset();  // Backward never reads it
+    }
     if (!training) (*saved)[i].reset();
     RETURN_IF_ERROR(gatherer_->AfterForward(i));
   }
@@ -332,8 +413,10 @@ absl::Status Engine::BackwardPass(const TokenBatch& batch, bool reduce,
   const int64_t b = batch.inputs.shape[0], tt = batch.inputs.shape[1];
   ASSIGN_OR_RETURN(Buffer grad_out, Buffer::Allocate(&tracker_, MemoryCategory::kActivations, Device::kCpu,
                                                      DType::kF32, 1));
-  grad_out.as<float>()[0] = 1.0f / static_cast<float>(options_.accumulation_steps);
-  TensorView grad_out_view = View(grad_out.as<float>(), {1});
+  // d(scaled objective)/d(mean loss): the loss scale (1 unless f16) over k.
+  grad_out.as<float>()[0] =
+      static_cast<float>(scaler_->scale()) / static_cast<float>(options_.accumulation_steps);
+  TensorView grad_out_view = View(grad_out.data(), DType::kF32, {1});
   std::vector<TensorView> params, grads;
   int in_flight = -1;  // the last launched bucket, finished when the next one launches
   for (int i = L - 1; i >= 0; --i) {
@@ -342,6 +425,16 @@ absl::Status Engine::BackwardPass(const TokenBatch& batch, bool reduce,
     t->gather_wait += SecondsSince(t0);
     for (int o : gatherer_->needs(i)) RETURN_IF_ERROR(shards_[o]->EnsureFullGrads());
     RETURN_IF_ERROR(ParamViews(i, &params, &grads));
+    if (checkpointed_[i]) {
+      // Recompute with the parameters just acquired (gathered under stage 3);
+      // the same kernels on the same inputs rebuild the same activations.
+      TensorView in;
+      if (i > 0) in = ActivationView(kept_inputs_[i], b, tt);
+      Buffer recomputed_out;
+      RETURN_IF_ERROR(model_->units[i]->Forward(compute_, params, batch, in, &recomputed_out, &(*saved)[i]));
+      recomputed_out.Reset();
+      kept_inputs_[i].Reset();
+    }
     Buffer grad_in;
     RETURN_IF_ERROR(
         model_->units[i]->Backward(compute_, params, grads, batch, *(*saved)[i], grad_out_view, &grad_in));
@@ -437,42 +530,76 @@ absl::Status Engine::CheckUsable() const {
 
 absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
   RETURN_IF_ERROR(gatherer_->ReleaseAll());
+  if (grad_hook_) {
+    for (int u = 0; u < num_units(); ++u) {
+      grad_hook_(attempts_, u, shards_[u]->grad_shard(), shards_[u]->layout().shard_numel());
+    }
+  }
+  ++attempts_;
+  const double scale = scaler_->scale();
+  result->loss_scale = scale;
   double sumsq = 0;
   for (auto& shard : shards_) sumsq += SumOfSquares(shard->grad_shard(), shard->layout().shard_numel());
-  float sums[2] = {static_cast<float>(sumsq), local_loss};
+  // The overflow check is a 0/1 flag summed over the dp group, never the
+  // raw values (MPI's MAX over NaN depends on the order). dp is the only
+  // group today (tp = pp = 1); with tp/pp it must be the world communicator.
+  // It rides in the same all-reduce as the norm and the loss.
+  const bool local_nonfinite = !std::isfinite(sumsq);
+  float sums[3] = {static_cast<float>(sumsq / (scale * scale)), local_loss, local_nonfinite ? 1.0f : 0.0f};
   Clock::time_point t0 = Clock::now();
-  RETURN_IF_ERROR(dp_->AllReduce(sums, 2, DType::kF32, ReduceOp::kSum)->Wait());
+  RETURN_IF_ERROR(dp_->AllReduce(sums, 3, DType::kF32, ReduceOp::kSum)->Wait());
   result->timings.publish_wait += SecondsSince(t0);
+  result->overflow = sums[2] != 0.0f;
   result->grad_norm = std::sqrt(sums[0]);
   result->loss = sums[1] / static_cast<float>(dp_->size());
   result->lr = static_cast<float>(schedule_->LearningRate(step_ + 1));
   const float coeff = ClipCoefficient(result->grad_norm, options_.grad_clip);
-  result->skipped = !std::isfinite(result->grad_norm);
+  result->skipped = result->overflow || !std::isfinite(result->grad_norm);
+  if (result->skipped) ++skipped_steps_;
   if (!result->skipped) {
-    if (coeff < 1.0f) {
+    // Unscale and clip in one multiply; exactly nothing at scale 1, no clip.
+    const float factor = static_cast<float>(static_cast<double>(coeff) / scale);
+    if (coeff < 1.0f || scale != 1.0) {
       for (auto& shard : shards_) {
         float* g = shard->grad_shard();
-        for (int64_t i = 0; i < shard->layout().shard_numel(); ++i) g[i] *= coeff;
+        for (int64_t i = 0; i < shard->layout().shard_numel(); ++i) g[i] *= factor;
       }
     }
     ++step_;
     std::vector<float*> masters;
     std::vector<const float*> grads;
+    // Stage 0 with low-precision compute: the f32 reduced gradients need
+    // their own full buffer (the compute-dtype one is too narrow).
+    std::vector<Buffer> full_f32;
     if (options_.stage == 0) {
       // Second half of the all-reduce: every rank gets every reduced shard.
       std::vector<std::unique_ptr<Work>> works;
       for (auto& shard : shards_) {
+        void* dst = shard->full_grads();
+        if (options_.compute_dtype != DType::kF32) {
+          ASSIGN_OR_RETURN(Buffer f, Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, Device::kCpu,
+                                                      DType::kF32, shard->layout().padded_numel()));
+          dst = f.data();
+          full_f32.push_back(std::move(f));
+        } else {
+          full_f32.emplace_back();
+        }
         if (shard->layout().shard_numel() == 0) continue;
-        works.push_back(
-            dp_->AllGather(shard->grad_shard(), shard->full_grads(), shard->layout().shard_numel(), DType::kF32));
+        works.push_back(dp_->AllGather(shard->grad_shard(), dst, shard->layout().shard_numel(), DType::kF32));
       }
       t0 = Clock::now();
       for (auto& w : works) RETURN_IF_ERROR(w->Wait());
       result->timings.publish_wait += SecondsSince(t0);
     }
-    for (auto& shard : shards_) {
-      masters.push_back(shard->master());
-      grads.push_back(options_.stage == 0 ? shard->full_grads() : shard->grad_shard());
+    for (size_t u = 0; u < shards_.size(); ++u) {
+      UnitShard& shard = *shards_[u];
+      masters.push_back(shard.master());
+      if (options_.stage != 0) {
+        grads.push_back(shard.grad_shard());
+      } else {
+        grads.push_back(full_f32[u].empty() ? static_cast<const float*>(shard.full_grads())
+                                            : full_f32[u].as<float>());
+      }
     }
     RETURN_IF_ERROR(optimizer_->Step(masters, grads, result->lr, step_));
     std::vector<std::unique_ptr<Work>> works;
@@ -486,7 +613,12 @@ absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
   }
   for (auto& shard : shards_) shard->FreeGradShard();
   result->step = step_;
-  return absl::OkStatus();
+  result->skipped_steps = skipped_steps_;
+  // Every rank updates its scaler with the same all-reduced flag.
+  absl::Status scaled = scaler_->Update(result->overflow);
+  result->overflows = scaler_->overflows();
+  result->next_loss_scale = scaler_->scale();
+  return scaled;
 }
 
 absl::StatusOr<float> Engine::Evaluate(const TokenBatch& batch) {

@@ -38,6 +38,7 @@
 #define ZEROSHARD_ENGINE_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,7 @@
 #include "proto/config.pb.h"
 #include "sharding/flat_param_layout.h"
 #include "sharding/grad_reducer.h"
+#include "sharding/loss_scaler.h"
 #include "sharding/lr_schedule.h"
 #include "sharding/param_gatherer.h"
 #include "sharding/sharded_optimizer.h"
@@ -77,7 +79,12 @@ struct StepResult {
   float loss = 0;          // mean over the global batch
   float grad_norm = 0;     // global L2 norm before clipping
   float lr = 0;            // rate this step used (or would have used, if skipped)
-  bool skipped = false;    // non-finite gradient norm: nothing updated
+  bool skipped = false;    // overflow or non-finite norm: no weight, optimizer state or step changed
+  bool overflow = false;   // some dp rank had a non-finite gradient element (after scaling)
+  double loss_scale = 1;       // the scale this step's backward used (1 unless f16 compute)
+  double next_loss_scale = 1;  // the scale after this step's update (the next step's)
+  int64_t skipped_steps = 0;   // steps skipped so far, this one included
+  int64_t overflows = 0;       // overflowing steps so far (the loss scaler's count)
   int64_t tokens = 0;      // tokens in the global batch
   StepTimings timings;
 };
@@ -119,6 +126,17 @@ class Engine {
   // Every parameter name, owned ones, in unit and declaration order.
   std::vector<std::string> ParamNames() const;
   int64_t step() const { return step_; }
+  // The loss scaler (checkpoint save/restore of its state).
+  LossScaler& loss_scaler() { return *scaler_; }
+  // Units whose activations are recomputed (activation checkpointing).
+  const std::vector<bool>& checkpointed_units() const { return checkpointed_; }
+
+  // Test hook: called on every rank after the step's gradient reduction and
+  // before the overflow check, once per unit, with the count of steps
+  // attempted before this one (skipped ones included), the unit, and this
+  // rank's f32 reduced (still scaled) gradient shard. Tests poison it.
+  using GradHook = std::function<void(int64_t attempt, int unit, float* grad_shard, int64_t numel)>;
+  void SetGradHookForTesting(GradHook hook) { grad_hook_ = std::move(hook); }
   // For checkpoint loading (checkpoint/engine_checkpoint.h): the optimizer
   // whose state buffers it fills, and the step counter it restores (AdamW
   // bias correction and the LR schedule continue from it).
@@ -143,6 +161,7 @@ class Engine {
   absl::Status Init(const EngineConfig& config);
   absl::Status CheckFingerprints(const EngineConfig& config, const absl::Status& local);
   absl::Status InitParams();
+  absl::Status ResolveCheckpointedUnits();
   absl::Status AgreeOnBatch(absl::Span<const TokenBatch> batches);
   absl::Status ParamViews(int unit, std::vector<TensorView>* params, std::vector<TensorView>* grads);
   absl::Status ForwardPass(const TokenBatch& batch, bool training, std::vector<Buffer>* outs,
@@ -175,6 +194,14 @@ class Engine {
   std::unique_ptr<ShardedOptimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   int64_t step_ = 0;
+  std::unique_ptr<LossScaler> scaler_;
+  int64_t skipped_steps_ = 0;
+  int64_t attempts_ = 0;
+  GradHook grad_hook_;
+  // Per unit: whether its activations are recomputed, and (during a step)
+  // the input kept for the recomputation (kActivations).
+  std::vector<bool> checkpointed_;
+  std::vector<Buffer> kept_inputs_;
   absl::Status broken_;
 };
 

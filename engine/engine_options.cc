@@ -3,6 +3,20 @@
 #include "absl/strings/str_cat.h"
 
 namespace zeroshard {
+namespace {
+
+DType FromProto(DTypeProto d) {
+  switch (d) {
+    case BF16:
+      return DType::kBF16;
+    case F16:
+      return DType::kF16;
+    default:
+      return DType::kF32;
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   EngineOptions o;
@@ -23,13 +37,49 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   o.accumulation_steps = c.gradient_accumulation_steps();
 
   const PrecisionConfig& p = c.precision();
-  if (p.compute_dtype() != F32 || p.master_dtype() != F32 || p.reduce_dtype() != F32) {
-    return absl::UnimplementedError(
-        "engine.precision: only F32 compute, master and reduce dtypes are supported yet by the sharding engine");
+  if (p.master_dtype() != F32) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.precision.master_dtype: ", DTypeProto_Name(p.master_dtype()),
+                                                   ", expected F32"));
   }
-  if (c.activation_checkpointing().policy() != ActivationCheckpointingConfig::NONE) {
-    return absl::UnimplementedError("engine.activation_checkpointing: is not supported yet by the sharding engine");
+  o.compute_dtype = FromProto(p.compute_dtype());
+  o.reduce_dtype = FromProto(p.reduce_dtype());
+  if (p.has_loss_scale() && p.compute_dtype() != F16) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.precision.loss_scale: set but compute_dtype is ",
+                                                   DTypeProto_Name(p.compute_dtype()), "; expected F16"));
   }
+  if (p.compute_dtype() == F16) {
+    const LossScaleConfig& ls = p.loss_scale();
+    LossScalerOptions& l = o.loss_scale;
+    l.type = ls.type() == LossScaleConfig::STATIC ? LossScaleType::kStatic : LossScaleType::kDynamic;
+    l.initial_scale = ls.initial_scale();
+    l.growth_factor = ls.growth_factor();
+    l.backoff_factor = ls.backoff_factor();
+    l.growth_interval = ls.growth_interval();
+    l.hysteresis = ls.hysteresis();
+    l.min_scale = ls.min_scale();
+    l.continue_at_min_scale = ls.continue_at_min_scale();
+  }
+  const ActivationCheckpointingConfig& ac = c.activation_checkpointing();
+  switch (ac.policy()) {
+    case ActivationCheckpointingConfig::NONE:
+      o.checkpointing.policy = CheckpointPolicy::kNone;
+      break;
+    case ActivationCheckpointingConfig::EVERY_UNIT:
+      o.checkpointing.policy = CheckpointPolicy::kEveryUnit;
+      break;
+    case ActivationCheckpointingConfig::EVERY_KTH:
+      o.checkpointing.policy = CheckpointPolicy::kEveryKth;
+      break;
+    case ActivationCheckpointingConfig::NAMED:
+      o.checkpointing.policy = CheckpointPolicy::kNamed;
+      break;
+  }
+  if (ac.k() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine.activation_checkpointing.k: ", ac.k(), " is out of range [1, inf)"));
+  }
+  o.checkpointing.k = ac.k();
+  o.checkpointing.units.assign(ac.units().begin(), ac.units().end());
   if (c.parallel().tp() != 1 || c.parallel().pp() != 1) {
     return absl::UnimplementedError(absl::StrCat("engine.parallel: tp=", c.parallel().tp(), " pp=",
                                                  c.parallel().pp(), " is not supported yet (expected 1 and 1)"));

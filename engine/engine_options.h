@@ -9,9 +9,13 @@
 #define ZEROSHARD_ENGINE_ENGINE_OPTIONS_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/dtype.h"
 #include "proto/config.pb.h"
+#include "sharding/loss_scaler.h"
 #include "sharding/lr_schedule.h"
 #include "sharding/param_gatherer.h"
 #include "sharding/sharded_optimizer.h"
@@ -23,6 +27,19 @@ enum class ReduceMode {
   kDefer,       // keep full local grads, reduce after the last micro-batch (no_sync)
 };
 
+enum class CheckpointPolicy {
+  kNone,       // keep every unit's saved activations
+  kEveryUnit,  // recompute every unit
+  kEveryKth,   // recompute units whose index is a multiple of k (0, k, 2k, ...)
+  kNamed,      // recompute the units named in `units` (checked by Engine::Create)
+};
+
+struct ActivationCheckpointingOptions {
+  CheckpointPolicy policy = CheckpointPolicy::kNone;
+  int k = 2;
+  std::vector<std::string> units;
+};
+
 struct EngineOptions {
   int stage = 0;
   GatherOptions gather;
@@ -32,6 +49,15 @@ struct EngineOptions {
   OptimizerOptions optimizer;
   LrScheduleOptions lr_schedule;
   float grad_clip = 1.0f;  // <= 0: off
+  // Parameters, activations and gradients of forward/backward; master and
+  // optimizer state are always f32.
+  DType compute_dtype = DType::kF32;
+  // Gradient reduce-scatters run in this dtype.
+  DType reduce_dtype = DType::kF32;
+  // kNone unless compute is f16 (then the config's loss_scale, or DYNAMIC
+  // with the proto defaults when it is absent).
+  LossScalerOptions loss_scale;
+  ActivationCheckpointingOptions checkpointing;
   uint64_t seed = 1234;
   int threads_per_rank = 0;  // kernels' CPU threads; 0: cores / ranks
 };

@@ -26,6 +26,61 @@ TEST(EngineOptionsTest, DefaultConfigMapsToProtoDefaults) {
   EXPECT_EQ(o->lr_schedule.type, LrScheduleType::kConstant);
   EXPECT_EQ(o->lr_schedule.lr, 3e-4);
   EXPECT_EQ(o->seed, 1234u);
+  EXPECT_EQ(o->compute_dtype, DType::kF32);
+  EXPECT_EQ(o->reduce_dtype, DType::kF32);
+  EXPECT_EQ(o->loss_scale.type, LossScaleType::kNone);
+  EXPECT_EQ(o->checkpointing.policy, CheckpointPolicy::kNone);
+}
+
+TEST(EngineOptionsTest, F16WithoutLossScaleGetsDynamicDefaults) {
+  EngineConfig c;
+  c.mutable_precision()->set_compute_dtype(F16);
+  c.mutable_precision()->set_reduce_dtype(BF16);
+  absl::StatusOr<EngineOptions> o = EngineOptionsFromConfig(c);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->compute_dtype, DType::kF16);
+  EXPECT_EQ(o->reduce_dtype, DType::kBF16);
+  EXPECT_EQ(o->loss_scale.type, LossScaleType::kDynamic);
+  EXPECT_EQ(o->loss_scale.initial_scale, 65536);
+  EXPECT_EQ(o->loss_scale.growth_factor, 2);
+  EXPECT_EQ(o->loss_scale.backoff_factor, 0.5);
+  EXPECT_EQ(o->loss_scale.growth_interval, 2000);
+  EXPECT_EQ(o->loss_scale.hysteresis, 2);
+  EXPECT_EQ(o->loss_scale.min_scale, 1);
+  EXPECT_FALSE(o->loss_scale.continue_at_min_scale);
+}
+
+TEST(EngineOptionsTest, PrecisionAndCheckpointingFieldsAreCarried) {
+  EngineConfig c;
+  c.mutable_precision()->set_compute_dtype(F16);
+  LossScaleConfig* ls = c.mutable_precision()->mutable_loss_scale();
+  ls->set_type(LossScaleConfig::STATIC);
+  ls->set_initial_scale(512);
+  ls->set_growth_factor(3);
+  ls->set_backoff_factor(0.25);
+  ls->set_growth_interval(7);
+  ls->set_hysteresis(4);
+  ls->set_min_scale(8);
+  ls->set_continue_at_min_scale(true);
+  c.mutable_activation_checkpointing()->set_policy(ActivationCheckpointingConfig::NAMED);
+  c.mutable_activation_checkpointing()->set_k(3);
+  c.mutable_activation_checkpointing()->add_units("h.1");
+  absl::StatusOr<EngineOptions> o = EngineOptionsFromConfig(c);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->loss_scale.type, LossScaleType::kStatic);
+  EXPECT_EQ(o->loss_scale.initial_scale, 512);
+  EXPECT_EQ(o->loss_scale.growth_factor, 3);
+  EXPECT_EQ(o->loss_scale.backoff_factor, 0.25);
+  EXPECT_EQ(o->loss_scale.growth_interval, 7);
+  EXPECT_EQ(o->loss_scale.hysteresis, 4);
+  EXPECT_EQ(o->loss_scale.min_scale, 8);
+  EXPECT_TRUE(o->loss_scale.continue_at_min_scale);
+  EXPECT_EQ(o->checkpointing.policy, CheckpointPolicy::kNamed);
+  EXPECT_EQ(o->checkpointing.k, 3);
+  EXPECT_EQ(o->checkpointing.units, std::vector<std::string>({"h.1"}));
+  c.mutable_precision()->set_compute_dtype(BF16);
+  EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
+            "engine.precision.loss_scale: set but compute_dtype is BF16; expected F16");
 }
 
 TEST(EngineOptionsTest, EveryFieldIsCarried) {
@@ -72,12 +127,12 @@ TEST(EngineOptionsTest, EveryFieldIsCarried) {
 
 TEST(EngineOptionsTest, RejectsWhatTheEngineCannotRun) {
   EngineConfig c;
-  c.mutable_precision()->set_compute_dtype(BF16);
-  EXPECT_EQ(EngineOptionsFromConfig(c).status().code(), absl::StatusCode::kUnimplemented);
+  c.mutable_precision()->set_master_dtype(BF16);
+  EXPECT_EQ(EngineOptionsFromConfig(c).status().message(), "engine.precision.master_dtype: BF16, expected F32");
   c = EngineConfig();
-  c.mutable_activation_checkpointing()->set_policy(ActivationCheckpointingConfig::EVERY_UNIT);
+  c.mutable_activation_checkpointing()->set_k(0);
   EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
-            "engine.activation_checkpointing: is not supported yet by the sharding engine");
+            "engine.activation_checkpointing.k: 0 is out of range [1, inf)");
   c = EngineConfig();
   c.mutable_parallel()->set_tp(2);
   EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),

@@ -305,7 +305,7 @@ TEST(EngineTest, CommBytesPerStepMatchTheory) {
             const CommStats& c = out.step1_comm[r];
             EXPECT_EQ(c[CommOp::kReduceScatter].bytes_sent, reductions * pass_bytes);
             EXPECT_EQ(c[CommOp::kAllGather].bytes_sent, gathers * pass_bytes);
-            // Batch-shape agreement and [sum of squares, loss]: two scalars' worth.
+            // Batch-shape agreement and [sum of squares, loss, overflow flag].
             EXPECT_EQ(c[CommOp::kAllReduce].calls, 2);
             if (k == 1) {
               const int64_t theory = (stage == 3 ? 3 : 2) * z.P * (dp - 1) / dp * 4;
@@ -433,11 +433,11 @@ TEST(EngineTest, LocalCreateErrorReachesEveryRank) {
     RunSpec spec;
     spec.dp = 2;
     EngineConfig config = MakeConfig(spec);
-    if (rank == 0) config.mutable_precision()->set_compute_dtype(BF16);
+    if (rank == 0) config.mutable_precision()->set_master_dtype(BF16);
     auto engine = Engine::CreateWithCommunicator(config, comm, BuildToyModel(kToy));
     ASSERT_FALSE(engine.ok());
     if (rank == 0) {
-      EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented) << engine.status();
+      EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument) << engine.status();
     } else {
       EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
       EXPECT_EQ(engine.status().message(),
@@ -757,7 +757,7 @@ TEST(EngineTest, Stage3GathersAheadAndReducesDuringBackward) {
                                "AG 16", "AG 1200", "AG 272", "B head",    // head, embed, prefetch blk.1
                                "RS 16", "AG 272", "B blk.1",              // head's reduction; prefetch blk.0
                                "RS 272", "B blk.0", "RS 272", "B embed",  //
-                               "RS 1200", "AR 2",                         // embed's reduction; [sum sq, loss]
+                               "RS 1200", "AR 3",                         // embed's reduction; [sum sq, loss, overflow]
                            }));
 }
 
@@ -765,12 +765,12 @@ TEST(EngineTest, Stage2ReducesDuringBackwardStage1AfterIt) {
   EXPECT_EQ(StepEvents(2), std::vector<std::string>({
                                "AR 5", "F embed", "F blk.0", "F blk.1", "F head",               //
                                "B head", "RS 16", "B blk.1", "RS 272", "B blk.0", "RS 272",     //
-                               "B embed", "RS 1200", "AR 2", "AG 1200", "AG 272", "AG 272", "AG 16",  // publish
+                               "B embed", "RS 1200", "AR 3", "AG 1200", "AG 272", "AG 272", "AG 16",  // publish
                            }));
   EXPECT_EQ(StepEvents(1), std::vector<std::string>({
                                "AR 5", "F embed", "F blk.0", "F blk.1", "F head",     //
                                "B head", "B blk.1", "B blk.0", "B embed",             //
-                               "RS 16", "RS 272", "RS 272", "RS 1200", "AR 2",        //
+                               "RS 16", "RS 272", "RS 272", "RS 1200", "AR 3",        //
                                "AG 1200", "AG 272", "AG 272", "AG 16",                //
                            }));
 }

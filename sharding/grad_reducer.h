@@ -15,6 +15,12 @@
 // unit's part into its gradient shard (+=, so micro-batches accumulate), frees
 // the staging, then frees (stages 2-3) or zeroes (stages 0-1) the full grads.
 //
+// Reduce dtype: the collective runs in reduce_dtype (f32, bf16, f16). When it
+// differs from the units' compute dtype, the gradients are cast into the
+// staging buffer first (so every bucket stages), and the reduced values are
+// widened to f32 as they are added into the f32 shard. The MPI backend sums
+// half types in f32 and rounds once (comm/mpi_communicator.cc).
+//
 // Thread-compatible; the units must outlive the reducer.
 #ifndef ZEROSHARD_SHARDING_GRAD_REDUCER_H_
 #define ZEROSHARD_SHARDING_GRAD_REDUCER_H_
@@ -27,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "core/buffer.h"
+#include "core/dtype.h"
 #include "core/memory_tracker.h"
 #include "sharding/unit_shard.h"
 
@@ -35,8 +42,12 @@ namespace zeroshard {
 class GradReducer {
  public:
   // `units` in forward order. kInvalidArgument for bucket_bytes < 0.
+  // reduce_dtype: f32, bf16 or f16 (kInvalidArgument otherwise). Every
+  // unit must have the same compute dtype.
   static absl::StatusOr<std::unique_ptr<GradReducer>> Create(std::vector<UnitShard*> units, int64_t bucket_bytes,
-                                                             Communicator* dp, MemoryTracker* tracker);
+                                                             Communicator* dp, MemoryTracker* tracker,
+                                                             DType reduce_dtype = DType::kF32);
+  DType reduce_dtype() const { return reduce_dtype_; }
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   int bucket_of(int unit) const { return bucket_of_[unit]; }
@@ -68,6 +79,8 @@ class GradReducer {
   std::vector<int> launched_;  // bucket ids in launch order, not yet finished
   Communicator* dp_ = nullptr;
   MemoryTracker* tracker_ = nullptr;
+  DType reduce_dtype_ = DType::kF32;
+  DType compute_dtype_ = DType::kF32;
 };
 
 }  // namespace zeroshard

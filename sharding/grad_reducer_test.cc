@@ -65,7 +65,7 @@ TEST(GradReducerTest, ReducesAveragesIntoShardsExactly) {
         for (int round = 1; round <= 2; ++round) {
           for (int u = 3; u >= 0; --u) {
             ASSERT_TRUE(shards[u]->EnsureFullGrads().ok());
-            float* g = shards[u]->full_grads();
+            float* g = static_cast<float*>(shards[u]->full_grads());
             for (int64_t i = 0; i < layouts[u].padded_numel(); ++i) g[i] = static_cast<float>(r * 1000 + u * 100 + i);
             if ((*reducer)->closes_bucket(u)) {
               ASSERT_TRUE((*reducer)->Launch((*reducer)->bucket_of(u)).ok());

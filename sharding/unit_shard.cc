@@ -9,7 +9,12 @@
 namespace zeroshard {
 
 absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayout* layout, int stage,
-                                                             Communicator* dp, MemoryTracker* tracker) {
+                                                             Communicator* dp, MemoryTracker* tracker,
+                                                             DType compute_dtype) {
+  if (compute_dtype != DType::kF32 && compute_dtype != DType::kBF16 && compute_dtype != DType::kF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compute dtype is ", DTypeName(compute_dtype), ", expected f32, bf16 or f16"));
+  }
   if (stage < 0 || stage > 3) {
     return absl::InvalidArgumentError(absl::StrCat("ZeRO stage is ", stage, ", expected 0, 1, 2 or 3"));
   }
@@ -25,29 +30,30 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
   u->dp_ = dp;
   u->tracker_ = tracker;
   u->device_ = dp->device();
+  u->compute_dtype_ = compute_dtype;
   const int64_t P = layout->padded_numel();
   const int64_t S = layout->shard_numel();
   const Device d = u->device_;
-  ASSIGN_OR_RETURN(u->params_, Buffer::Allocate(tracker, MemoryCategory::kParams, d, DType::kF32,
+  ASSIGN_OR_RETURN(u->params_, Buffer::Allocate(tracker, MemoryCategory::kParams, d, compute_dtype,
                                                 stage == 3 ? S : P));
   ASSIGN_OR_RETURN(u->master_, Buffer::Allocate(tracker, MemoryCategory::kMasterParams, d, DType::kF32,
                                                 stage == 0 ? P : S));
   if (stage <= 1) {
-    ASSIGN_OR_RETURN(u->full_grads_, Buffer::Allocate(tracker, MemoryCategory::kGrads, d, DType::kF32, P));
+    ASSIGN_OR_RETURN(u->full_grads_, Buffer::Allocate(tracker, MemoryCategory::kGrads, d, compute_dtype, P));
   } else {
     ASSIGN_OR_RETURN(u->grad_shard_, Buffer::Allocate(tracker, MemoryCategory::kGrads, d, DType::kF32, S));
   }
   return u;
 }
 
-float* UnitShard::param_shard() {
-  if (stage_ == 3) return params_.as<float>();
-  return params_.as<float>() + layout_->ShardBegin(rank_);
+void* UnitShard::param_shard() {
+  if (stage_ == 3) return params_.data();
+  return params_.as<char>() + layout_->ShardBegin(rank_) * static_cast<int64_t>(DTypeSize(compute_dtype_));
 }
 
-float* UnitShard::full_params() {
-  if (stage_ != 3) return params_.as<float>();
-  return gather_state_ == GatherState::kGathered ? gathered_.as<float>() : nullptr;
+void* UnitShard::full_params() {
+  if (stage_ != 3) return params_.data();
+  return gather_state_ == GatherState::kGathered ? gathered_.data() : nullptr;
 }
 
 absl::Status UnitShard::StartGather() {
@@ -56,9 +62,9 @@ absl::Status UnitShard::StartGather() {
     gather_state_ = GatherState::kGathered;
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(gathered_, Buffer::Allocate(tracker_, MemoryCategory::kParams, device_, DType::kF32,
+  ASSIGN_OR_RETURN(gathered_, Buffer::Allocate(tracker_, MemoryCategory::kParams, device_, compute_dtype_,
                                                layout_->padded_numel()));
-  gather_work_ = dp_->AllGather(params_.data(), gathered_.data(), layout_->shard_numel(), DType::kF32);
+  gather_work_ = dp_->AllGather(params_.data(), gathered_.data(), layout_->shard_numel(), compute_dtype_);
   gather_state_ = GatherState::kInFlight;
   ++gathers_;
   return absl::OkStatus();
@@ -90,7 +96,7 @@ absl::Status UnitShard::Release() {
 
 absl::Status UnitShard::EnsureFullGrads() {
   if (!full_grads_.empty() || layout_->padded_numel() == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(full_grads_, Buffer::Allocate(tracker_, MemoryCategory::kGrads, device_, DType::kF32,
+  ASSIGN_OR_RETURN(full_grads_, Buffer::Allocate(tracker_, MemoryCategory::kGrads, device_, compute_dtype_,
                                                  layout_->padded_numel()));
   return absl::OkStatus();
 }
@@ -120,16 +126,26 @@ absl::Status UnitShard::ZeroGradShard() {
   return DeviceMemset(grad_shard_.data(), device_, 0, grad_shard_.bytes());
 }
 
+absl::Status UnitShard::CopyMasterTo(void* dst) {
+  if (compute_dtype_ == DType::kF32) {
+    return DeviceCopy(dst, device_, master_.data(), device_, master_.bytes());
+  }
+  // Host loop: the engine runs on the CPU (CUDA is gated in EngineOptions).
+  ConvertF32ToHalf(master_.as<float>(), static_cast<uint16_t*>(dst), static_cast<size_t>(master_.numel()),
+                   compute_dtype_);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Work>> UnitShard::PublishMaster() {
   const int64_t S = layout_->shard_numel();
   if (stage_ == 0) {
-    RETURN_IF_ERROR(DeviceCopy(params_.data(), device_, master_.data(), device_, master_.bytes()));
+    RETURN_IF_ERROR(CopyMasterTo(params_.data()));
     return std::unique_ptr<Work>();
   }
-  RETURN_IF_ERROR(DeviceCopy(param_shard(), device_, master_.data(), device_, master_.bytes()));
+  RETURN_IF_ERROR(CopyMasterTo(param_shard()));
   if (stage_ == 3 || S == 0) return std::unique_ptr<Work>();
   // In place: this rank's slice is already at params + rank*S.
-  return dp_->AllGather(param_shard(), params_.data(), S, DType::kF32);
+  return dp_->AllGather(param_shard(), params_.data(), S, compute_dtype_);
 }
 
 }  // namespace zeroshard

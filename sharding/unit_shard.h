@@ -2,16 +2,20 @@
 // a ZeRO stage (DESIGN.md §6), and the collectives that move them.
 //
 // At rest (between steps) a rank holds, with P the unit's padded numel, S its
-// shard numel, c the compute dtype size (f32 today):
+// shard numel, c the compute dtype size (4 for f32, 2 for bf16/f16):
 //   stage | params (kParams) | grads (kGrads) | master (kMasterParams)
 //   0     | P·c full         | P·c full       | P·4 full
 //   1     | P·c full         | P·c full       | S·4
 //   2     | P·c full         | S·4 shard      | S·4
 //   3     | S·c shard        | S·4 shard      | S·4
+// (stages 0-1's full gradients are in the compute dtype: P·c).
 // plus optimizer state (ShardedOptimizer) over the master region. Transient:
 // stage 3's gathered P·c buffer (kParams) while the unit is gathered; stage
 // 2-3's full P·c gradient buffer (kGrads) from the unit's first backward
 // until its reduction; stage 0-1's S·4 gradient shard (kGrads) during a step.
+// Compute-dtype parameters are rounded from the f32 master once per
+// PublishMaster; gathers move compute-dtype shards, so a gathered unit is
+// never cast again before use.
 //
 // Thread-compatible: the engine drives it from one thread; collectives run on
 // the communicator's own progress thread until their Work completes.
@@ -25,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "core/buffer.h"
+#include "core/dtype.h"
 #include "core/memory_tracker.h"
 #include "sharding/flat_param_layout.h"
 
@@ -35,12 +40,15 @@ class UnitShard {
   // `layout` must outlive the shard; layout->dp() must equal dp->size().
   // Allocates the at-rest buffers above (zeroed). kInvalidArgument for a
   // stage outside [0, 3] or a dp size mismatch.
+  // compute_dtype: f32, bf16 or f16 (kInvalidArgument otherwise).
   static absl::StatusOr<std::unique_ptr<UnitShard>> Create(const FlatParamLayout* layout, int stage,
-                                                           Communicator* dp, MemoryTracker* tracker);
+                                                           Communicator* dp, MemoryTracker* tracker,
+                                                           DType compute_dtype = DType::kF32);
 
   const FlatParamLayout& layout() const { return *layout_; }
   int stage() const { return stage_; }
   int rank() const { return rank_; }
+  DType compute_dtype() const { return compute_dtype_; }
 
   // The region of the flat buffer the master copy, the optimizer and the
   // reduced gradient cover: [0, P) for stage 0, this rank's shard otherwise.
@@ -50,10 +58,10 @@ class UnitShard {
 
   // The compute-dtype parameters of the rank's shard (stage 3's shard
   // buffer, else the slice of the full buffer).
-  float* param_shard();
+  void* param_shard();
 
   // Full compute-dtype parameters; null under stage 3 unless gathered.
-  float* full_params();
+  void* full_params();
   bool gathered() const { return stage_ != 3 || gather_state_ == GatherState::kGathered; }
   bool gather_in_flight() const { return gather_state_ == GatherState::kInFlight; }
 
@@ -71,7 +79,7 @@ class UnitShard {
   // always there; stages 2-3: allocated zeroed by EnsureFullGrads, freed by
   // FreeFullGrads (after their reduction).
   absl::Status EnsureFullGrads();
-  float* full_grads() { return full_grads_.empty() ? nullptr : full_grads_.as<float>(); }
+  void* full_grads() { return full_grads_.empty() ? nullptr : full_grads_.data(); }
   void FreeFullGrads();
   absl::Status ZeroFullGrads();
 
@@ -87,12 +95,15 @@ class UnitShard {
   // Stage 0: master -> full params. Stages 1-2: master -> own slice, then an
   // in-place all-gather of the full buffer (returned Work must be waited).
   // Stage 3: master -> shard (a gathered copy is stale: Release first).
+  // "->" rounds to the compute dtype (nearest even) unless it is f32.
   // Returns null Work when nothing was issued.
   absl::StatusOr<std::unique_ptr<Work>> PublishMaster();
 
  private:
   enum class GatherState { kReleased, kInFlight, kGathered };
   UnitShard() = default;
+  // master (f32) -> dst (compute dtype, master_numel elements).
+  absl::Status CopyMasterTo(void* dst);
 
   const FlatParamLayout* layout_ = nullptr;
   int stage_ = 0;
@@ -100,6 +111,7 @@ class UnitShard {
   Communicator* dp_ = nullptr;
   MemoryTracker* tracker_ = nullptr;
   Device device_ = Device::kCpu;
+  DType compute_dtype_ = DType::kF32;
 
   Buffer params_;       // full (stages 0-2) or shard (stage 3)
   Buffer gathered_;     // stage 3 full buffer while gathered

@@ -46,13 +46,13 @@ TEST(UnitShardTest, Stage3GathersAndReleases) {
   OnTwoRanks([&](int rank, Communicator* comm) {
     MemoryTracker tracker;
     auto shard = *UnitShard::Create(&layout, 3, comm, &tracker);
-    for (int i = 0; i < 32; ++i) shard->param_shard()[i] = static_cast<float>(rank * 32 + i);
+    for (int i = 0; i < 32; ++i) static_cast<float*>(shard->param_shard())[i] = static_cast<float>(rank * 32 + i);
     ASSERT_TRUE(shard->StartGather().ok());
     EXPECT_TRUE(shard->StartGather().ok());  // no second collective
     ASSERT_TRUE(shard->WaitGather().ok());
     ASSERT_TRUE(shard->gathered());
     EXPECT_EQ(shard->gathers(), 1);
-    for (int i = 0; i < 64; ++i) EXPECT_EQ(shard->full_params()[i], static_cast<float>(i));
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(static_cast<float*>(shard->full_params())[i], static_cast<float>(i));
     EXPECT_EQ(tracker.Usage(MemoryCategory::kParams).current, 4 * (32 + 64));
     ASSERT_TRUE(shard->Release().ok());
     EXPECT_EQ(shard->full_params(), nullptr);
@@ -66,14 +66,14 @@ TEST(UnitShardTest, PublishMasterRefreshesEveryRanksParams) {
     for (int stage : {1, 2}) {
       MemoryTracker tracker;
       auto shard = *UnitShard::Create(&layout, stage, comm, &tracker);
-      for (int i = 0; i < 64; ++i) shard->full_params()[i] = NAN;  // poison
+      for (int i = 0; i < 64; ++i) static_cast<float*>(shard->full_params())[i] = NAN;  // poison
       for (int i = 0; i < 32; ++i) shard->master()[i] = static_cast<float>(100 * (rank + 1) + i);
       auto work = shard->PublishMaster();
       ASSERT_TRUE(work.ok());
       ASSERT_NE(*work, nullptr);
       ASSERT_TRUE((*work)->Wait().ok());
       for (int r = 0; r < 2; ++r) {
-        for (int i = 0; i < 32; ++i) EXPECT_EQ(shard->full_params()[r * 32 + i], static_cast<float>(100 * (r + 1) + i));
+        for (int i = 0; i < 32; ++i) EXPECT_EQ(static_cast<float*>(shard->full_params())[r * 32 + i], static_cast<float>(100 * (r + 1) + i));
       }
     }
   });
