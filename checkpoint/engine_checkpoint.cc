@@ -17,6 +17,7 @@
 #include "checkpoint/safetensors_file.h"
 #include "checkpoint/shard_file.h"
 #include "core/status_macros.h"
+#include "sharding/loss_scaler.h"
 
 namespace zeroshard {
 namespace {
@@ -196,6 +197,13 @@ absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t ste
     SetManifestUnits(layouts, borrowed, &m);
     for (CheckpointFile& f : files) *m.add_files() = std::move(f);
     *m.mutable_loss_scaler() = options.loss_scaler;
+    const LossScaler& scaler = engine.loss_scaler();
+    if (!m.loss_scaler().has_scale() && scaler.options().type != LossScaleType::kNone) {
+      m.mutable_loss_scaler()->set_scale(scaler.scale());
+      m.mutable_loss_scaler()->set_growth_tracker(scaler.clean_streak());
+      m.mutable_loss_scaler()->set_hysteresis_left(scaler.hysteresis_left());
+      m.mutable_loss_scaler()->set_skipped_steps(scaler.overflows());
+    }
     m.mutable_rng()->set_seed(engine.options().seed);
     m.mutable_rng()->set_data_shuffle_seed(data.shuffle_seed);
     m.mutable_data()->set_step(step);
@@ -248,7 +256,16 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::strin
     return absl::OkStatus();
   }));
   const CheckpointManifest& m = reader->manifest();
-  if (!options.weights_only) engine.RestoreStep(m.optimizer_steps());
+  if (!options.weights_only) {
+    engine.RestoreStep(m.optimizer_steps());
+    // A scaler state saved by an f16 run continues; an engine without a
+    // scaler, or a checkpoint without one, keeps the engine's initial state.
+    LossScaler& scaler = engine.loss_scaler();
+    if (m.loss_scaler().has_scale() && scaler.options().type != LossScaleType::kNone) {
+      scaler.Restore(m.loss_scaler().scale(), m.loss_scaler().growth_tracker(), m.loss_scaler().hysteresis_left(),
+                     m.loss_scaler().skipped_steps());
+    }
+  }
   RETURN_IF_ERROR(AgreeAcrossRanks(dp, PublishAll(engine), "publishing the loaded parameters"));
   LoadedCheckpoint loaded;
   loaded.dir = reader->dir();

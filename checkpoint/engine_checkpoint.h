@@ -8,8 +8,10 @@
 // What is saved per rank: its slice [r*S, (r+1)*S) of each unit's f32
 // master weights and optimizer state (AdamW m and v, or SGD momentum),
 // whatever the ZeRO stage; rank 0 adds the manifest (layout, config, step,
-// optimizer step count, loss-scaler state, seed, data position). Compute
-// parameters are not saved: loading publishes them from the master weights.
+// optimizer step count, the engine's loss-scaler state, seed, data
+// position). Compute parameters (f32, bf16 or f16) are not saved: loading
+// publishes them from the master weights, which rounds them exactly as
+// training does, and restores the loss scaler (unless weights_only).
 //
 // Typical trainer use:
 //   if (resume) ASSIGN_OR_RETURN(LoadedCheckpoint ck, LoadCheckpoint(*engine, root));  // start at ck.step
@@ -44,7 +46,8 @@ struct DataPosition {
 struct SaveOptions {
   // After committing, delete all but the newest keep_last steps (0: keep all).
   int keep_last = 0;
-  // The dynamic loss scaler's state (f16); leave empty without a scaler.
+  // Loss-scaler state to record. Empty (the default): the engine's own
+  // scaler's state when it has one (f16 compute), else nothing.
   CheckpointLossScaler loss_scaler;
   // Test-only: called on every rank at "before_shard_file",
   // "after_shard_file" and, on rank 0, "before_commit" (the manifest is

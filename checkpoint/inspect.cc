@@ -22,8 +22,9 @@ std::string InspectCheckpoint(const CheckpointReader& reader) {
   for (const FlatParamLayout& l : reader.layouts()) padded += l.padded_numel();
   absl::StrAppendFormat(&out, "parameters:  %d (%d stored with padding) in %d units\n", ManifestParamCount(m), padded,
                         m.units_size());
-  absl::StrAppendFormat(&out, "optimizer:   %s; kinds %s; dtype F32 for all\n", m.optimizer(),
-                        absl::StrJoin(m.kinds(), ", "));
+  absl::StrAppendFormat(&out, "optimizer:   %s; kinds %s\n", m.optimizer(), absl::StrJoin(m.kinds(), ", "));
+  absl::StrAppendFormat(&out, "dtypes:      stored F32; the run computed in %s\n",
+                        DTypeProto_Name(m.config().engine().precision().compute_dtype()));
   for (const std::string& kind : m.kinds()) {
     absl::StrAppendFormat(&out, "  %-11s %d bytes\n", kind, padded * 4);
   }

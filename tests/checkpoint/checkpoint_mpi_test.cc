@@ -1,8 +1,9 @@
 // Sharded checkpoints of the engine under mpirun (one process per rank, MPI
 // backend), GPT-2 tiny:
 //   * resume: 20 steps straight == 10 steps, save, a fresh engine loads and
-//     runs 10 more (losses and weights bitwise), stages 0-3, accumulation
-//     1 and 3; saving every 5 steps changes nothing;
+//     runs 10 more (losses, loss scales and weights bitwise), stages 0-3,
+//     accumulation 1 and 3, f32 and f16 with dynamic loss scaling; saving
+//     every 5 steps changes nothing;
 //   * resharding on load between every pair of dp sizes up to the world size
 //     (weights right after loading equal the saved ones bitwise; training
 //     continues and agrees with the saving dp within f32 rounding);
@@ -12,6 +13,7 @@
 //     checkpoint reproduce the weights bitwise;
 //   * errors (missing, corrupt on one rank only, another model) are returned
 //     on every rank with the same code.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -134,6 +136,7 @@ struct TrainRun {
   TrainConfig config;
   int32_t data_seed = 0;
   std::vector<float> losses;
+  std::vector<double> next_scales;  // the loss scale after each step
 
   absl::Status Step() {
     const int dp = engine->dp().size();
@@ -145,6 +148,7 @@ struct TrainRun {
     absl::StatusOr<StepResult> r = engine->TrainStep(Views(batches));
     if (!r.ok()) return r.status();
     losses.push_back(r->loss);
+    next_scales.push_back(r->next_loss_scale);
     return absl::OkStatus();
   }
   absl::Status Steps(int n) {
@@ -202,52 +206,73 @@ void ExpectBitwiseEqual(const Weights& a, const Weights& b, const std::string& w
   }
 }
 
-TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAndAccumulation) {
+// f16 compute with a dynamic loss scale that grows every 3 clean steps, so
+// the scale moves (and overflows back off) within the run.
+void UseF16(TrainConfig* c) {
+  c->mutable_engine()->mutable_precision()->set_compute_dtype(F16);
+  c->mutable_engine()->mutable_precision()->mutable_loss_scale()->set_growth_interval(3);
+  c->mutable_engine()->mutable_precision()->mutable_loss_scale()->set_hysteresis(1);
+}
+
+TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAccumulationAndF16LossScaling) {
   const int dp = World().size();
   const std::string dir = SharedDir("resume");
   const int32_t seed = SharedSeed();
-  for (int k : {1, 3}) {
-    for (int stage = 0; stage <= 3; ++stage) {
-      SCOPED_TRACE(absl::StrCat("stage ", stage, " accumulation ", k, " dp ", dp));
-      const std::string root = JoinPath(dir, absl::StrCat("s", stage, "k", k));
-      TrainRun straight = MakeRun(&World(), stage, k, seed);
-      ASSERT_TRUE(straight.Steps(20).ok());
-      const Weights want = straight.Gather();
+  for (bool f16 : {false, true}) {
+    for (int k : {1, 3}) {
+      for (int stage = 0; stage <= 3; ++stage) {
+        SCOPED_TRACE(absl::StrCat(f16 ? "f16" : "f32", " stage ", stage, " accumulation ", k, " dp ", dp));
+        const std::string root = JoinPath(dir, absl::StrCat(f16 ? "f16" : "f32", "s", stage, "k", k));
+        const std::function<void(TrainConfig*)> edit = f16 ? UseF16 : std::function<void(TrainConfig*)>();
+        TrainRun straight = MakeRun(&World(), stage, k, seed, 2, edit);
+        ASSERT_TRUE(straight.Steps(20).ok());
+        const Weights want = straight.Gather();
 
-      TrainRun first = MakeRun(&World(), stage, k, seed);
-      ASSERT_TRUE(first.Steps(10).ok());
-      ASSERT_TRUE(first.Save(root).ok());
-      first.engine.reset();
+        TrainRun first = MakeRun(&World(), stage, k, seed, 2, edit);
+        ASSERT_TRUE(first.Steps(10).ok());
+        ASSERT_TRUE(first.Save(root).ok());
+        const int64_t saved_at = first.engine->step();
+        first.engine.reset();
 
-      TrainRun second = MakeRun(&World(), stage, k, seed);
-      absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*second.engine, root);
-      ASSERT_TRUE(loaded.ok()) << loaded.status();
-      EXPECT_EQ(loaded->step, 10);
-      EXPECT_EQ(loaded->optimizer_steps, 10);
-      EXPECT_EQ(loaded->saved_dp, dp);
-      EXPECT_EQ(loaded->data.sequences_consumed, 10 * kGlobalBatch);
-      EXPECT_EQ(loaded->seed, kSeed);
-      EXPECT_EQ(second.engine->step(), 10);
-      ASSERT_TRUE(second.Steps(10).ok());
-      for (int i = 0; i < 10; ++i) {
-        EXPECT_EQ(std::memcmp(&second.losses[i], &straight.losses[10 + i], 4), 0)
-            << "step " << 10 + i << ": " << second.losses[i] << " vs " << straight.losses[10 + i];
-      }
-      ExpectBitwiseEqual(want, second.Gather(), "resumed vs straight");
-
-      if (stage == 3 && k == 3) {
-        // Saving every 5 steps (keep 2) does not change training.
-        TrainRun saving = MakeRun(&World(), stage, k, seed);
-        const std::string every = root + "_every5";
-        for (int s = 0; s < 4; ++s) {
-          ASSERT_TRUE(saving.Steps(5).ok());
-          SaveOptions options;
-          options.keep_last = 2;
-          ASSERT_TRUE(saving.Save(every, options).ok());
+        TrainRun second = MakeRun(&World(), stage, k, seed, 2, edit);
+        absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*second.engine, root);
+        ASSERT_TRUE(loaded.ok()) << loaded.status();
+        EXPECT_EQ(loaded->step, saved_at);
+        EXPECT_EQ(loaded->optimizer_steps, saved_at);
+        EXPECT_EQ(loaded->saved_dp, dp);
+        EXPECT_EQ(loaded->data.sequences_consumed, saved_at * kGlobalBatch);
+        EXPECT_EQ(loaded->seed, kSeed);
+        EXPECT_EQ(second.engine->step(), saved_at);
+        if (f16) {
+          EXPECT_EQ(loaded->loss_scaler.scale(), straight.next_scales[9]);
+          EXPECT_EQ(second.engine->loss_scaler().scale(), straight.next_scales[9]);
+          // The scale keeps moving after the save, so restoring it matters.
+          EXPECT_NE(*std::min_element(straight.next_scales.begin() + 10, straight.next_scales.end()),
+                    *std::max_element(straight.next_scales.begin() + 10, straight.next_scales.end()));
+        } else {
+          EXPECT_FALSE(loaded->loss_scaler.has_scale());
         }
-        ExpectBitwiseEqual(want, saving.Gather(), "saving every 5 vs straight");
-        EXPECT_EQ(*ListCheckpointSteps(every), (std::vector<int64_t>{15, 20}));
-        EXPECT_EQ(*ResolveCheckpointDir(every), JoinPath(every, "step_20"));
+        ASSERT_TRUE(second.Steps(10).ok());
+        for (int i = 0; i < 10; ++i) {
+          EXPECT_EQ(std::memcmp(&second.losses[i], &straight.losses[10 + i], 4), 0)
+              << "step " << 10 + i << ": " << second.losses[i] << " vs " << straight.losses[10 + i];
+          EXPECT_EQ(second.next_scales[i], straight.next_scales[10 + i]) << "step " << 10 + i;
+        }
+        ExpectBitwiseEqual(want, second.Gather(), "resumed vs straight");
+
+        if (stage == 3 && k == 3) {
+          // Saving every 5 steps (keep 2) does not change training.
+          TrainRun saving = MakeRun(&World(), stage, k, seed, 2, edit);
+          const std::string every = root + "_every5";
+          for (int s = 0; s < 4; ++s) {
+            ASSERT_TRUE(saving.Steps(5).ok());
+            SaveOptions options;
+            options.keep_last = 2;
+            ASSERT_TRUE(saving.Save(every, options).ok());
+          }
+          ExpectBitwiseEqual(want, saving.Gather(), "saving every 5 vs straight");
+          EXPECT_EQ(ListCheckpointSteps(every)->size(), 2u);
+        }
       }
     }
   }
