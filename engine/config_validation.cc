@@ -63,14 +63,6 @@ void CheckPrecision(const PrecisionConfig& p, Checker& c) {
   if (p.master_dtype() != F32) {
     c.Add(absl::StrCat("engine.precision.master_dtype: ", DTypeProto_Name(p.master_dtype()), " is not allowed; expected F32"));
   }
-  if (p.compute_dtype() != F32) {
-    c.NotYet(absl::StrCat("engine.precision.compute_dtype: ", DTypeProto_Name(p.compute_dtype()),
-                          " (low-precision compute)"));
-  }
-  if (p.reduce_dtype() != F32) {
-    c.NotYet(absl::StrCat("engine.precision.reduce_dtype: ", DTypeProto_Name(p.reduce_dtype()),
-                          " (low-precision reduction)"));
-  }
   if (p.has_loss_scale()) {
     if (p.compute_dtype() != F16) {
       c.Add(absl::StrCat("engine.precision.loss_scale is set but compute dtype is ", Lower(DTypeProto_Name(p.compute_dtype())),
@@ -146,10 +138,6 @@ void CheckCheckpointing(const TrainConfig& t, Checker& c) {
   } else if (a.units_size() > 0) {
     c.Add(absl::StrCat("engine.activation_checkpointing.units: set but policy is ",
                        ActivationCheckpointingConfig::Policy_Name(a.policy())));
-  }
-  if (a.policy() != ActivationCheckpointingConfig::NONE) {
-    c.NotYet(absl::StrCat("engine.activation_checkpointing.policy: ",
-                          ActivationCheckpointingConfig::Policy_Name(a.policy())));
   }
 }
 
