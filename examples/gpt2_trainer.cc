@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
@@ -129,8 +130,9 @@ std::string ProgressLine(int64_t step, const StepResult& r, int64_t total_steps,
                          double tokens_per_s, const std::array<int64_t, kNumMemoryCategories>& peaks) {
   std::string line = absl::StrFormat("step %5d/%d | loss %.4f", step, total_steps, r.loss);
   if (val_loss.has_value()) absl::StrAppendFormat(&line, " | val %.4f", *val_loss);
-  absl::StrAppendFormat(&line, " | lr %.2e | norm %.3f | scale 1%s | %.0f tok/s | %.0f ms | peak/rank", r.lr,
-                        r.grad_norm, r.skipped ? " SKIPPED" : "", tokens_per_s, step_ms);
+  absl::StrAppendFormat(&line, " | lr %.2e | norm %.3f | scale %g%s | %.0f tok/s | %.0f ms | peak/rank", r.lr,
+                        r.grad_norm, r.loss_scale, r.skipped ? absl::StrCat(" SKIPPED (", r.skipped_steps, " so far)") : "",
+                        tokens_per_s, step_ms);
   static constexpr const char* kShort[] = {"params", "master", "grads", "optim", "act", "comm", "work"};
   for (int c = 0; c < kNumMemoryCategories; ++c) absl::StrAppend(&line, " ", kShort[c], " ", Bytes(peaks[c]));
   return line;
@@ -234,7 +236,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     h.tp = par.tp();
     h.pp = par.pp();
     h.zero_stage = engine_config.zero().stage();
-    h.compute_dtype = "f32";
+    h.compute_dtype = absl::AsciiStrToLower(DTypeProto_Name(engine_config.precision().compute_dtype()));
     h.tokens_per_step = int64_t{config.data().batch_size()} * config.model().seq_len();
     h.gradient_accumulation_steps = engine_config.gradient_accumulation_steps();
     h.config_path = flags.config_path;
@@ -276,6 +278,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
       m.val_loss = val_loss;
       m.lr = r.lr;
       m.grad_norm = r.grad_norm;
+      m.loss_scale = static_cast<float>(r.loss_scale);
       m.skipped = r.skipped;
       m.tokens_per_s = tokens_per_s;
       m.step_ms = step_ms;

@@ -105,4 +105,10 @@ grep -q "empty_root" "$tmp/resume_nothing.log"
 st=$?
 record_case resume_without_checkpoint_fails_naming_dir $((rc != 0 && st == 0)) "rc=$rc: $(head -3 "$tmp/resume_nothing.log")"
 
+# f16 compute: the header says so and the dynamic scaler's scale reaches the metrics.
+run 2 f16 --steps 4 --set engine.precision.compute_dtype=F16 --set "engine.logging.metrics_path=$tmp/f16.jsonl"
+json_check x "header['compute_dtype'] == 'f16' and [r['loss_scale'] for r in rows] == [65536.0] * 4" "$tmp/f16.jsonl"
+st=$?
+record_case f16_loss_scale_reported $((rc == 0 && st == 0)) "rc=$rc: $(tail -2 "$tmp/f16.jsonl")"
+
 finish_cases
