@@ -221,7 +221,13 @@ absl::Status Engine::ResolveCheckpointedUnits() {
         break;
     }
   }
-  if (ac.policy != CheckpointPolicy::kNamed) return absl::OkStatus();
+  // The automatic policies leave the last unit alone: its backward runs
+  // right after its forward, so dropping its activations would free nothing
+  // at the peak and cost a forward (GPT-2's head: the V-wide logits GEMM).
+  if (ac.policy != CheckpointPolicy::kNamed) {
+    if (L > 0) checkpointed_[L - 1] = false;
+    return absl::OkStatus();
+  }
   for (const std::string& name : ac.units) {
     int found = -1;
     for (int u = 0; u < L; ++u) {

@@ -29,8 +29,10 @@ enum class ReduceMode {
 
 enum class CheckpointPolicy {
   kNone,       // keep every unit's saved activations
-  kEveryUnit,  // recompute every unit
-  kEveryKth,   // recompute units whose index is a multiple of k (0, k, 2k, ...)
+  kEveryUnit,  // recompute every unit but the last (see below)
+  kEveryKth,   // recompute units whose index is a multiple of k (0, k, 2k, ...), not the last
+  // The last unit's backward follows its forward at once, so recomputing it
+  // saves no memory; kNamed recomputes it only when named.
   kNamed,      // recompute the units named in `units` (checked by Engine::Create)
 };
 
