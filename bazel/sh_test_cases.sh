@@ -1,5 +1,7 @@
 # Sourced by shell tests so each check counts as its own test case.
 #   record_case NAME PASSED(0/1) [MESSAGE]   -- after each check
+#   expect NAME WANT_RC WANT_SUBSTRING -- COMMAND...
+#                                            -- runs COMMAND, checks its exit code and output
 #   finish_cases                             -- writes $XML_OUTPUT_FILE, exits 1 if any failed
 # Bazel reads the XML instead of inventing one case for the whole script.
 _zs_cases=()
@@ -22,6 +24,19 @@ record_case() {
     [ -n "$message" ] && echo "$message"
     _zs_failed=$((_zs_failed + 1))
     _zs_cases+=("<testcase classname=\"$(_zs_xml_escape "$_zs_suite")\" name=\"$(_zs_xml_escape "$name")\" time=\"0\"><failure message=\"$(_zs_xml_escape "${message:0:2000}")\"/></testcase>")
+  fi
+}
+
+expect() {  # expect NAME WANT_RC WANT_SUBSTRING -- command...
+  local name=$1 want_rc=$2 want=$3
+  shift 4
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" != "$want_rc" ] || [[ "$out" != *"$want"* ]]; then
+    record_case "$name" 0 "rc=$rc (want $want_rc); wanted substring: $want; output: $out"
+  else
+    record_case "$name" 1
   fi
 }
 

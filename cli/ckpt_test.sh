@@ -9,18 +9,6 @@ bin=$1 fixture_main=$2
 tmp=${TEST_TMPDIR:-$(mktemp -d)}/ckpt_cli
 rm -rf "$tmp" && mkdir -p "$tmp"
 "$fixture_main" "$tmp" || { echo "fixture generation failed"; exit 1; }
-expect() {  # expect NAME WANT_RC WANT_SUBSTRING -- command...
-  local name=$1 want_rc=$2 want=$3
-  shift 4
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ "$rc" != "$want_rc" ] || [[ "$out" != *"$want"* ]]; then
-    record_case "$name" 0 "rc=$rc (want $want_rc); wanted substring: $want; output: $out"
-  else
-    record_case "$name" 1
-  fi
-}
 ck=$tmp/fixture
 
 expect help 0 "consolidate DIR --out FILE.safetensors" -- "$bin" help ckpt

@@ -4,18 +4,6 @@ set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 bin=$1
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
-expect() {  # expect NAME WANT_RC WANT_SUBSTRING -- command...
-  local name=$1 want_rc=$2 want=$3
-  shift 4
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ "$rc" != "$want_rc" ] || [[ "$out" != *"$want"* ]]; then
-    record_case "$name" 0 "rc=$rc (want $want_rc); wanted substring: $want; output: $out"
-  else
-    record_case "$name" 1
-  fi
-}
 cat > "$tmp/good.pbtxt" <<'PB'
 model { n_layer: 2 n_head: 2 n_embd: 32 vocab_size: 256 seq_len: 16 }
 data { train_path: "train.bin" batch_size: 8 }
