@@ -36,6 +36,8 @@ struct RunSpec {
   int64_t bucket_bytes = 4096;
   OptimizerConfig::Type optimizer = OptimizerConfig::ADAMW;
   int steps = 10;
+  ActivationCheckpointingConfig::Policy checkpointing = ActivationCheckpointingConfig::NONE;
+  int checkpoint_k = 2;
 };
 
 EngineConfig MakeConfig(const RunSpec& s) {
@@ -63,6 +65,8 @@ EngineConfig MakeConfig(const RunSpec& s) {
   c.mutable_lr_schedule()->set_decay_steps(10);
   c.mutable_lr_schedule()->set_min_lr(1e-4);
   c.mutable_device()->set_threads_per_rank(1);
+  c.mutable_activation_checkpointing()->set_policy(s.checkpointing);
+  c.mutable_activation_checkpointing()->set_k(s.checkpoint_k);
   c.set_seed(42);
   return c;
 }
@@ -426,6 +430,102 @@ TEST(EngineTest, DifferentConfigsFailCreateOnEveryRank) {
                                  absl::StrCat("the engine config differs across the 3 dp ranks: dp rank ", rank)))
         << engine.status();
   });
+}
+
+// Recomputing units must not change a single bit of the weights. (The toy
+// model does not count its saved tensors in the tracker; the activation
+// memory claim is tested on GPT-2 in tests/engine/precision_mpi_test.cc.)
+TEST(EngineTest, CheckpointingKeepsWeightsBitwise) {
+  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  for (int stage = 0; stage <= 3; ++stage) {
+    RunSpec none;
+    none.stage = stage;
+    none.dp = 2;
+    none.steps = 3;
+    RunSpec every = none, kth = none;
+    every.checkpointing = ActivationCheckpointingConfig::EVERY_UNIT;
+    kth.checkpointing = ActivationCheckpointingConfig::EVERY_KTH;
+    const RunOutput a = RunEngine(none, tokens), b = RunEngine(every, tokens), c = RunEngine(kth, tokens);
+    EXPECT_TRUE(BitwiseEqual(a, b)) << "stage " << stage;
+    EXPECT_TRUE(BitwiseEqual(a, c)) << "stage " << stage;
+  }
+}
+
+TEST(EngineTest, CheckpointingPolicyPicksUnits) {
+  struct Case {
+    ActivationCheckpointingConfig::Policy policy;
+    int k;
+    std::vector<std::string> named;
+    std::vector<bool> expected;  // embed, blk.0, blk.1, blk.2, head
+  };
+  const std::vector<Case> cases = {
+      {ActivationCheckpointingConfig::NONE, 2, {}, {false, false, false, false, false}},
+      {ActivationCheckpointingConfig::EVERY_UNIT, 2, {}, {true, true, true, true, false}},
+      {ActivationCheckpointingConfig::EVERY_KTH, 2, {}, {true, false, true, false, false}},
+      {ActivationCheckpointingConfig::EVERY_KTH, 3, {}, {true, false, false, true, false}},
+      {ActivationCheckpointingConfig::NAMED, 2, {"blk.1", "head"}, {false, false, true, false, true}},
+  };
+  ToyModelConfig toy = kToy;
+  toy.n_layer = 3;
+  for (const Case& c : cases) {
+    OnRanks(1, [&](int, Communicator* comm) {
+      EngineConfig config = MakeConfig(RunSpec());
+      config.mutable_activation_checkpointing()->set_policy(c.policy);
+      config.mutable_activation_checkpointing()->set_k(c.k);
+      for (const std::string& u : c.named) config.mutable_activation_checkpointing()->add_units(u);
+      auto engine = Engine::CreateWithCommunicator(config, comm, BuildToyModel(toy));
+      ASSERT_TRUE(engine.ok()) << engine.status();
+      EXPECT_EQ((*engine)->checkpointed_units(), c.expected)
+          << ActivationCheckpointingConfig::Policy_Name(c.policy) << " k " << c.k;
+    });
+  }
+  OnRanks(2, [&](int, Communicator* comm) {
+    RunSpec spec;
+    spec.dp = 2;
+    EngineConfig config = MakeConfig(spec);
+    config.mutable_activation_checkpointing()->set_policy(ActivationCheckpointingConfig::NAMED);
+    config.mutable_activation_checkpointing()->add_units("blk.9");
+    auto engine = Engine::CreateWithCommunicator(config, comm, BuildToyModel(kToy));
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(engine.status().message(),
+              "engine.activation_checkpointing.units: 'blk.9' is not a unit of the model (4 units, first 'embed')");
+  });
+}
+
+// bf16 compute: 2-byte parameters (full or shard) and full gradients, the
+// same f32 master and optimizer state (no step needed: the at-rest buffers).
+TEST(EngineTest, Bf16HalvesParamsAndFullGrads) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    int64_t bytes[2][4];  // [f32, bf16][params, grads, master, optimizer]
+    for (int d = 0; d < 2; ++d) {
+      OnRanks(2, [&](int rank, Communicator* comm) {
+        RunSpec spec;
+        spec.stage = stage;
+        spec.dp = 2;
+        EngineConfig config = MakeConfig(spec);
+        config.mutable_precision()->set_compute_dtype(d == 0 ? F32 : BF16);
+        auto engine = Engine::CreateWithCommunicator(config, comm, BuildToyModel(kToy));
+        ASSERT_TRUE(engine.ok()) << engine.status();
+        if (rank != 0) return;
+        const MemoryTracker& m = (*engine)->memory();
+        bytes[d][0] = m.Usage(MemoryCategory::kParams).current;
+        bytes[d][1] = m.Usage(MemoryCategory::kGrads).current;
+        bytes[d][2] = m.Usage(MemoryCategory::kMasterParams).current;
+        bytes[d][3] = m.Usage(MemoryCategory::kOptimizerState).current;
+      });
+    }
+    EXPECT_EQ(bytes[1][0] * 2, bytes[0][0]) << "stage " << stage;
+    // Stages 0-1 hold full compute-dtype gradients at rest; stages 2-3 the
+    // f32 reduced shard (its full bf16 buffer exists only during backward).
+    if (stage <= 1) {
+      EXPECT_EQ(bytes[1][1] * 2, bytes[0][1]) << "stage " << stage;
+    } else {
+      EXPECT_EQ(bytes[1][1], bytes[0][1]) << "stage " << stage;
+    }
+    EXPECT_EQ(bytes[1][2], bytes[0][2]) << "stage " << stage;
+    EXPECT_EQ(bytes[1][3], bytes[0][3]) << "stage " << stage;
+    EXPECT_GT(bytes[0][0], 0);
+  }
 }
 
 TEST(EngineTest, LocalCreateErrorReachesEveryRank) {

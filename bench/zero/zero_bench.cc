@@ -10,7 +10,10 @@
 //           --repeats; exposed communication (time blocked in waits) vs. the
 //           same collectives timed alone, giving the share hidden by compute.
 //
-// Compute is f32 (the engine's only compute dtype yet), so the theory is
+//   precision: per stage, the params and grads categories with f32 and with
+//           bf16 compute after one step (and the grads peak during it).
+//
+// The memory and comm tables use f32 compute, so the theory is
 // DESIGN.md §6's with 4-byte params and grads: stage 0: 20Ψ, 1: 8Ψ + 12Ψ/N,
 // 2: 4Ψ + 16Ψ/N, 3: 20Ψ/N bytes (4 + 4 + 4 master + 8 AdamW).
 #include <algorithm>
@@ -32,6 +35,7 @@
 
 ABSL_FLAG(bool, memory, true, "run the memory and comm tables");
 ABSL_FLAG(bool, time, true, "run the step-time table");
+ABSL_FLAG(bool, precision_memory, true, "run the f32-vs-bf16 params/grads memory table");
 ABSL_FLAG(int, mem_layers, 2, "transformer blocks of the 124M-shaped model (12 in GPT-2 small)");
 ABSL_FLAG(int, mem_seq, 16, "tokens per sequence for the memory step");
 ABSL_FLAG(int, time_layers, 4, "blocks of the timing model");
@@ -152,6 +156,50 @@ void MemoryAndComm(ProcessGrid& grid, int threads) {
   }
 }
 
+// bf16 compute stores parameters (full, gathered or shard) and the full
+// gradients in 2 bytes; the master, the optimizer state and the reduced
+// gradient shard stay f32.
+void PrecisionMemory(ProcessGrid& grid, int threads) {
+  const int n = grid.dp().size();
+  const bool root = grid.dp_rank() == 0;
+  Gpt2Config mc;
+  mc.n_layer = absl::GetFlag(FLAGS_mem_layers);
+  const int T = absl::GetFlag(FLAGS_mem_seq);
+  const std::vector<int32_t> tokens = RandomTokens(1, n, T, mc.vocab_size);
+  std::vector<HostBatch> batches = MicroBatchesForRank(tokens, n, T, n, 1, grid.dp_rank());
+  const std::vector<TokenBatch> views = Views(batches);
+  if (root) {
+    std::printf("\n## Params and grads per rank, f32 vs bf16 compute, GPT-2 124M-shaped with %d of 12 layers, dp = %d"
+                "\n\nAfter one step (grads peak: during it).\n\n",
+                mc.n_layer, n);
+    std::printf("| stage | params f32 | params bf16 | ratio | grads f32 | grads bf16 | ratio | grads peak f32 |"
+                " grads peak bf16 | ratio |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  }
+  for (int stage = 0; stage <= 3; ++stage) {
+    int64_t params[2], grads[2], grads_peak[2];
+    for (int d = 0; d < 2; ++d) {
+      EngineConfig c = Config(stage, n, threads);
+      c.mutable_precision()->set_compute_dtype(d == 0 ? F32 : BF16);
+      auto model = BuildGpt2(mc);
+      Check(model.status(), "BuildGpt2");
+      auto engine = Engine::Create(c, &grid, std::move(model).value());
+      Check(engine.status(), "Engine::Create");
+      (*engine)->memory().ResetPeaks();
+      Check((*engine)->TrainStep(views).status(), "TrainStep");
+      const MemoryTracker& m = (*engine)->memory();
+      params[d] = m.Usage(MemoryCategory::kParams).current;
+      grads[d] = m.Usage(MemoryCategory::kGrads).current;
+      grads_peak[d] = m.Usage(MemoryCategory::kGrads).peak;
+    }
+    if (root) {
+      std::printf("| %d | %.1f MB | %.1f MB | %.3f | %.1f MB | %.1f MB | %.3f | %.1f MB | %.1f MB | %.3f |\n", stage,
+                  params[0] / 1e6, params[1] / 1e6, static_cast<double>(params[1]) / params[0], grads[0] / 1e6,
+                  grads[1] / 1e6, static_cast<double>(grads[1]) / grads[0], grads_peak[0] / 1e6, grads_peak[1] / 1e6,
+                  static_cast<double>(grads_peak[1]) / grads_peak[0]);
+    }
+  }
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -235,6 +283,7 @@ int main(int argc, char** argv) {
   const int threads = zeroshard::kernels::DefaultCpuThreads();
   zeroshard::kernels::SetCpuThreads(threads);
   if (absl::GetFlag(FLAGS_memory)) zeroshard::MemoryAndComm(*grid, threads);
+  if (absl::GetFlag(FLAGS_precision_memory)) zeroshard::PrecisionMemory(*grid, threads);
   if (absl::GetFlag(FLAGS_time)) zeroshard::StepTime(*grid, threads);
   std::fflush(stdout);
   delete grid;
