@@ -6,18 +6,43 @@
 //
 // One TrainStep, for k = gradient_accumulation_steps micro-batches:
 //   for each micro-batch: forward units 0..L-1, backward L-1..0 with d(loss)/
-//     d(mean loss) = 1/k; reductions (ReduceScatter kAvg over dp, bucketed by
+//     d(mean loss) = scale/k (scale: the loss scale, 1 unless f16);
+//     reductions (ReduceScatter kAvg over dp in the reduce dtype, bucketed by
 //     GradReducer) per micro-batch (ACCUMULATE) or after the last (DEFER):
 //     stages 0, 2, 3 launch a bucket as soon as its last unit's backward ends
 //     and finish it while the next bucket's units compute; stage 1 reduces at
 //     the end of the micro-batch's backward;
-//   then one AllReduce(sum) of [local sum of squares of the gradient shard,
-//   local mean loss]; clip by min(1, clip/(norm+1e-6)); skip the update if the
-//   norm is not finite; optimizer on the master region; publish parameters
-//   (stage 0: full copy; stages 1-2: in-place AllGather; stage 3: shard copy).
+//   then one AllReduce(sum) over dp of [local sum of squares of the gradient
+//   shard / scale^2, local mean loss, local non-finite flag 0/1]: the flag,
+//   not raw values, decides overflow (MPI's MAX with NaN is order-dependent);
+//   dp is the only group while tp = pp = 1, so this one all-reduce covers
+//   "every group" (with tp/pp it must run on the world communicator);
+//   if any rank flagged, or the norm is not finite, the step is skipped: no
+//   weight, optimizer state or step counter changes; otherwise the shard is
+//   multiplied once by min(1, clip/(norm+1e-6))/scale (nothing at scale 1
+//   without clipping), the optimizer runs on the f32 master region and the
+//   parameters are published, rounded to the compute dtype (stage 0: full
+//   copy; stages 1-2: in-place AllGather; stage 3: shard copy); finally the
+//   loss scaler moves (sharding/loss_scaler.h) and may stop the run at its
+//   floor (kFailedPrecondition, on every rank).
 // Stage 0 all-reduces as ReduceScatter + AllGather of the gradients, so every
 // stage sums in the same order: for one dp size all stages give bitwise equal
-// weights, and a run is bitwise repeatable.
+// weights (f32, bf16 and f16 alike), and a run is bitwise repeatable.
+//
+// Precision (DESIGN.md §7): parameters, activations and full gradients are in
+// the compute dtype (f32, bf16, f16); units accumulate in f32 inside their
+// kernels; master weights, optimizer state and the reduced gradient shard are
+// f32. Gathers move compute-dtype shards, so a unit is cast once per publish,
+// never per use.
+//
+// Activation checkpointing: a checkpointed unit's Forward output feeds the
+// next unit as usual but its SavedActivations are dropped and its input is
+// kept (kActivations); right before its backward, after its parameters are
+// acquired (gathered under stage 3), the engine calls Forward again on the
+// kept input and uses the rebuilt SavedActivations. The kernels are
+// deterministic, so weights are bitwise those of no checkpointing. The
+// automatic policies never pick the last unit (its backward follows its
+// forward at once: nothing to save).
 //
 // Batches: each rank passes its own k micro-batches (B, T) of inputs and
 // targets. Which global sequences go where is data/batch_plan.h's rule
