@@ -89,5 +89,62 @@ TEST(GradReducerTest, ReducesAveragesIntoShardsExactly) {
   }
 }
 
+// bf16 compute, f32 reduction: every bucket (fused or not) casts the bf16
+// full gradients into f32 staging; small integers are exact in bf16, so the
+// averages are exact. A bf16 reduce dtype is refused by nothing here but
+// needs a backend that reduces bf16 (MPI; see tests/engine).
+TEST(GradReducerTest, Bf16GradientsReduceInF32) {
+  for (int64_t bucket_bytes : {int64_t{0}, int64_t{1} << 20}) {
+    std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(2);
+    std::vector<FlatParamLayout> layouts = Layouts(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        MemoryTracker tracker;
+        std::vector<std::unique_ptr<UnitShard>> shards;
+        std::vector<UnitShard*> raw;
+        for (auto& l : layouts) {
+          shards.push_back(*UnitShard::Create(&l, 2, comms[r].get(), &tracker, DType::kBF16));
+          raw.push_back(shards.back().get());
+        }
+        auto reducer = GradReducer::Create(raw, bucket_bytes, comms[r].get(), &tracker, DType::kF32);
+        ASSERT_TRUE(reducer.ok()) << reducer.status();
+        for (int u = 3; u >= 0; --u) {
+          ASSERT_TRUE(shards[u]->EnsureFullGrads().ok());
+          EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current % 2, 0);
+          uint16_t* g = static_cast<uint16_t*>(shards[u]->full_grads());
+          for (int64_t i = 0; i < layouts[u].padded_numel(); ++i) g[i] = F32ToBF16(static_cast<float>(2 * r + u + i % 8));
+          if ((*reducer)->closes_bucket(u)) ASSERT_TRUE((*reducer)->Launch((*reducer)->bucket_of(u)).ok());
+        }
+        ASSERT_TRUE((*reducer)->FinishAll().ok());
+        for (int u = 0; u < 4; ++u) {
+          const int64_t S = layouts[u].shard_numel();
+          for (int64_t i = 0; i < S; ++i) {
+            const int64_t flat = r * S + i;
+            const float avg = (static_cast<float>(u + flat % 8) + static_cast<float>(2 + u + flat % 8)) / 2;
+            ASSERT_EQ(shards[u]->grad_shard()[i], avg) << "bucket_bytes " << bucket_bytes << " unit " << u;
+          }
+        }
+        EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, 0);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+}
+
+TEST(GradReducerTest, RejectsIntegerReduceDtypeAndMixedComputeDtypes) {
+  std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(1);
+  std::vector<FlatParamLayout> layouts = Layouts(1);
+  MemoryTracker tracker;
+  auto a = *UnitShard::Create(&layouts[0], 2, comms[0].get(), &tracker, DType::kF32);
+  auto b = *UnitShard::Create(&layouts[1], 2, comms[0].get(), &tracker, DType::kBF16);
+  absl::Status s = GradReducer::Create({a.get()}, 0, comms[0].get(), &tracker, DType::kI32).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "reduce dtype is i32, expected f32, bf16 or f16");
+  s = GradReducer::Create({a.get(), b.get()}, 0, comms[0].get(), &tracker).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "unit 'u1' computes in bf16, expected f32 like the first unit");
+}
+
 }  // namespace
 }  // namespace zeroshard

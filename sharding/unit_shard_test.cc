@@ -90,5 +90,50 @@ TEST(UnitShardTest, RejectsBadStageAndDpMismatch) {
   EXPECT_EQ(s.message(), "unit 'h.0' is laid out for dp 2 but the dp communicator has 1 ranks");
 }
 
+// bf16 compute: 2-byte params and full grads; PublishMaster rounds the f32
+// master to nearest-even bf16 once, and stages 1-3 move bf16 shards.
+TEST(UnitShardTest, Bf16PublishRoundsTheMasterAndGathersBf16) {
+  const FlatParamLayout layout = Layout();
+  const int64_t P = 64, S = 32;
+  OnTwoRanks([&](int rank, Communicator* comm) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      MemoryTracker tracker;
+      auto shard = UnitShard::Create(&layout, stage, comm, &tracker, DType::kBF16);
+      ASSERT_TRUE(shard.ok()) << shard.status();
+      EXPECT_EQ(tracker.Usage(MemoryCategory::kParams).current, 2 * (stage == 3 ? S : P)) << stage;
+      EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current, stage <= 1 ? 2 * P : 4 * S) << stage;
+      EXPECT_EQ(tracker.Usage(MemoryCategory::kMasterParams).current, 4 * (stage == 0 ? P : S)) << stage;
+      // Master values that need rounding: 1 + i/1000 (not representable in bf16).
+      auto master_value = [](int64_t flat) { return 1.0f + static_cast<float>(flat) / 1000.0f + 1e-4f; };
+      for (int64_t i = 0; i < (*shard)->master_numel(); ++i) {
+        (*shard)->master()[i] = master_value((*shard)->master_begin() + i);
+      }
+      auto work = (*shard)->PublishMaster();
+      ASSERT_TRUE(work.ok()) << work.status();
+      if (*work != nullptr) ASSERT_TRUE((*work)->Wait().ok());
+      if (stage == 3) {
+        ASSERT_TRUE((*shard)->WaitGather().ok());
+        EXPECT_EQ((*shard)->gathers(), 1);
+      }
+      const uint16_t* full = static_cast<const uint16_t*>((*shard)->full_params());
+      ASSERT_NE(full, nullptr);
+      for (int64_t i = 0; i < P; ++i) {
+        ASSERT_EQ(full[i], F32ToBF16(master_value(i))) << "stage " << stage << " element " << i;
+      }
+      ASSERT_TRUE((*shard)->Release().ok());
+    }
+  });
+}
+
+TEST(UnitShardTest, RejectsIntegerComputeDtype) {
+  const FlatParamLayout layout = Layout();
+  OnTwoRanks([&](int, Communicator* comm) {
+    MemoryTracker tracker;
+    absl::Status s = UnitShard::Create(&layout, 2, comm, &tracker, DType::kI32).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), "compute dtype is i32, expected f32, bf16 or f16");
+  });
+}
+
 }  // namespace
 }  // namespace zeroshard
