@@ -36,6 +36,7 @@
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
 #include "gtest/gtest.h"
+#include "tests/data_parallel_world.h"
 #include "nn/gpt2.h"
 
 namespace zeroshard {
@@ -80,19 +81,7 @@ TrainConfig MakeConfig(int stage, int dp, int k) {
   return t;
 }
 
-Communicator& World() {
-  static ProcessGrid* grid = [] {
-    CommOptions options;
-    options.timeout = absl::Seconds(120);
-    auto world = CreateMpiWorld(options);
-    if (!world.ok()) std::abort();
-    const int n = (*world)->size();
-    auto g = ProcessGrid::Create(std::move(world).value(), {n, 1, 1});
-    if (!g.ok()) std::abort();
-    return new ProcessGrid(std::move(g).value());
-  }();
-  return grid->dp();
-}
+Communicator& World() { return DataParallelWorld().dp(); }
 
 // Ranks [0, dp) of the world, split once per size (collective on first use
 // of each size, so every test asks for sizes in the same order on every rank).

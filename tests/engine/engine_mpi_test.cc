@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
 #include "gtest/gtest.h"
+#include "tests/data_parallel_world.h"
 #include "kernels/optimizer.h"
 #include "nn/gpt2.h"
 #include "nn/resident_model.h"
@@ -71,19 +72,7 @@ EngineConfig MakeConfig(int stage, int dp, int k) {
 }
 
 // One grid for the whole binary: dp = every rank.
-ProcessGrid& Grid() {
-  static ProcessGrid* grid = [] {
-    CommOptions options;
-    options.timeout = absl::Seconds(120);
-    auto world = CreateMpiWorld(options);
-    if (!world.ok()) std::abort();
-    const int n = (*world)->size();
-    auto g = ProcessGrid::Create(std::move(world).value(), {n, 1, 1});
-    if (!g.ok()) std::abort();
-    return new ProcessGrid(std::move(g).value());
-  }();
-  return *grid;
-}
+ProcessGrid& Grid() { return DataParallelWorld(); }
 
 using Weights = std::map<std::string, std::vector<float>>;
 

@@ -30,6 +30,7 @@
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
 #include "gtest/gtest.h"
+#include "tests/data_parallel_world.h"
 #include "nn/gpt2.h"
 
 namespace zeroshard {
@@ -110,19 +111,7 @@ EngineConfig MakeConfig(const Spec& s, int dp) {
   return c;
 }
 
-ProcessGrid& Grid() {
-  static ProcessGrid* grid = [] {
-    CommOptions options;
-    options.timeout = absl::Seconds(120);
-    auto world = CreateMpiWorld(options);
-    if (!world.ok()) std::abort();
-    const int n = (*world)->size();
-    auto g = ProcessGrid::Create(std::move(world).value(), {n, 1, 1});
-    if (!g.ok()) std::abort();
-    return new ProcessGrid(std::move(g).value());
-  }();
-  return *grid;
-}
+ProcessGrid& Grid() { return DataParallelWorld(); }
 
 std::vector<int32_t> SharedTokens() {
   int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
