@@ -9,6 +9,17 @@ load("@local_cuda//:defs.bzl", "NVCC")
 
 ZS_COPTS = []
 
+def if_cuda(values):
+    """`values` when CUDA is enabled (--//bazel:cuda), else nothing."""
+    return select({
+        "//bazel:cuda_enabled": values,
+        "//conditions:default": [],
+    })
+
+def cuda_defines():
+    """ZEROSHARD_HAS_CUDA=1 for code with a CUDA path, when CUDA is enabled."""
+    return if_cuda(["ZEROSHARD_HAS_CUDA=1"])
+
 def zs_cc_library(name, deps = [], copts = [], **kwargs):
     native.cc_library(
         name = name,
@@ -68,19 +79,10 @@ def cuda_library(name, srcs, hdrs = [], cu_deps_hdrs = [], deps = [], **kwargs):
         objs.append(obj)
     native.cc_library(
         name = name,
-        srcs = select({
-            "//bazel:cuda_enabled": objs,
-            "//conditions:default": [],
-        }),
+        srcs = if_cuda(objs),
         hdrs = hdrs,
-        defines = select({
-            "//bazel:cuda_enabled": ["ZEROSHARD_HAS_CUDA=1"],
-            "//conditions:default": [],
-        }),
-        deps = deps + select({
-            "//bazel:cuda_enabled": ["@local_cuda//:cudart"],
-            "//conditions:default": [],
-        }),
+        defines = cuda_defines(),
+        deps = deps + if_cuda(["@local_cuda//:cudart"]),
         **kwargs
     )
 
