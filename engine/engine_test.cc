@@ -193,6 +193,15 @@ double MaxElementDiff(const RunOutput& a, const RunOutput& ref) {
   return worst;
 }
 
+// Runs `spec` at stages 1, 2 and 3 and expects each bitwise equal to
+// `stage0`, the same spec's stage-0 result.
+void ExpectStages1To3BitwiseEqual(RunSpec spec, const std::vector<int32_t>& tokens, const RunOutput& stage0) {
+  for (int stage : {1, 2, 3}) {
+    spec.stage = stage;
+    EXPECT_TRUE(BitwiseEqual(RunEngine(spec, tokens), stage0)) << "stage " << stage;
+  }
+}
+
 TEST(EngineTest, ParityStagesDpAccumulation) {
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
@@ -332,10 +341,7 @@ TEST(EngineTest, DeferEqualsAcrossStagesAndMatchesAccumulate) {
   spec.mode = ZeroConfig::DEFER;
   const RunOutput defer0 = RunEngine(spec, tokens);
   EXPECT_LE(MaxRelativeDiff(defer0, accumulate), 1e-6);
-  for (int stage : {1, 2, 3}) {
-    spec.stage = stage;
-    EXPECT_TRUE(BitwiseEqual(RunEngine(spec, tokens), defer0)) << "stage " << stage;
-  }
+  ExpectStages1To3BitwiseEqual(spec, tokens, defer0);
 }
 
 TEST(EngineTest, SgdNesterovStagesBitwiseEqual) {
@@ -346,10 +352,7 @@ TEST(EngineTest, SgdNesterovStagesBitwiseEqual) {
   spec.dp = 3;
   const RunOutput dp3 = RunEngine(spec, tokens);
   EXPECT_LE(MaxRelativeDiff(dp3, ref), 1e-6);
-  for (int stage : {1, 2, 3}) {
-    spec.stage = stage;
-    EXPECT_TRUE(BitwiseEqual(RunEngine(spec, tokens), dp3)) << "stage " << stage;
-  }
+  ExpectStages1To3BitwiseEqual(spec, tokens, dp3);
 }
 
 TEST(EngineTest, PersistentUnitsGatherOncePerStep) {
@@ -395,10 +398,7 @@ TEST(EngineTest, BucketSizeDoesNotChangeStageEquality) {
   spec.bucket_bytes = 1 << 20;  // everything in one bucket
   const RunOutput fused0 = RunEngine(spec, tokens);
   EXPECT_LE(MaxRelativeDiff(fused0, alone), 1e-6);
-  for (int stage : {1, 2, 3}) {
-    spec.stage = stage;
-    EXPECT_TRUE(BitwiseEqual(RunEngine(spec, tokens), fused0)) << "stage " << stage;
-  }
+  ExpectStages1To3BitwiseEqual(spec, tokens, fused0);
 }
 
 // Error cases: every rank returns a status, none hangs.
