@@ -84,7 +84,7 @@ struct HeadSaved : public SavedActivations {
 // embed
 
 Gpt2EmbedUnit::Gpt2EmbedUnit(const Gpt2Config& config)
-    : embedding_(config.vocab_size, config.seq_len, config.n_embd), c_(config.n_embd) {
+    : NamedUnit("embed"), embedding_(config.vocab_size, config.seq_len, config.n_embd), c_(config.n_embd) {
   // Hugging Face initialises both embeddings with normal(0, 0.02).
   params_.push_back(Spec("wte.weight", {config.vocab_size, config.n_embd}, InitKind::kNormal));
   params_.push_back(Spec("wpe.weight", {config.seq_len, config.n_embd}, InitKind::kNormal));
@@ -116,7 +116,7 @@ absl::Status Gpt2EmbedUnit::Backward(const ComputeContext& ctx, absl::Span<const
 // h.i
 
 Gpt2BlockUnit::Gpt2BlockUnit(const Gpt2Config& config, int layer)
-    : name_(absl::StrCat("h.", layer)),
+    : NamedUnit(absl::StrCat("h.", layer)),
       c_(config.n_embd),
       nh_(config.n_head),
       ln_1_(absl::StrCat(name_, ".ln_1"), c_, kGpt2LayerNormEps),
@@ -252,7 +252,8 @@ absl::Status Gpt2BlockUnit::Backward(const ComputeContext& ctx, absl::Span<const
 // head
 
 Gpt2HeadUnit::Gpt2HeadUnit(const Gpt2Config& config)
-    : c_(config.n_embd),
+    : NamedUnit("head"),
+      c_(config.n_embd),
       v_(config.vocab_size),
       ln_f_("ln_f", c_, kGpt2LayerNormEps),
       lm_head_(v_, c_),

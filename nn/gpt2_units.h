@@ -20,11 +20,9 @@
 namespace zeroshard {
 
 // "embed": out = wte[inputs] + wpe[t]. Saves nothing (tokens come from the batch).
-class Gpt2EmbedUnit : public Unit {
+class Gpt2EmbedUnit : public NamedUnit {
  public:
   explicit Gpt2EmbedUnit(const Gpt2Config& config);
-  const std::string& name() const override { return name_; }
-  const std::vector<ParamSpec>& params() const override { return params_; }
   absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
                        const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override;
   absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
@@ -32,19 +30,15 @@ class Gpt2EmbedUnit : public Unit {
                         const TensorView& grad_out, Buffer* grad_in) override;
 
  private:
-  std::string name_ = "embed";
-  std::vector<ParamSpec> params_;
   Embedding embedding_;
   int64_t c_;
 };
 
 // "h.i": x + attn(ln_1(x)), then + mlp(ln_2(.)). Saves its input and every
 // intermediate backward reads (llm.c's activation set for one layer).
-class Gpt2BlockUnit : public Unit {
+class Gpt2BlockUnit : public NamedUnit {
  public:
   Gpt2BlockUnit(const Gpt2Config& config, int layer);
-  const std::string& name() const override { return name_; }
-  const std::vector<ParamSpec>& params() const override { return params_; }
   absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
                        const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override;
   absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
@@ -52,8 +46,6 @@ class Gpt2BlockUnit : public Unit {
                         const TensorView& grad_out, Buffer* grad_in) override;
 
  private:
-  std::string name_;
-  std::vector<ParamSpec> params_;
   int64_t c_;
   int64_t nh_;
   LayerNorm ln_1_, ln_2_;
@@ -64,11 +56,9 @@ class Gpt2BlockUnit : public Unit {
 
 // "head": mean cross-entropy of ln_f(x) · wte^T against the targets.
 // Owns ln_f.*, borrows wte.weight.
-class Gpt2HeadUnit : public Unit {
+class Gpt2HeadUnit : public NamedUnit {
  public:
   explicit Gpt2HeadUnit(const Gpt2Config& config);
-  const std::string& name() const override { return name_; }
-  const std::vector<ParamSpec>& params() const override { return params_; }
   std::vector<std::string> borrowed_params() const override { return {"wte.weight"}; }
   absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
                        const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override;
@@ -77,8 +67,6 @@ class Gpt2HeadUnit : public Unit {
                         const TensorView& grad_out, Buffer* grad_in) override;
 
  private:
-  std::string name_ = "head";
-  std::vector<ParamSpec> params_;
   int64_t c_;
   int64_t v_;
   LayerNorm ln_f_;

@@ -115,6 +115,21 @@ class Unit {
                                 const SavedActivations& saved, const TensorView& grad_out, Buffer* grad_in) = 0;
 };
 
+// A Unit that keeps its name and parameter list; a subclass fills params_
+// in its constructor (name_ is set before any member of the subclass is
+// constructed, so member initialisers may use it).
+class NamedUnit : public Unit {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::vector<ParamSpec>& params() const override { return params_; }
+
+ protected:
+  explicit NamedUnit(std::string name) : name_(std::move(name)) {}
+
+  std::string name_;
+  std::vector<ParamSpec> params_;
+};
+
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_NN_UNIT_H_

@@ -23,20 +23,9 @@ absl::Status Alloc(const ComputeContext& ctx, int64_t n, Buffer* out) {
   return absl::OkStatus();
 }
 
-class ToyUnitBase : public Unit {
+class Embed : public NamedUnit {
  public:
-  explicit ToyUnitBase(std::string name) : name_(std::move(name)) {}
-  const std::string& name() const override { return name_; }
-  const std::vector<ParamSpec>& params() const override { return params_; }
-
- protected:
-  std::string name_;
-  std::vector<ParamSpec> params_;
-};
-
-class Embed : public ToyUnitBase {
- public:
-  Embed(int v, int t, int c) : ToyUnitBase("embed"), v_(v), c_(c) {
+  Embed(int v, int t, int c) : NamedUnit("embed"), v_(v), c_(c) {
     params_ = {{"wte.weight", {v, c}, InitKind::kNormal, 0.02f}, {"wpe.weight", {t, c}, InitKind::kNormal, 0.02f}};
   }
   absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch& batch,
@@ -81,9 +70,9 @@ class Embed : public ToyUnitBase {
   int v_, c_;
 };
 
-class Block : public ToyUnitBase {
+class Block : public NamedUnit {
  public:
-  Block(int i, int c) : ToyUnitBase(absl::StrCat("blk.", i)), c_(c) {
+  Block(int i, int c) : NamedUnit(absl::StrCat("blk.", i)), c_(c) {
     params_ = {{absl::StrCat(name_, ".fc.weight"), {c, c}, InitKind::kNormal, 0.3f},
                {absl::StrCat(name_, ".fc.bias"), {c}, InitKind::kNormal, 0.1f}};
   }
@@ -144,10 +133,10 @@ class Block : public ToyUnitBase {
   int c_;
 };
 
-class Head : public ToyUnitBase {
+class Head : public NamedUnit {
  public:
   Head(int v, int c, int nan_target, bool has_scale)
-      : ToyUnitBase("head"), v_(v), c_(c), nan_target_(nan_target), ones_(c, 1.0f), scratch_(c) {
+      : NamedUnit("head"), v_(v), c_(c), nan_target_(nan_target), ones_(c, 1.0f), scratch_(c) {
     if (has_scale) params_ = {{"ln_f.weight", {c}, InitKind::kOnes, 0}};
   }
   std::vector<std::string> borrowed_params() const override { return {"wte.weight"}; }

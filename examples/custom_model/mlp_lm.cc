@@ -28,16 +28,12 @@ absl::StatusOr<Buffer> Activation(const ComputeContext& ctx, int64_t numel) {
   return Buffer::Allocate(ctx.tracker, MemoryCategory::kActivations, ctx.kernels.device, DType::kF32, numel);
 }
 
-// Shared plumbing: a name and the parameter list.
-class UnitWithParams : public Unit {
+// Units keep their name and parameter list in NamedUnit (nn/unit.h).
+class UnitWithParams : public NamedUnit {
  public:
-  UnitWithParams(std::string name, std::vector<ParamSpec> params) : name_(std::move(name)), params_(std::move(params)) {}
-  const std::string& name() const override { return name_; }
-  const std::vector<ParamSpec>& params() const override { return params_; }
-
- private:
-  std::string name_;
-  std::vector<ParamSpec> params_;
+  UnitWithParams(std::string name, std::vector<ParamSpec> params) : NamedUnit(std::move(name)) {
+    params_ = std::move(params);
+  }
 };
 
 class Embed : public UnitWithParams {
