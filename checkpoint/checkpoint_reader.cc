@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_root.h"
 #include "checkpoint/crc32c.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
 #include "core/status_macros.h"

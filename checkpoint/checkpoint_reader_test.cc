@@ -9,7 +9,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/testing/checkpoint_fixture.h"
 #include "gtest/gtest.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "core/status_macros.h"
 

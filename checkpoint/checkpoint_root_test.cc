@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "gtest/gtest.h"
 

@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_root.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/rank_agreement.h"
 #include "checkpoint/safetensors_file.h"

@@ -9,7 +9,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/consolidate.h"
 #include "checkpoint/diff.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/import_weights.h"
 #include "checkpoint/inspect.h"
 #include "checkpoint/manifest.h"

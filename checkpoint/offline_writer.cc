@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "checkpoint/checkpoint_root.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/shard_file.h"
 #include "core/status_macros.h"

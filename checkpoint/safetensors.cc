@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/crc32c.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 

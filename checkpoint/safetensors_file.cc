@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "core/dtype.h"
 #include "core/status_macros.h"
 

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "checkpoint/crc32c.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/safetensors_file.h"
 #include "gtest/gtest.h"
 

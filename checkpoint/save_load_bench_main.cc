@@ -11,7 +11,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/consolidate.h"
 #include "checkpoint/engine_checkpoint.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/verify.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_env.h"

@@ -1,7 +1,7 @@
 #include "checkpoint/shard_file.h"
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
 #include "core/status_macros.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/testing/checkpoint_fixture.h"
 #include "nn/gpt2.h"

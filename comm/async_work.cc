@@ -7,12 +7,27 @@
 
 namespace zeroshard {
 
+void WorkState::MarkStarted() {
+  const auto now = std::chrono::steady_clock::now();
+  absl::MutexLock lock(&mu_);
+  if (!started_.has_value()) started_ = now;
+}
+
 void WorkState::Complete(absl::Status status) {
+  const auto now = std::chrono::steady_clock::now();
   absl::MutexLock lock(&mu_);
   if (done_) return;
+  span_.start = started_.value_or(now);
+  span_.end = now;
   status_ = std::move(status);
   done_ = true;
   done_flag_.store(true, std::memory_order_release);
+}
+
+std::optional<WorkSpan> WorkState::executed_span() const {
+  absl::MutexLock lock(&mu_);
+  if (!done_) return std::nullopt;
+  return span_;
 }
 
 bool WorkState::IsCompleted() const { return done_flag_.load(std::memory_order_acquire); }

@@ -6,6 +6,7 @@
 #define ZEROSHARD_COMM_ASYNC_WORK_H_
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,8 +45,13 @@ class WorkState {
   // Lets Wait() run the operation inline (set before the state is shared).
   void set_executor(InlineExecutor* executor) { executor_ = executor; }
 
-  // Records the result and wakes waiters. Only the first call counts.
+  // The executor calls this when it begins running the operation; only the
+  // first call counts. Complete() without it gives a zero-length span.
+  void MarkStarted();
+  // Records the result and its time, and wakes waiters. Only the first call counts.
   void Complete(absl::Status status);
+  // [MarkStarted, Complete] once completed; nullopt before.
+  std::optional<WorkSpan> executed_span() const;
   bool IsCompleted() const;
   // The result, or kDeadlineExceeded naming the operation after `timeout`.
   // First lets the executor (if any) run the operation on this thread when
@@ -65,6 +71,8 @@ class WorkState {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> done_flag_{false};  // done_, readable without the lock
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::chrono::steady_clock::time_point> started_ ABSL_GUARDED_BY(mu_);
+  WorkSpan span_ ABSL_GUARDED_BY(mu_);
 };
 
 class AsyncWork : public Work {
@@ -75,6 +83,7 @@ class AsyncWork : public Work {
 
   bool IsCompleted() override { return state_->IsCompleted(); }
   absl::Status Wait(absl::Duration timeout = absl::InfiniteDuration()) override { return state_->Wait(timeout); }
+  std::optional<WorkSpan> ExecutedSpan() override { return state_->executed_span(); }
 
  private:
   std::shared_ptr<WorkState> state_;

@@ -1,5 +1,7 @@
 #include "comm/async_work.h"
 
+#include <chrono>
+#include <optional>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -42,6 +44,32 @@ TEST(AsyncWorkTest, DoneIsAlreadyComplete) {
   auto work = AsyncWork::Done(absl::InvalidArgumentError("bad count"));
   EXPECT_TRUE(work->IsCompleted());
   EXPECT_EQ(work->Wait(absl::ZeroDuration()).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AsyncWorkTest, ExecutedSpanRunsFromStartToCompletion) {
+  auto state = std::make_shared<WorkState>("AllGather(f32, 8) in group dp");
+  AsyncWork work(state);
+  EXPECT_FALSE(work.ExecutedSpan().has_value());  // not completed yet
+  const auto before = std::chrono::steady_clock::now();
+  absl::SleepFor(absl::Milliseconds(2));
+  state->MarkStarted();
+  absl::SleepFor(absl::Milliseconds(5));
+  state->MarkStarted();  // ignored: the first start counts
+  absl::SleepFor(absl::Milliseconds(5));
+  state->Complete(absl::OkStatus());
+  const auto after = std::chrono::steady_clock::now();
+  std::optional<WorkSpan> span = work.ExecutedSpan();
+  ASSERT_TRUE(span.has_value());
+  EXPECT_GT(span->start, before + std::chrono::milliseconds(2) - std::chrono::microseconds(1));
+  EXPECT_GE(span->end - span->start, std::chrono::milliseconds(10));
+  EXPECT_LE(span->end, after);
+}
+
+TEST(AsyncWorkTest, CompletionWithoutStartIsAZeroLengthSpan) {
+  auto work = AsyncWork::Done(absl::OkStatus());
+  std::optional<WorkSpan> span = work->ExecutedSpan();
+  ASSERT_TRUE(span.has_value());
+  EXPECT_EQ(span->start, span->end);
 }
 
 }  // namespace

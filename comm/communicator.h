@@ -18,8 +18,10 @@
 #ifndef ZEROSHARD_COMM_COMMUNICATOR_H_
 #define ZEROSHARD_COMM_COMMUNICATOR_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -39,10 +41,22 @@ enum class ReduceOp { kSum, kAvg, kMax };
 // "sum", "avg", "max".
 const char* ReduceOpName(ReduceOp op);
 
+// When an operation ran: from the moment its backend started executing it
+// (after any queueing behind earlier operations) to its completion, on the
+// host's steady clock. Timeline traces (core/timeline.h) draw it.
+struct WorkSpan {
+  std::chrono::steady_clock::time_point start;
+  std::chrono::steady_clock::time_point end;
+};
+
 // Handle to one issued operation. Thread-compatible: one thread at a time.
 class Work {
  public:
   virtual ~Work() = default;
+  // Once completed: when the operation executed, if the backend knows (the
+  // MPI backend does; NCCL runs on the device and reports nothing). nullopt
+  // before completion.
+  virtual std::optional<WorkSpan> ExecutedSpan() { return std::nullopt; }
   // True once the operation has finished, successfully or not; never blocks.
   virtual bool IsCompleted() = 0;
   // Blocks the host until the operation has finished or `timeout` passed.

@@ -432,6 +432,7 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
   }
 
   void Execute(Task& task) {
+    task.state->MarkStarted();
     if (!failure_.ok()) {
       task.state->Complete(absl::FailedPreconditionError(
           absl::StrCat("communicator ", name_, " is unusable after an earlier failure: ", failure_.message())));

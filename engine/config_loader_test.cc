@@ -173,6 +173,8 @@ const BadConfig kBadConfigs[] = {
      "engine.device.type CUDA; got CPU"},
     {"accumulation_zero", "engine { gradient_accumulation_steps: 0 }", false, 3,
      "PATH: invalid config:\nengine.gradient_accumulation_steps: 0 is out of range [1, 1048576]"},
+    {"negative_trace_steps", "engine { logging { trace_path: \"t.json\" trace_steps: -1 } }", false, 3,
+     "PATH: invalid config:\nengine.logging.trace_steps: -1 is out of range; expected >= 0"},
     {"micro_batches_without_pp", "engine { parallel { micro_batches: 4 } }", false, 3,
      "PATH: invalid config:\nengine.parallel.micro_batches: 4 is set but pp is 1; use "
      "engine.gradient_accumulation_steps"},

@@ -179,7 +179,7 @@ void CheckRuntime(const TrainConfig& t, Checker& c) {
   c.AtLeast("engine.checkpoint.interval", e.checkpoint().interval(), 0);
   c.AtLeast("engine.checkpoint.keep_last", e.checkpoint().keep_last(), 0);
   c.AtLeast("engine.logging.interval", e.logging().interval(), 1);
-  if (!e.logging().trace_path().empty()) c.NotYet("engine.logging.trace_path (timeline trace)");
+  c.AtLeast("engine.logging.trace_steps", e.logging().trace_steps(), 0);
 }
 
 void CheckData(const TrainConfig& t, Checker& c) {

@@ -1,14 +1,19 @@
 #include "engine/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "comm/traced_wait.h"
+#include "core/file_io.h"
 #include "core/status_macros.h"
 #include "kernels/cast.h"
 #include "nn/param_init.h"
@@ -114,9 +119,10 @@ absl::Status Engine::Init(const EngineConfig& config) {
       }
     }
   }
+  absl::Status trace_ok = InitTrace(config.logging());
   // Every rank takes part in the fingerprint exchange even when its own
   // checks failed, so that no rank is left waiting in a collective.
-  absl::Status local = !options.ok() ? options.status() : model_ok;
+  absl::Status local = !options.ok() ? options.status() : !model_ok.ok() ? model_ok : trace_ok;
   RETURN_IF_ERROR(CheckFingerprints(config, local));
 
   compute_.kernels = kernels::KernelContext::Cpu(options_.threads_per_rank);
@@ -130,6 +136,7 @@ absl::Status Engine::Init(const EngineConfig& config) {
   for (int u = 0; u < L; ++u) {
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
                      UnitShard::Create(&layouts_[u], options_.stage, dp_, &tracker_, options_.compute_dtype));
+    shard->set_timeline(timeline_.get());
     raw.push_back(shard.get());
     regions.push_back(OptimizerRegion{&layouts_[u], shard->master_begin(), shard->master_numel()});
     shards_.push_back(std::move(shard));
@@ -141,6 +148,7 @@ absl::Status Engine::Init(const EngineConfig& config) {
   ASSIGN_OR_RETURN(gatherer_, ParamGatherer::Create(raw, std::move(needs), options_.gather));
   ASSIGN_OR_RETURN(reducer_,
                    GradReducer::Create(raw, options_.bucket_bytes, dp_, &tracker_, options_.reduce_dtype));
+  reducer_->set_timeline(timeline_.get());
   ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Create(options_.loss_scale));
   scaler_ = std::make_unique<LossScaler>(scaler);
   RETURN_IF_ERROR(ResolveCheckpointedUnits());
@@ -149,6 +157,56 @@ absl::Status Engine::Init(const EngineConfig& config) {
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options_.lr_schedule));
   schedule_ = std::make_unique<LrSchedule>(schedule);
   return InitParams();
+}
+
+absl::Status Engine::InitTrace(const LoggingConfig& logging) {
+  if (logging.trace_path().empty()) return absl::OkStatus();
+  trace_path_ = logging.trace_path();
+  trace_steps_ = logging.trace_steps();
+  if (trace_steps_ < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine.logging.trace_steps: ", trace_steps_, ", expected >= 0 (0: every step)"));
+  }
+  timeline_ = std::make_unique<Timeline>();
+  if (dp_->rank() != 0) return absl::OkStatus();
+  const size_t slash = trace_path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : trace_path_.substr(0, slash));
+  absl::Status made = MakeDirectories(dir);
+  if (!made.ok() || access(dir.c_str(), W_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.logging.trace_path: '", trace_path_, "': directory '", dir,
+                                                   "' cannot be created or written (",
+                                                   made.ok() ? "not writable" : made.message(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+void Engine::TraceMemory() {
+  if (timeline_ == nullptr || !timeline_->recording()) return;
+  std::vector<TraceArg> bytes;
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    const MemoryCategory category = static_cast<MemoryCategory>(c);
+    bytes.push_back({MemoryCategoryName(category), tracker_.Usage(category).current});
+  }
+  timeline_->AddCounter("memory", Timeline::Clock::now(), std::move(bytes));
+}
+
+absl::StatusOr<TraceFileInfo> Engine::WriteTrace() {
+  if (timeline_ == nullptr) {
+    return absl::FailedPreconditionError("WriteTrace: engine.logging.trace_path is empty, nothing was recorded");
+  }
+  if (trace_written_) return trace_result_;
+  RETURN_IF_ERROR(CheckUsable());
+  timeline_->set_recording(false);
+  trace_written_ = true;
+  const std::vector<std::pair<std::string, std::string>> other_data = {
+      {"zero_stage", absl::StrCat(options_.stage)},
+      {"dp", absl::StrCat(dp_->size())},
+      {"compute_dtype", absl::StrCat("\"", DTypeName(options_.compute_dtype), "\"")},
+      {"traced_steps", absl::StrCat(traced_steps_)},
+  };
+  trace_result_ = WriteMergedTrace(*dp_, *timeline_, trace_path_, other_data);
+  timeline_->Clear();
+  return trace_result_;
 }
 
 absl::Status Engine::CheckFingerprints(const EngineConfig& config, const absl::Status& local) {
@@ -336,7 +394,10 @@ absl::Status Engine::AgreeOnBatch(absl::Span<const TokenBatch> batches) {
   } else {
     v[4 + dp_->rank()] = 1;
   }
-  RETURN_IF_ERROR(dp_->AllReduce(v.data(), static_cast<int64_t>(v.size()), DType::kI32, ReduceOp::kMax)->Wait());
+  const Clock::time_point issued = Clock::now();
+  std::unique_ptr<Work> agree = dp_->AllReduce(v.data(), static_cast<int64_t>(v.size()), DType::kI32, ReduceOp::kMax);
+  RETURN_IF_ERROR(WaitTraced(*agree, timeline_.get(), "allreduce", "AllReduce", "batch shapes", issued,
+                             static_cast<int64_t>(v.size() * sizeof(int32_t))));
   if (!local.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(local.message(), " (dp rank ", dp_->rank(), ")"));
   }
@@ -392,7 +453,10 @@ absl::Status Engine::ForwardPass(const TokenBatch& batch, bool training, std::ve
     RETURN_IF_ERROR(ParamViews(i, &params, nullptr));
     TensorView in;
     if (i > 0) in = ActivationView((*outs)[i - 1], b, tt);
-    RETURN_IF_ERROR(model_->units[i]->Forward(compute_, params, batch, in, &(*outs)[i], &(*saved)[i]));
+    {
+      TraceScope span(timeline_.get(), "forward", "forward", model_->units[i]->name(), {{"unit", i}});
+      RETURN_IF_ERROR(model_->units[i]->Forward(compute_, params, batch, in, &(*outs)[i], &(*saved)[i]));
+    }
     if (training && checkpointed_[i]) {
       // Keep only the input; BackwardPass recomputes the unit from it.
       (*saved)[i].reset();
@@ -402,6 +466,7 @@ absl::Status Engine::ForwardPass(const TokenBatch& batch, bool training, std::ve
     }
     if (!training) (*saved)[i].reset();
     RETURN_IF_ERROR(gatherer_->AfterForward(i));
+    TraceMemory();
   }
   const Buffer& last = (*outs)[L - 1];
   if (last.numel() != 1 || last.dtype() != DType::kF32) {
@@ -434,6 +499,7 @@ absl::Status Engine::BackwardPass(const TokenBatch& batch, bool reduce,
     if (checkpointed_[i]) {
       // Recompute with the parameters just acquired (gathered under stage 3);
       // the same kernels on the same inputs rebuild the same activations.
+      TraceScope span(timeline_.get(), "recompute", "recompute", model_->units[i]->name(), {{"unit", i}});
       TensorView in;
       if (i > 0) in = ActivationView(kept_inputs_[i], b, tt);
       Buffer recomputed_out;
@@ -442,9 +508,12 @@ absl::Status Engine::BackwardPass(const TokenBatch& batch, bool reduce,
       kept_inputs_[i].Reset();
     }
     Buffer grad_in;
-    RETURN_IF_ERROR(
-        model_->units[i]->Backward(compute_, params, grads, batch, *(*saved)[i], grad_out_view, &grad_in));
-    (*saved)[i].reset();
+    {
+      TraceScope span(timeline_.get(), "backward", "backward", model_->units[i]->name(), {{"unit", i}});
+      RETURN_IF_ERROR(
+          model_->units[i]->Backward(compute_, params, grads, batch, *(*saved)[i], grad_out_view, &grad_in));
+      (*saved)[i].reset();
+    }
     grad_out = std::move(grad_in);
     if (i > 0) grad_out_view = ActivationView(grad_out, b, tt);
     RETURN_IF_ERROR(gatherer_->AfterBackward(i));
@@ -457,6 +526,7 @@ absl::Status Engine::BackwardPass(const TokenBatch& batch, bool reduce,
       }
       in_flight = reducer_->bucket_of(i);
     }
+    TraceMemory();
   }
   if (reduce && options_.stage == 1) {
     for (int bucket = 0; bucket < reducer_->num_buckets(); ++bucket) RETURN_IF_ERROR(reducer_->Launch(bucket));
@@ -471,6 +541,13 @@ absl::StatusOr<StepResult> Engine::TrainStep(absl::Span<const TokenBatch> micro_
   RETURN_IF_ERROR(CheckUsable());
   Clock::time_point start = Clock::now();
   StepResult result;
+  // Closes (and is recorded) before the window may close below.
+  std::optional<TraceScope> step_span;
+  if (timeline_ != nullptr && timeline_->recording()) {
+    // Named after the optimizer step it makes (a skipped attempt repeats it).
+    step_span.emplace(timeline_.get(), "step", "step", absl::StrCat(step_ + 1),
+                      std::vector<TraceArg>{{"step", step_ + 1}});
+  }
   absl::Status count_ok =
       static_cast<int>(micro_batches.size()) == options_.accumulation_steps
           ? absl::OkStatus()
@@ -490,6 +567,11 @@ absl::StatusOr<StepResult> Engine::TrainStep(absl::Span<const TokenBatch> micro_
   if (!s.ok()) {
     broken_ = s;
     return s;
+  }
+  step_span.reset();
+  if (timeline_ != nullptr && timeline_->recording()) {
+    ++traced_steps_;
+    if (trace_steps_ > 0 && traced_steps_ >= trace_steps_) timeline_->set_recording(false);
   }
   result.tokens = micro_batches[0].inputs.shape[0] * micro_batches[0].inputs.shape[1] *
                   options_.accumulation_steps * dp_->size();
@@ -514,17 +596,34 @@ absl::Status Engine::RunStep(absl::Span<const TokenBatch> micro_batches, StepRes
   for (int m = 0; m < k; ++m) {
     float loss = 0;
     Clock::time_point t0 = Clock::now();
-    RETURN_IF_ERROR(ForwardPass(micro_batches[m], /*training=*/true, &outs, &saved, &loss, &result.timings));
+    {
+      TraceScope span(timeline_.get(), "pass", "forward pass", "", {{"micro_batch", m}});
+      RETURN_IF_ERROR(ForwardPass(micro_batches[m], /*training=*/true, &outs, &saved, &loss, &result.timings));
+    }
     result.timings.forward += SecondsSince(t0);
     loss_sum += loss;
     const bool reduce = options_.reduce_mode == ReduceMode::kAccumulate || m == k - 1;
     t0 = Clock::now();
-    RETURN_IF_ERROR(BackwardPass(micro_batches[m], reduce, &saved, &result.timings));
+    {
+      TraceScope span(timeline_.get(), "pass", "backward pass", "", {{"micro_batch", m}});
+      RETURN_IF_ERROR(BackwardPass(micro_batches[m], reduce, &saved, &result.timings));
+    }
     result.timings.backward += SecondsSince(t0);
   }
   Clock::time_point t0 = Clock::now();
-  RETURN_IF_ERROR(FinishStep(loss_sum / static_cast<float>(k), &result));
+  {
+    TraceScope span(timeline_.get(), "optimizer", "optimizer");
+    RETURN_IF_ERROR(FinishStep(loss_sum / static_cast<float>(k), &result));
+  }
   result.timings.optimizer = SecondsSince(t0);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::WaitAll(std::vector<IssuedWork>& works, absl::string_view what) {
+  for (IssuedWork& w : works) {
+    RETURN_IF_ERROR(WaitTraced(*w.work, timeline_.get(), "publish", what, w.shard->layout().unit_name(), w.issued,
+                               w.bytes));
+  }
   return absl::OkStatus();
 }
 
@@ -553,7 +652,9 @@ absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
   const bool local_nonfinite = !std::isfinite(sumsq);
   float sums[3] = {static_cast<float>(sumsq / (scale * scale)), local_loss, local_nonfinite ? 1.0f : 0.0f};
   Clock::time_point t0 = Clock::now();
-  RETURN_IF_ERROR(dp_->AllReduce(sums, 3, DType::kF32, ReduceOp::kSum)->Wait());
+  std::unique_ptr<Work> summed = dp_->AllReduce(sums, 3, DType::kF32, ReduceOp::kSum);
+  RETURN_IF_ERROR(WaitTraced(*summed, timeline_.get(), "allreduce", "AllReduce", "grad norm, loss, overflow", t0,
+                             sizeof(sums)));
   result->timings.publish_wait += SecondsSince(t0);
   result->overflow = sums[2] != 0.0f;
   result->grad_norm = std::sqrt(sums[0]);
@@ -579,7 +680,7 @@ absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
     std::vector<Buffer> full_f32;
     if (options_.stage == 0) {
       // Second half of the all-reduce: every rank gets every reduced shard.
-      std::vector<std::unique_ptr<Work>> works;
+      std::vector<IssuedWork> works;
       for (auto& shard : shards_) {
         void* dst = shard->full_grads();
         if (options_.compute_dtype != DType::kF32) {
@@ -591,10 +692,11 @@ absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
           full_f32.emplace_back();
         }
         if (shard->layout().shard_numel() == 0) continue;
-        works.push_back(dp_->AllGather(shard->grad_shard(), dst, shard->layout().shard_numel(), DType::kF32));
+        works.push_back({Clock::now(), shard.get(), shard->layout().padded_numel() * 4, nullptr});
+        works.back().work = dp_->AllGather(shard->grad_shard(), dst, shard->layout().shard_numel(), DType::kF32);
       }
       t0 = Clock::now();
-      for (auto& w : works) RETURN_IF_ERROR(w->Wait());
+      RETURN_IF_ERROR(WaitAll(works, "AllGather grads"));
       result->timings.publish_wait += SecondsSince(t0);
     }
     for (size_t u = 0; u < shards_.size(); ++u) {
@@ -607,14 +709,19 @@ absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
                                             : full_f32[u].as<float>());
       }
     }
-    RETURN_IF_ERROR(optimizer_->Step(masters, grads, result->lr, step_));
-    std::vector<std::unique_ptr<Work>> works;
+    {
+      TraceScope span(timeline_.get(), "optimizer", "update");
+      RETURN_IF_ERROR(optimizer_->Step(masters, grads, result->lr, step_));
+    }
+    std::vector<IssuedWork> works;
     for (auto& shard : shards_) {
+      const Clock::time_point issued = Clock::now();
       ASSIGN_OR_RETURN(std::unique_ptr<Work> w, shard->PublishMaster());
-      if (w != nullptr) works.push_back(std::move(w));
+      const int64_t bytes = shard->layout().padded_numel() * static_cast<int64_t>(DTypeSize(options_.compute_dtype));
+      if (w != nullptr) works.push_back({issued, shard.get(), bytes, std::move(w)});
     }
     t0 = Clock::now();
-    for (auto& w : works) RETURN_IF_ERROR(w->Wait());
+    RETURN_IF_ERROR(WaitAll(works, "AllGather params"));
     result->timings.publish_wait += SecondsSince(t0);
   }
   for (auto& shard : shards_) shard->FreeGradShard();
@@ -629,6 +736,7 @@ absl::Status Engine::FinishStep(float local_loss, StepResult* result) {
 
 absl::StatusOr<float> Engine::Evaluate(const TokenBatch& batch) {
   RETURN_IF_ERROR(CheckUsable());
+  TraceScope span(timeline_.get(), "pass", "eval pass");
   RETURN_IF_ERROR(AgreeOnBatch({&batch, 1}));
   std::vector<Buffer> outs;
   std::vector<std::unique_ptr<SavedActivations>> saved;
@@ -637,7 +745,11 @@ absl::StatusOr<float> Engine::Evaluate(const TokenBatch& batch) {
   absl::Status s = ForwardPass(batch, /*training=*/false, &outs, &saved, &loss, &timings);
   absl::Status released = gatherer_->ReleaseAll();
   if (s.ok()) s = released;
-  if (s.ok()) s = dp_->AllReduce(&loss, 1, DType::kF32, ReduceOp::kSum)->Wait();
+  if (s.ok()) {
+    const Clock::time_point issued = Clock::now();
+    std::unique_ptr<Work> summed = dp_->AllReduce(&loss, 1, DType::kF32, ReduceOp::kSum);
+    s = WaitTraced(*summed, timeline_.get(), "allreduce", "AllReduce", "eval loss", issued, sizeof(loss));
+  }
   if (!s.ok()) {
     broken_ = s;
     return s;

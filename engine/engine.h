@@ -62,6 +62,7 @@
 #ifndef ZEROSHARD_ENGINE_ENGINE_H_
 #define ZEROSHARD_ENGINE_ENGINE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -75,7 +76,9 @@
 #include "comm/communicator.h"
 #include "comm/process_grid.h"
 #include "core/memory_tracker.h"
+#include "core/timeline.h"
 #include "engine/engine_options.h"
+#include "engine/trace_writer.h"
 #include "nn/model.h"
 #include "proto/config.pb.h"
 #include "sharding/flat_param_layout.h"
@@ -170,6 +173,23 @@ class Engine {
   // The dp communicator (checkpoint save/load run their collectives on it).
   Communicator& dp() { return *dp_; }
 
+  // Timeline trace (engine.logging.trace_path; docs/metrics.md): from
+  // Create on, the engine records its first engine.logging.trace_steps
+  // TrainSteps (0: every one) — each unit's forward, backward and
+  // recomputation, gathers and reductions with when they ran, waits, the
+  // optimizer, and memory per category. Null without a trace_path. Callers
+  // may add spans of their own (evaluation, checkpoints) while it records.
+  Timeline* timeline() { return timeline_.get(); }
+  // The recorded window is complete and WriteTrace has not run yet.
+  bool trace_due() const {
+    return timeline_ != nullptr && !trace_written_ && trace_steps_ > 0 && traced_steps_ >= trace_steps_;
+  }
+  // Collective over dp: writes every rank's events as one Chrome trace to
+  // trace_path (engine/trace_writer.h) and stops recording. Once written,
+  // later calls return the first result without communicating.
+  // kFailedPrecondition without a trace_path.
+  absl::StatusOr<TraceFileInfo> WriteTrace();
+
   // Bytes per category; see sharding/unit_shard.h for what each holds.
   const MemoryTracker& memory() const { return tracker_; }
   MemoryTracker& memory() { return tracker_; }
@@ -195,6 +215,20 @@ class Engine {
                             StepTimings* t);
   absl::Status RunStep(absl::Span<const TokenBatch> micro_batches, StepResult* result);
   absl::Status FinishStep(float local_loss, StepResult* result);
+  // engine.logging.trace_path/trace_steps; on dp rank 0, whether the
+  // trace's directory is writable (so a run fails at Create, not at its end).
+  absl::Status InitTrace(const LoggingConfig& logging);
+  // A "memory" counter sample of every category's current bytes.
+  void TraceMemory();
+  // A collective of the optimizer phase and what it moves, for WaitAll.
+  struct IssuedWork {
+    std::chrono::steady_clock::time_point issued;
+    UnitShard* shard;
+    int64_t bytes;
+    std::unique_ptr<Work> work;
+  };
+  // Waits for each in order, drawing "<what> <unit>" on the timeline.
+  absl::Status WaitAll(std::vector<IssuedWork>& works, absl::string_view what);
   // kFailedPrecondition quoting broken_ once a failure left collectives or
   // buffers half done (a unit's error, a collective's error).
   absl::Status CheckUsable() const;
@@ -228,6 +262,12 @@ class Engine {
   std::vector<bool> checkpointed_;
   std::vector<Buffer> kept_inputs_;
   absl::Status broken_;
+  std::unique_ptr<Timeline> timeline_;
+  std::string trace_path_;
+  int64_t trace_steps_ = 0;
+  int64_t traced_steps_ = 0;
+  bool trace_written_ = false;
+  absl::StatusOr<TraceFileInfo> trace_result_;
 };
 
 }  // namespace zeroshard

@@ -18,6 +18,7 @@
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
 #include "core/status_macros.h"
+#include "core/timeline.h"
 #include "data/batch_plan.h"
 #include "data/token_file.h"
 #include "engine/config_loader.h"
@@ -126,6 +127,16 @@ absl::StatusOr<std::array<int64_t, kNumMemoryCategories>> MaxPeaks(Communicator&
   return out;
 }
 
+// Writes the engine's trace (collective) and says where it went.
+absl::Status WriteTrace(Engine& engine, const std::string& path, bool leader, std::ostream& out) {
+  ASSIGN_OR_RETURN(TraceFileInfo info, engine.WriteTrace());
+  if (leader) {
+    out << absl::StrFormat("zeroshard: wrote trace %s (%d events from %d ranks, %.1f KiB; open it in ui.perfetto.dev)\n",
+                           path, info.events, engine.dp().size(), info.bytes / 1024.0);
+  }
+  return absl::OkStatus();
+}
+
 std::string ProgressLine(int64_t step, const StepResult& r, int64_t total_steps, std::optional<float> val_loss, double step_ms,
                          double tokens_per_s, const std::array<int64_t, kNumMemoryCategories>& peaks) {
   std::string line = absl::StrFormat("step %5d/%d | loss %.4f", step, total_steps, r.loss);
@@ -220,10 +231,12 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     }
   }
 
+  const std::string& trace_path = engine_config.logging().trace_path();
   if (flags.eval_only) {
     if (val == nullptr) return absl::InvalidArgumentError("--eval_only needs data.val_path in the config");
     ASSIGN_OR_RETURN(float loss, EvaluateValidation(*engine, *val, config, dp_rank));
     if (leader) out << absl::StrFormat("val_loss %.6f\n", loss);
+    if (engine->timeline() != nullptr) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, leader, out));
     return absl::OkStatus();
   }
 
@@ -255,8 +268,12 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   const int log_interval = engine_config.logging().interval();
   std::optional<float> last_loss;
   const SaveOptions save_options = SaveOptionsFromConfig(config);
+  bool trace_written = false;
   while (step < total_steps) {
-    RETURN_IF_ERROR(batches.Fill(*train->source, step, dp_rank));
+    {
+      TraceScope span(engine->timeline(), "data", "load batch");
+      RETURN_IF_ERROR(batches.Fill(*train->source, step, dp_rank));
+    }
     const CommStats before = engine->comm_stats();
     const auto t0 = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(StepResult r, engine->TrainStep(batches.batches()));
@@ -267,6 +284,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     std::optional<float> val_loss;
     const bool last = step >= total_steps;
     if (val != nullptr && config.eval_interval() > 0 && (step % config.eval_interval() == 0 || last)) {
+      TraceScope span(engine->timeline(), "eval", "validation");
       ASSIGN_OR_RETURN(float v, EvaluateValidation(*engine, *val, config, dp_rank));
       val_loss = v;
     }
@@ -291,11 +309,17 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     }
     if (CheckpointDue(due_config, step)) {
       const DataPosition data{step * config.data().batch_size(), config.data().shuffle_seed()};
+      TraceScope span(engine->timeline(), "checkpoint", "save checkpoint");
       RETURN_IF_ERROR(SaveCheckpoint(*engine, config.engine().checkpoint().dir(), step, config, data, save_options));
       if (leader) out << "zeroshard: saved " << config.engine().checkpoint().dir() << "/step_" << step << std::endl;
     }
     last_loss = r.loss;
+    if (engine->trace_due()) {
+      RETURN_IF_ERROR(WriteTrace(*engine, trace_path, leader, out));
+      trace_written = true;
+    }
   }
+  if (engine->timeline() != nullptr && !trace_written) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, leader, out));
   if (leader && last_loss.has_value()) out << absl::StrFormat("done: step %d, final train loss %.4f\n", step, *last_loss);
   return absl::OkStatus();
 }

@@ -42,6 +42,34 @@ grep -q "step    20/20 | loss" "$tmp/stage3.log"
 st=$?
 record_case progress_line_printed $((st == 0)) "$(tail -3 "$tmp/stage3.log")"
 
+# The merged timeline: 3 ranks (odd), ZeRO-3, units big enough (C = 128) that a
+# prefetched gather has a unit's compute to hide behind.
+run 3 trace --steps 4 --set engine.zero.stage=3 --set engine.parallel.dp=3 --set data.batch_size=12 \
+  --set model.n_embd=128 --set model.seq_len=64 \
+  --set "engine.logging.trace_path=$tmp/trace/trace.json" --set engine.logging.trace_steps=3
+trace_report=$(python3 - "$tmp/trace/trace.json" 2>&1 <<'PY'
+import json, sys
+trace = json.load(open(sys.argv[1]))
+spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+ok = sorted({e["pid"] for e in trace["traceEvents"]}) == [0, 1, 2]
+for rank in range(3):
+    compute = [(e["ts"], e["ts"] + e["dur"]) for e in spans
+               if e["pid"] == rank and e["cat"] in ("forward", "backward", "recompute")]
+    gathers = [(e["ts"], e["ts"] + e["dur"]) for e in spans if e["pid"] == rank and e["cat"] == "gather"]
+    hidden = [g for g in gathers if any(min(g[1], c[1]) > max(g[0], c[0]) for c in compute)]
+    steps = sorted(e["name"] for e in spans if e["pid"] == rank and e["cat"] == "step")
+    print(f"rank {rank}: {len(gathers)} gathers, {len(hidden)} overlap a unit's compute; {steps}")
+    ok = ok and len(hidden) > 0 and steps == ["step 1", "step 2", "step 3"]
+sys.exit(0 if ok else 1)
+PY
+)
+st=$?
+record_case trace_merges_every_rank_and_shows_gathers_overlapping_compute $((rc == 0 && st == 0)) \
+  "rc=$rc: $trace_report $(grep -v '^step' "$tmp/trace.log" | tail -3)"
+grep -q "wrote trace $tmp/trace/trace.json (.* events from 3 ranks" "$tmp/trace.log"
+st=$?
+record_case trace_path_printed $((st == 0)) "$(grep trace "$tmp/trace.log")"
+
 # ZeRO stages give bitwise-identical training: the loss sequences match exactly.
 run 2 stage0 --steps 20 --set engine.zero.stage=0 --set "engine.logging.metrics_path=$tmp/s0.jsonl"
 json_check x "[r['loss'] for r in rows] == [r['loss'] for r in data[1][1]] and rows[-1]['comm_bytes'] != data[1][1][-1]['comm_bytes']" "$tmp/s0.jsonl" "$tmp/s3.jsonl"

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/traced_wait.h"
 #include "core/status_macros.h"
 #include "kernels/cast.h"
 
@@ -46,6 +47,10 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<Uni
     b.shard_numel += r->units_[u]->layout().shard_numel();
     open_bytes += bytes;
     r->bucket_of_[u] = static_cast<int>(r->buckets_.size()) - 1;
+  }
+  for (Bucket& b : r->buckets_) {
+    b.label = r->units_[b.units.front()]->layout().unit_name();
+    if (b.units.size() > 1) absl::StrAppend(&b.label, "..", r->units_[b.units.back()]->layout().unit_name());
   }
   return r;
 }
@@ -90,6 +95,7 @@ absl::Status GradReducer::Launch(int bucket) {
     }
     in = b.staging_in.data();
   }
+  b.issued = std::chrono::steady_clock::now();
   b.work = dp_->ReduceScatter(in, b.staging_out.data(), b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
   launched_.push_back(bucket);
   return absl::OkStatus();
@@ -98,7 +104,8 @@ absl::Status GradReducer::Launch(int bucket) {
 absl::Status GradReducer::Finish(int bucket) {
   Bucket& b = buckets_[bucket];
   if (b.work == nullptr) return absl::OkStatus();
-  absl::Status s = b.work->Wait();
+  const int64_t bytes = b.shard_numel * dp_->size() * static_cast<int64_t>(DTypeSize(reduce_dtype_));
+  absl::Status s = WaitTraced(*b.work, timeline_, "reduce_scatter", "ReduceScatter grads", b.label, b.issued, bytes);
   b.work.reset();
   launched_.erase(std::remove(launched_.begin(), launched_.end(), bucket), launched_.end());
   b.staging_in.Reset();

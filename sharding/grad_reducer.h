@@ -25,8 +25,10 @@
 #ifndef ZEROSHARD_SHARDING_GRAD_REDUCER_H_
 #define ZEROSHARD_SHARDING_GRAD_REDUCER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,6 +37,7 @@
 #include "core/buffer.h"
 #include "core/dtype.h"
 #include "core/memory_tracker.h"
+#include "core/timeline.h"
 #include "sharding/unit_shard.h"
 
 namespace zeroshard {
@@ -62,6 +65,11 @@ class GradReducer {
   absl::Status Finish(int bucket);
   // Finish for every launched bucket, in launch order.
   absl::Status FinishAll();
+  // Draw each reduction's wait on `timeline` ("ReduceScatter grads <units>",
+  // comm/traced_wait.h); null stops it. Must outlive the reducer.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+  // "h.3" for a one-unit bucket, "h.0..h.3" (forward order) for a fused one.
+  const std::string& bucket_label(int b) const { return buckets_[b].label; }
 
  private:
   struct Bucket {
@@ -70,6 +78,8 @@ class GradReducer {
     Buffer staging_in;        // fused buckets only
     Buffer staging_out;
     std::unique_ptr<Work> work;
+    std::chrono::steady_clock::time_point issued;
+    std::string label;
   };
   GradReducer() = default;
 
@@ -81,6 +91,7 @@ class GradReducer {
   MemoryTracker* tracker_ = nullptr;
   DType reduce_dtype_ = DType::kF32;
   DType compute_dtype_ = DType::kF32;
+  Timeline* timeline_ = nullptr;
 };
 
 }  // namespace zeroshard

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/traced_wait.h"
 #include "core/status_macros.h"
 
 namespace zeroshard {
@@ -64,6 +65,7 @@ absl::Status UnitShard::StartGather() {
   }
   ASSIGN_OR_RETURN(gathered_, Buffer::Allocate(tracker_, MemoryCategory::kParams, device_, compute_dtype_,
                                                layout_->padded_numel()));
+  gather_issued_ = std::chrono::steady_clock::now();
   gather_work_ = dp_->AllGather(params_.data(), gathered_.data(), layout_->shard_numel(), compute_dtype_);
   gather_state_ = GatherState::kInFlight;
   ++gathers_;
@@ -73,7 +75,8 @@ absl::Status UnitShard::StartGather() {
 absl::Status UnitShard::WaitGather() {
   if (stage_ != 3 || gather_state_ == GatherState::kGathered) return absl::OkStatus();
   RETURN_IF_ERROR(StartGather());
-  absl::Status s = gather_work_->Wait();
+  absl::Status s = WaitTraced(*gather_work_, timeline_, "gather", "AllGather", layout_->unit_name(), gather_issued_,
+                              gathered_.bytes());
   gather_work_.reset();
   if (!s.ok()) {
     gathered_.Reset();
@@ -87,7 +90,10 @@ absl::Status UnitShard::WaitGather() {
 absl::Status UnitShard::Release() {
   if (stage_ != 3 || gather_state_ == GatherState::kReleased) return absl::OkStatus();
   absl::Status s;
-  if (gather_work_ != nullptr) s = gather_work_->Wait();
+  if (gather_work_ != nullptr) {
+    s = WaitTraced(*gather_work_, timeline_, "gather", "AllGather", layout_->unit_name(), gather_issued_,
+                   gathered_.bytes());
+  }
   gather_work_.reset();
   gathered_.Reset();
   gather_state_ = GatherState::kReleased;

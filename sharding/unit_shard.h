@@ -22,6 +22,7 @@
 #ifndef ZEROSHARD_SHARDING_UNIT_SHARD_H_
 #define ZEROSHARD_SHARDING_UNIT_SHARD_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -31,6 +32,7 @@
 #include "core/buffer.h"
 #include "core/dtype.h"
 #include "core/memory_tracker.h"
+#include "core/timeline.h"
 #include "sharding/flat_param_layout.h"
 
 namespace zeroshard {
@@ -74,6 +76,9 @@ class UnitShard {
   absl::Status Release();
   // Number of all-gathers of parameters this shard has issued.
   int64_t gathers() const { return gathers_; }
+  // Draw each parameter gather's wait on `timeline` ("AllGather <unit>",
+  // comm/traced_wait.h); null stops it. Must outlive the shard.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
 
   // Full gradients (compute dtype, accumulated by Backward). Stages 0-1:
   // always there; stages 2-3: allocated zeroed by EnsureFullGrads, freed by
@@ -117,7 +122,9 @@ class UnitShard {
   Buffer gathered_;     // stage 3 full buffer while gathered
   GatherState gather_state_ = GatherState::kReleased;
   std::unique_ptr<Work> gather_work_;
+  std::chrono::steady_clock::time_point gather_issued_;
   int64_t gathers_ = 0;
+  Timeline* timeline_ = nullptr;
   Buffer master_;
   Buffer full_grads_;
   Buffer grad_shard_;

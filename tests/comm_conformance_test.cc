@@ -433,6 +433,38 @@ TEST_P(CommConformanceTest, CompletesWithoutWait) {
   EXPECT_EQ(CheckReduced(b, n, ReduceOp::kMax, DType::kI32, 21, 0), 0);
 }
 
+// The MPI backend reports when each collective executed: after its issue,
+// before its Wait returned, and in issue order. NCCL runs on the device and
+// reports nothing.
+TEST_P(CommConformanceTest, ExecutedSpansFollowIssueOrder) {
+  SKIP_IF_UNAVAILABLE();
+  const int64_t n = 1 << 12;
+  std::vector<std::unique_ptr<Staged>> bufs;
+  std::vector<std::unique_ptr<Work>> works;
+  const auto issued = std::chrono::steady_clock::now();
+  for (int k = 0; k < 4; ++k) {
+    bufs.push_back(std::make_unique<Staged>(device(), DType::kF32, n));
+    Fill(*bufs.back(), rank(), n, 30 + k);
+    works.push_back(comm_->AllReduce(bufs.back()->data(), n, DType::kF32, ReduceOp::kSum));
+  }
+  for (auto& w : works) ASSERT_TRUE(w->Wait().ok());
+  const auto waited = std::chrono::steady_clock::now();
+  if (GetParam().name == "nccl") {
+    for (auto& w : works) EXPECT_FALSE(w->ExecutedSpan().has_value());
+    return;
+  }
+  std::optional<WorkSpan> previous;
+  for (size_t k = 0; k < works.size(); ++k) {
+    std::optional<WorkSpan> span = works[k]->ExecutedSpan();
+    ASSERT_TRUE(span.has_value()) << k;
+    EXPECT_GE(span->start, issued) << k;
+    EXPECT_LE(span->start, span->end) << k;
+    EXPECT_LE(span->end, waited) << k;
+    if (previous.has_value()) EXPECT_GE(span->start, previous->end) << k;
+    previous = span;
+  }
+}
+
 // color = rank parity, key = -rank: each group is its members in reverse.
 TEST_P(CommConformanceTest, SplitByParityInReverseOrder) {
   SKIP_IF_UNAVAILABLE();

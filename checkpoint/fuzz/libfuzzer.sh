@@ -21,7 +21,7 @@ absl_libs="-labsl_statusor -labsl_status -labsl_cord -labsl_cordz_info -labsl_co
   -labsl_bad_variant_access -labsl_strerror -lprotobuf -lpthread"
 flags="-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -I. -I$gen"
 clang++-14 $flags checkpoint/fuzz/safetensors_fuzz.cc checkpoint/safetensors.cc checkpoint/crc32c.cc core/dtype.cc \
-  checkpoint/file_io.cc -o "$out/safetensors_fuzz" $absl_libs
+  core/file_io.cc -o "$out/safetensors_fuzz" $absl_libs
 clang++-14 $flags checkpoint/fuzz/manifest_fuzz.cc checkpoint/manifest.cc checkpoint/crc32c.cc \
   sharding/flat_param_layout.cc "$gen/proto/checkpoint.pb.cc" "$gen/proto/config.pb.cc" \
   -o "$out/manifest_fuzz" $absl_libs

@@ -27,7 +27,7 @@
 #include "checkpoint/checkpoint_root.h"
 #include "checkpoint/consolidate.h"
 #include "checkpoint/engine_checkpoint.h"
-#include "checkpoint/file_io.h"
+#include "core/file_io.h"
 #include "checkpoint/import_weights.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/reshard.h"

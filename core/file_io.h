@@ -1,9 +1,9 @@
-// POSIX file operations the checkpoint code needs, as absl::Status: whole and
+// POSIX file operations (checkpoints, the trace writer), as absl::Status: whole and
 // partial reads, durable writes (fsync of the file and of its directory),
 // renames, directory creation and removal. Every error names the path and
 // the system's reason. No function throws or prints.
-#ifndef ZEROSHARD_CHECKPOINT_FILE_IO_H_
-#define ZEROSHARD_CHECKPOINT_FILE_IO_H_
+#ifndef ZEROSHARD_CORE_FILE_IO_H_
+#define ZEROSHARD_CORE_FILE_IO_H_
 
 #include <cstdint>
 #include <string>
@@ -41,4 +41,4 @@ std::string JoinPath(absl::string_view a, absl::string_view b);
 
 }  // namespace zeroshard
 
-#endif  // ZEROSHARD_CHECKPOINT_FILE_IO_H_
+#endif  // ZEROSHARD_CORE_FILE_IO_H_

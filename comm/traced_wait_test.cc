@@ -1,0 +1,71 @@
+#include "comm/traced_wait.h"
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "comm/async_work.h"
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(TracedWaitTest, DrawsTheBlockedWaitAndWhenTheOperationRan) {
+  Timeline tl;
+  auto state = std::make_shared<WorkState>("AllGather(f32, 4) in group dp");
+  AsyncWork work(state);
+  const auto issued = Timeline::Clock::now();
+  std::thread runner([state] {
+    std::this_thread::sleep_for(milliseconds(3));
+    state->MarkStarted();
+    std::this_thread::sleep_for(milliseconds(3));
+    state->Complete(absl::OkStatus());
+  });
+  ASSERT_TRUE(WaitTraced(work, &tl, "gather", "AllGather", "h.1", issued, 64).ok());
+  runner.join();
+  ASSERT_EQ(tl.events().size(), 2u);
+  const TraceEvent& wait = tl.events()[0];
+  const TraceEvent& ran = tl.events()[1];
+  EXPECT_EQ(wait.name, "wait AllGather h.1");
+  EXPECT_EQ(wait.track, TraceTrack::kCompute);
+  EXPECT_STREQ(wait.category, "wait");
+  EXPECT_EQ(ran.name, "AllGather h.1");
+  EXPECT_EQ(ran.track, TraceTrack::kComm);
+  EXPECT_STREQ(ran.category, "gather");
+  EXPECT_EQ(ran.begin, work.ExecutedSpan()->start);
+  EXPECT_EQ(ran.end, work.ExecutedSpan()->end);
+  EXPECT_GE(ran.begin - issued, milliseconds(3));
+  ASSERT_EQ(ran.args.size(), 2u);
+  EXPECT_STREQ(ran.args[0].key, "bytes");
+  EXPECT_EQ(ran.args[0].value, 64);
+  EXPECT_STREQ(ran.args[1].key, "queued_us");
+  EXPECT_GE(ran.args[1].value, 3000);
+  EXPECT_LE(wait.begin, ran.begin);
+  EXPECT_GE(wait.end, ran.end);
+}
+
+TEST(TracedWaitTest, AnAlreadyCompletedOperationDrawsNoWait) {
+  Timeline tl;
+  const auto issued = Timeline::Clock::now();
+  std::unique_ptr<Work> done = AsyncWork::Done(absl::OkStatus());
+  ASSERT_TRUE(WaitTraced(*done, &tl, "reduce_scatter", "ReduceScatter bucket 0", "", issued, 8).ok());
+  ASSERT_EQ(tl.events().size(), 1u);
+  EXPECT_EQ(tl.events()[0].track, TraceTrack::kComm);
+}
+
+TEST(TracedWaitTest, ReturnsTheOperationsErrorAndRecordsNothingWhenStopped) {
+  Timeline tl;
+  tl.set_recording(false);
+  std::unique_ptr<Work> failed = AsyncWork::Done(absl::InternalError("link down"));
+  absl::Status s = WaitTraced(*failed, &tl, "gather", "AllGather", "h.0", Timeline::Clock::now(), 8);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(s.message(), "link down");
+  EXPECT_TRUE(tl.events().empty());
+  EXPECT_EQ(WaitTraced(*failed, nullptr, "gather", "x", "", Timeline::Clock::now(), 8).code(),
+            absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace zeroshard

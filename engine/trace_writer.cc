@@ -1,0 +1,208 @@
+#include "engine/trace_writer.h"
+
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/file_io.h"
+#include "core/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace zeroshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kTagPing = 1, kTagPong = 2, kTagOffset = 3, kTagLength = 4, kTagEvents = 5;
+
+int64_t Ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// Microseconds with nanosecond digits, from integer nanoseconds (no float rounding).
+std::string Micros(int64_t ns) {
+  if (ns < 0) ns = 0;  // only clock-sync error can put an event before the origin
+  return absl::StrFormat("%d.%03d", ns / 1000, ns % 1000);
+}
+
+std::string SignedMicros(int64_t ns) { return ns < 0 ? absl::StrCat("-", Micros(-ns)) : Micros(ns); }
+
+std::string Quoted(const std::string& text) { return nlohmann::json(text).dump(); }
+
+std::string ArgsJson(const std::vector<TraceArg>& args) {
+  std::string out = "{";
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ",", Quoted(args[i].key), ":", args[i].value);
+  }
+  return absl::StrCat(out, "}");
+}
+
+// int64 as two i32 words (the communicator has no 64-bit integer type).
+std::vector<int32_t> Words(int64_t v) {
+  std::vector<int32_t> w(2);
+  std::memcpy(w.data(), &v, sizeof(v));
+  return w;
+}
+int64_t FromWords(const std::vector<int32_t>& w) {
+  int64_t v;
+  std::memcpy(&v, w.data(), sizeof(v));
+  return v;
+}
+
+absl::Status SendI64(Communicator& comm, int64_t v, int peer, int tag) {
+  std::vector<int32_t> w = Words(v);
+  return comm.Send(w.data(), 2, DType::kI32, peer, tag)->Wait();
+}
+absl::StatusOr<int64_t> RecvI64(Communicator& comm, int peer, int tag) {
+  std::vector<int32_t> w(2);
+  RETURN_IF_ERROR(comm.Recv(w.data(), 2, DType::kI32, peer, tag)->Wait());
+  return FromWords(w);
+}
+
+struct ClockSync {
+  std::vector<int64_t> offset_ns;  // rank 0 only: per rank, its clock minus rank 0's
+  std::vector<int64_t> rtt_ns;     // rank 0 only: the round trip the offset came from
+  int64_t my_offset_ns = 0;        // every rank: its own offset
+};
+
+// Rank 0 ping-pongs each other rank in turn; the shortest round trip wins.
+absl::StatusOr<ClockSync> SyncClocks(Communicator& comm) {
+  ClockSync sync;
+  const int n = comm.size();
+  if (comm.rank() == 0) {
+    sync.offset_ns.assign(n, 0);
+    sync.rtt_ns.assign(n, 0);
+    for (int r = 1; r < n; ++r) {
+      int64_t best_rtt = std::numeric_limits<int64_t>::max();
+      for (int k = 0; k < kClockSyncRounds; ++k) {
+        const int64_t t1 = Ns(Clock::now());
+        RETURN_IF_ERROR(SendI64(comm, k, r, kTagPing));
+        ASSIGN_OR_RETURN(int64_t t2, RecvI64(comm, r, kTagPong));
+        const int64_t t3 = Ns(Clock::now());
+        if (t3 - t1 < best_rtt) {
+          best_rtt = t3 - t1;
+          sync.offset_ns[r] = t2 - (t1 + (t3 - t1) / 2);
+        }
+      }
+      sync.rtt_ns[r] = best_rtt;
+      RETURN_IF_ERROR(SendI64(comm, sync.offset_ns[r], r, kTagOffset));
+    }
+  } else {
+    for (int k = 0; k < kClockSyncRounds; ++k) {
+      RETURN_IF_ERROR(RecvI64(comm, 0, kTagPing).status());
+      RETURN_IF_ERROR(SendI64(comm, Ns(Clock::now()), 0, kTagPong));
+    }
+    ASSIGN_OR_RETURN(sync.my_offset_ns, RecvI64(comm, 0, kTagOffset));
+  }
+  return sync;
+}
+
+std::string MetadataJson(int rank) {
+  std::string out = absl::StrFormat(
+      R"({"ph":"M","name":"process_name","pid":%d,"args":{"name":"rank %d"}},)"
+      R"({"ph":"M","name":"process_sort_index","pid":%d,"args":{"sort_index":%d}})",
+      rank, rank, rank, rank);
+  for (TraceTrack t : {TraceTrack::kCompute, TraceTrack::kComm}) {
+    absl::StrAppendFormat(&out,
+                          R"(,{"ph":"M","name":"thread_name","pid":%d,"tid":%d,"args":{"name":"%s"}})"
+                          R"(,{"ph":"M","name":"thread_sort_index","pid":%d,"tid":%d,"args":{"sort_index":%d}})",
+                          rank, static_cast<int>(t), TraceTrackName(t), rank, static_cast<int>(t),
+                          static_cast<int>(t));
+  }
+  return out;
+}
+
+absl::Status WriteFile(const std::string& path, const std::vector<std::string>& pieces) {
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  std::vector<absl::string_view> views(pieces.begin(), pieces.end());
+  RETURN_IF_ERROR(WriteFileDurably(tmp, views));
+  RETURN_IF_ERROR(RenamePath(tmp, path));
+  const size_t slash = path.rfind('/');
+  return SyncDirectory(slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash)));
+}
+
+}  // namespace
+
+std::string RankEventsJson(const Timeline& timeline, int rank, int64_t origin_ns, int64_t clock_offset_ns) {
+  std::string out = MetadataJson(rank);
+  for (const TraceEvent& e : timeline.events()) {
+    const int64_t begin = Ns(e.begin) - clock_offset_ns - origin_ns;
+    if (e.kind == TraceEvent::Kind::kCounter) {
+      absl::StrAppend(&out, ",\n", R"({"ph":"C","name":)", Quoted(e.name), R"(,"pid":)", rank, R"(,"ts":)",
+                      Micros(begin), R"(,"args":)", ArgsJson(e.args), "}");
+      continue;
+    }
+    absl::StrAppend(&out, ",\n", R"({"ph":"X","cat":)", Quoted(e.category), R"(,"name":)", Quoted(e.name),
+                    R"(,"pid":)", rank, R"(,"tid":)", static_cast<int>(e.track), R"(,"ts":)", Micros(begin),
+                    R"(,"dur":)", Micros(Ns(e.end) - Ns(e.begin)), R"(,"args":)", ArgsJson(e.args), "}");
+  }
+  return out;
+}
+
+absl::StatusOr<TraceFileInfo> WriteMergedTrace(Communicator& comm, const Timeline& timeline,
+                                               const std::string& path,
+                                               const std::vector<std::pair<std::string, std::string>>& other_data) {
+  const int n = comm.size();
+  const int rank = comm.rank();
+  ASSIGN_OR_RETURN(ClockSync sync, SyncClocks(comm));
+  // Rank 0's origin, in rank 0's clock, for everyone.
+  std::vector<int32_t> origin_words = Words(Ns(timeline.origin()));
+  RETURN_IF_ERROR(comm.Broadcast(origin_words.data(), 2, DType::kI32, 0)->Wait());
+  const int64_t origin_ns = FromWords(origin_words);
+  const std::string mine = RankEventsJson(timeline, rank, origin_ns, sync.my_offset_ns);
+
+  TraceFileInfo info;
+  info.events = static_cast<int64_t>(timeline.events().size());
+  absl::Status written;
+  if (rank != 0) {
+    // Padded to whole i32 words; the length says how many bytes count.
+    std::vector<int32_t> words((mine.size() + 3) / 4 + 1, 0);
+    std::memcpy(words.data(), mine.data(), mine.size());
+    if (words.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      return absl::ResourceExhaustedError(absl::StrCat("rank ", rank, "'s trace is ", mine.size(),
+                                                       " bytes, more than one message can carry (8 GiB)"));
+    }
+    RETURN_IF_ERROR(SendI64(comm, static_cast<int64_t>(mine.size()), 0, kTagLength));
+    RETURN_IF_ERROR(SendI64(comm, info.events, 0, kTagLength));
+    RETURN_IF_ERROR(
+        comm.Send(words.data(), static_cast<int64_t>(words.size()), DType::kI32, 0, kTagEvents)->Wait());
+  } else {
+    std::vector<std::string> pieces;
+    pieces.push_back("{\"traceEvents\":[\n");
+    pieces.push_back(mine);
+    for (int r = 1; r < n; ++r) {
+      ASSIGN_OR_RETURN(int64_t length, RecvI64(comm, r, kTagLength));
+      ASSIGN_OR_RETURN(int64_t events, RecvI64(comm, r, kTagLength));
+      std::vector<int32_t> words((length + 3) / 4 + 1, 0);
+      RETURN_IF_ERROR(
+          comm.Recv(words.data(), static_cast<int64_t>(words.size()), DType::kI32, r, kTagEvents)->Wait());
+      pieces.push_back(",\n");
+      pieces.emplace_back(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length));
+      info.events += events;
+    }
+    std::vector<std::string> offsets, rtts;
+    for (int r = 0; r < n; ++r) {
+      offsets.push_back(SignedMicros(sync.offset_ns[r]));
+      rtts.push_back(Micros(sync.rtt_ns[r]));
+    }
+    std::string footer = absl::StrCat("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"ranks\":", n,
+                                      ",\"clock_offset_us\":[", absl::StrJoin(offsets, ","),
+                                      "],\"clock_sync_rtt_us\":[", absl::StrJoin(rtts, ","), "]");
+    for (const auto& [key, value] : other_data) absl::StrAppend(&footer, ",", Quoted(key), ":", value);
+    absl::StrAppend(&footer, "}}\n");
+    pieces.push_back(footer);
+    written = WriteFile(path, pieces);
+    for (const std::string& p : pieces) info.bytes += static_cast<int64_t>(p.size());
+  }
+  // Every rank learns whether rank 0's write worked.
+  int32_t ok = written.ok() ? 1 : 0;
+  RETURN_IF_ERROR(comm.Broadcast(&ok, 1, DType::kI32, 0)->Wait());
+  if (!written.ok()) return written;
+  if (ok == 0) return absl::InternalError(absl::StrCat("rank 0 failed to write the trace ", path, " (see its error)"));
+  return info;
+}
+
+}  // namespace zeroshard
