@@ -184,6 +184,7 @@ absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t ste
     m.set_format_version(kManifestFormatVersion);
     m.set_step(step);
     m.set_optimizer_steps(engine.step());
+    m.set_skipped_steps(engine.skipped_steps());
     CheckpointTopology* topo = m.mutable_topology();
     topo->set_dp(dp.size());
     topo->set_tp(1);
@@ -257,7 +258,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::strin
   }));
   const CheckpointManifest& m = reader->manifest();
   if (!options.weights_only) {
-    engine.RestoreStep(m.optimizer_steps());
+    engine.RestoreCounters(m.optimizer_steps(), m.skipped_steps());
     // A scaler state saved by an f16 run continues; an engine without a
     // scaler, or a checkpoint without one, keeps the engine's initial state.
     LossScaler& scaler = engine.loss_scaler();

@@ -183,6 +183,7 @@ absl::Status ValidateManifest(const CheckpointManifest& m) {
                                                  kManifestFormatVersion));
   }
   if (m.step() < 0) return Invalid(absl::StrCat("step ", m.step(), " is negative"));
+  if (m.skipped_steps() < 0) return Invalid(absl::StrCat("skipped_steps ", m.skipped_steps(), " is negative"));
   const CheckpointTopology& topo = m.topology();
   if (topo.dp() < 1 || topo.dp() > (1 << 20) || topo.tp() < 1 || topo.pp() < 1 || topo.alignment() < 1 ||
       topo.alignment() > (1 << 20) || topo.zero_stage() < 0 || topo.zero_stage() > 3) {

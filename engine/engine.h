@@ -166,10 +166,16 @@ class Engine {
   using GradHook = std::function<void(int64_t attempt, int unit, float* grad_shard, int64_t numel)>;
   void SetGradHookForTesting(GradHook hook) { grad_hook_ = std::move(hook); }
   // For checkpoint loading (checkpoint/engine_checkpoint.h): the optimizer
-  // whose state buffers it fills, and the step counter it restores (AdamW
-  // bias correction and the LR schedule continue from it).
+  // whose state buffers it fills, and the counters it restores: optimizer
+  // steps (AdamW bias correction and the LR schedule continue from them) and
+  // skipped steps (StepResult::skipped_steps continues).
   ShardedOptimizer& optimizer() { return *optimizer_; }
-  void RestoreStep(int64_t step) { step_ = step; }
+  void RestoreCounters(int64_t step, int64_t skipped_steps) {
+    step_ = step;
+    skipped_steps_ = skipped_steps;
+    attempts_ = step + skipped_steps;
+  }
+  int64_t skipped_steps() const { return skipped_steps_; }
   // The dp communicator (checkpoint save/load run their collectives on it).
   Communicator& dp() { return *dp_; }
 

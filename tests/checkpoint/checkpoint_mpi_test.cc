@@ -126,6 +126,7 @@ struct TrainRun {
   int32_t data_seed = 0;
   std::vector<float> losses;
   std::vector<double> next_scales;  // the loss scale after each step
+  std::vector<int64_t> skipped;     // StepResult::skipped_steps after each step
 
   absl::Status Step() {
     const int dp = engine->dp().size();
@@ -138,6 +139,7 @@ struct TrainRun {
     if (!r.ok()) return r.status();
     losses.push_back(r->loss);
     next_scales.push_back(r->next_loss_scale);
+    skipped.push_back(r->skipped_steps);
     return absl::OkStatus();
   }
   absl::Status Steps(int n) {
@@ -221,6 +223,7 @@ TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAccumulationAndF16LossS
         ASSERT_TRUE(first.Steps(10).ok());
         ASSERT_TRUE(first.Save(root).ok());
         const int64_t saved_at = first.engine->step();
+        const int64_t first_skipped = first.engine->skipped_steps();
         first.engine.reset();
 
         TrainRun second = MakeRun(&World(), stage, k, seed, 2, edit);
@@ -232,6 +235,7 @@ TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAccumulationAndF16LossS
         EXPECT_EQ(loaded->data.sequences_consumed, saved_at * kGlobalBatch);
         EXPECT_EQ(loaded->seed, kSeed);
         EXPECT_EQ(second.engine->step(), saved_at);
+        EXPECT_EQ(second.engine->skipped_steps(), first_skipped);
         if (f16) {
           EXPECT_EQ(loaded->loss_scaler.scale(), straight.next_scales[9]);
           EXPECT_EQ(second.engine->loss_scaler().scale(), straight.next_scales[9]);
@@ -246,6 +250,7 @@ TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAccumulationAndF16LossS
           EXPECT_EQ(std::memcmp(&second.losses[i], &straight.losses[10 + i], 4), 0)
               << "step " << 10 + i << ": " << second.losses[i] << " vs " << straight.losses[10 + i];
           EXPECT_EQ(second.next_scales[i], straight.next_scales[10 + i]) << "step " << 10 + i;
+          EXPECT_EQ(second.skipped[i], straight.skipped[10 + i]) << "step " << 10 + i;
         }
         ExpectBitwiseEqual(want, second.Gather(), "resumed vs straight");
 
