@@ -1,7 +1,5 @@
 #include "engine/engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,7 +11,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "comm/traced_wait.h"
-#include "core/file_io.h"
 #include "core/status_macros.h"
 #include "kernels/cast.h"
 #include "nn/param_init.h"
@@ -157,56 +154,6 @@ absl::Status Engine::Init(const EngineConfig& config) {
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options_.lr_schedule));
   schedule_ = std::make_unique<LrSchedule>(schedule);
   return InitParams();
-}
-
-absl::Status Engine::InitTrace(const LoggingConfig& logging) {
-  if (logging.trace_path().empty()) return absl::OkStatus();
-  trace_path_ = logging.trace_path();
-  trace_steps_ = logging.trace_steps();
-  if (trace_steps_ < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("engine.logging.trace_steps: ", trace_steps_, ", expected >= 0 (0: every step)"));
-  }
-  timeline_ = std::make_unique<Timeline>();
-  if (dp_->rank() != 0) return absl::OkStatus();
-  const size_t slash = trace_path_.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : trace_path_.substr(0, slash));
-  absl::Status made = MakeDirectories(dir);
-  if (!made.ok() || access(dir.c_str(), W_OK) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("engine.logging.trace_path: '", trace_path_, "': directory '", dir,
-                                                   "' cannot be created or written (",
-                                                   made.ok() ? "not writable" : made.message(), ")"));
-  }
-  return absl::OkStatus();
-}
-
-void Engine::TraceMemory() {
-  if (timeline_ == nullptr || !timeline_->recording()) return;
-  std::vector<TraceArg> bytes;
-  for (int c = 0; c < kNumMemoryCategories; ++c) {
-    const MemoryCategory category = static_cast<MemoryCategory>(c);
-    bytes.push_back({MemoryCategoryName(category), tracker_.Usage(category).current});
-  }
-  timeline_->AddCounter("memory", Timeline::Clock::now(), std::move(bytes));
-}
-
-absl::StatusOr<TraceFileInfo> Engine::WriteTrace() {
-  if (timeline_ == nullptr) {
-    return absl::FailedPreconditionError("WriteTrace: engine.logging.trace_path is empty, nothing was recorded");
-  }
-  if (trace_written_) return trace_result_;
-  RETURN_IF_ERROR(CheckUsable());
-  timeline_->set_recording(false);
-  trace_written_ = true;
-  const std::vector<std::pair<std::string, std::string>> other_data = {
-      {"zero_stage", absl::StrCat(options_.stage)},
-      {"dp", absl::StrCat(dp_->size())},
-      {"compute_dtype", absl::StrCat("\"", DTypeName(options_.compute_dtype), "\"")},
-      {"traced_steps", absl::StrCat(traced_steps_)},
-  };
-  trace_result_ = WriteMergedTrace(*dp_, *timeline_, trace_path_, other_data);
-  timeline_->Clear();
-  return trace_result_;
 }
 
 absl::Status Engine::CheckFingerprints(const EngineConfig& config, const absl::Status& local) {

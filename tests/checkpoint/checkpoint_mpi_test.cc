@@ -35,6 +35,7 @@
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
+#include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
 #include "tests/data_parallel_world.h"
 #include "nn/gpt2.h"
@@ -45,15 +46,7 @@ namespace {
 constexpr int kGlobalBatch = 36;
 constexpr uint64_t kSeed = 11;
 
-Gpt2Config Tiny(int n_layer = 2) {
-  Gpt2Config c;
-  c.n_layer = n_layer;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.vocab_size = 67;
-  c.seq_len = 8;
-  return c;
-}
+Gpt2Config Tiny(int n_layer = 2) { return TinyGpt2(n_layer); }
 
 TrainConfig MakeConfig(int stage, int dp, int k) {
   TrainConfig t;

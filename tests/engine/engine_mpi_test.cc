@@ -20,6 +20,7 @@
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
+#include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
 #include "tests/data_parallel_world.h"
 #include "kernels/optimizer.h"
@@ -41,15 +42,7 @@ constexpr uint64_t kSeed = 7;
 // unlucky token draw; 1e-6 keeps the comparison about the engine.
 constexpr float kAdamEps = 1e-6f;
 
-Gpt2Config Tiny() {
-  Gpt2Config c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.vocab_size = 67;
-  c.seq_len = 8;
-  return c;
-}
+Gpt2Config Tiny() { return TinyGpt2(); }
 
 EngineConfig MakeConfig(int stage, int dp, int k) {
   EngineConfig c;

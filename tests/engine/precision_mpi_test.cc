@@ -29,6 +29,7 @@
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
+#include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
 #include "tests/data_parallel_world.h"
 #include "nn/gpt2.h"
@@ -60,15 +61,7 @@ constexpr int kPrecisionSteps = 200;
 constexpr double kFirstStepRelTolerance = 1e-3;
 constexpr double kLossTolerance = 0.25;
 
-Gpt2Config Tiny() {
-  Gpt2Config c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.vocab_size = 67;
-  c.seq_len = 8;
-  return c;
-}
+Gpt2Config Tiny() { return TinyGpt2(); }
 
 struct Spec {
   int stage = 0;

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
+#include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "nn/gpt2.h"
@@ -33,15 +34,7 @@ using nlohmann::json;
 constexpr int kGlobalBatch = 12;
 constexpr int kTraceSteps = 2;
 
-Gpt2Config Tiny() {
-  Gpt2Config c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.vocab_size = 67;
-  c.seq_len = 8;
-  return c;
-}
+Gpt2Config Tiny() { return TinyGpt2(); }
 
 ProcessGrid& Grid() { return DataParallelWorld(); }
 
