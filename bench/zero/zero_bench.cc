@@ -97,15 +97,27 @@ double Theory(int stage, double psi, int n) {
   }
 }
 
+// The memory tables' model (--mem_layers of GPT-2 124M's 12) and one
+// sequence of --mem_seq tokens per rank.
+struct MemoryBenchInput {
+  explicit MemoryBenchInput(ProcessGrid& grid) {
+    const int n = grid.dp().size();
+    model.n_layer = absl::GetFlag(FLAGS_mem_layers);
+    const int T = absl::GetFlag(FLAGS_mem_seq);
+    batches = MicroBatchesForRank(RandomTokens(1, n, T, model.vocab_size), n, T, n, 1, grid.dp_rank());
+    views = Views(batches);
+  }
+  Gpt2Config model;
+  std::vector<HostBatch> batches;
+  std::vector<TokenBatch> views;
+};
+
 void MemoryAndComm(ProcessGrid& grid, int threads) {
   const int n = grid.dp().size();
   const bool root = grid.dp_rank() == 0;
-  Gpt2Config mc;
-  mc.n_layer = absl::GetFlag(FLAGS_mem_layers);
-  const int T = absl::GetFlag(FLAGS_mem_seq);
-  const std::vector<int32_t> tokens = RandomTokens(1, n, T, mc.vocab_size);
-  std::vector<HostBatch> batches = MicroBatchesForRank(tokens, n, T, n, 1, grid.dp_rank());
-  const std::vector<TokenBatch> views = Views(batches);
+  const MemoryBenchInput input(grid);
+  const Gpt2Config& mc = input.model;
+  const std::vector<TokenBatch>& views = input.views;
   if (root) {
     std::printf("\n## Model-state memory per rank, GPT-2 124M-shaped with %d of 12 layers, dp = %d (f32 compute)\n\n",
                 mc.n_layer, n);
@@ -162,12 +174,9 @@ void MemoryAndComm(ProcessGrid& grid, int threads) {
 void PrecisionMemory(ProcessGrid& grid, int threads) {
   const int n = grid.dp().size();
   const bool root = grid.dp_rank() == 0;
-  Gpt2Config mc;
-  mc.n_layer = absl::GetFlag(FLAGS_mem_layers);
-  const int T = absl::GetFlag(FLAGS_mem_seq);
-  const std::vector<int32_t> tokens = RandomTokens(1, n, T, mc.vocab_size);
-  std::vector<HostBatch> batches = MicroBatchesForRank(tokens, n, T, n, 1, grid.dp_rank());
-  const std::vector<TokenBatch> views = Views(batches);
+  const MemoryBenchInput input(grid);
+  const Gpt2Config& mc = input.model;
+  const std::vector<TokenBatch>& views = input.views;
   if (root) {
     std::printf("\n## Params and grads per rank, f32 vs bf16 compute, GPT-2 124M-shaped with %d of 12 layers, dp = %d"
                 "\n\nAfter one step (grads peak: during it).\n\n",
