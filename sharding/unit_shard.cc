@@ -75,6 +75,7 @@ absl::Status UnitShard::StartGather() {
 absl::Status UnitShard::WaitGather() {
   if (stage_ != 3 || gather_state_ == GatherState::kGathered) return absl::OkStatus();
   RETURN_IF_ERROR(StartGather());
+  if (gather_state_ == GatherState::kGathered) return absl::OkStatus();  // nothing to move (no parameters)
   absl::Status s = WaitTraced(*gather_work_, timeline_, "gather", "AllGather", layout_->unit_name(), gather_issued_,
                               gathered_.bytes());
   gather_work_.reset();

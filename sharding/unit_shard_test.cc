@@ -60,6 +60,39 @@ TEST(UnitShardTest, Stage3GathersAndReleases) {
   });
 }
 
+TEST(UnitShardTest, Stage3GatherIsDrawnOnTheTimeline) {
+  const FlatParamLayout layout = Layout();
+  OnTwoRanks([&](int rank, Communicator* comm) {
+    MemoryTracker tracker;
+    Timeline timeline;
+    auto shard = *UnitShard::Create(&layout, 3, comm, &tracker);
+    shard->set_timeline(&timeline);
+    ASSERT_TRUE(shard->WaitGather().ok());
+    ASSERT_TRUE(shard->Release().ok());
+    ASSERT_EQ(timeline.events().size(), 1u) << "the thread communicator completes at issue: no wait drawn";
+    const TraceEvent& e = timeline.events()[0];
+    EXPECT_EQ(e.name, "AllGather h.0");
+    EXPECT_EQ(e.track, TraceTrack::kComm);
+    EXPECT_STREQ(e.category, "gather");
+    ASSERT_EQ(e.args.size(), 2u);
+    EXPECT_EQ(e.args[0].value, 4 * 64);  // the gathered buffer's bytes
+  });
+}
+
+TEST(UnitShardTest, AUnitWithoutParametersGathersNothing) {
+  const FlatParamLayout empty = *FlatParamLayout::Create("act", 0, {}, 2);
+  ASSERT_EQ(empty.padded_numel(), 0);
+  OnTwoRanks([&](int rank, Communicator* comm) {
+    MemoryTracker tracker;
+    auto shard = *UnitShard::Create(&empty, 3, comm, &tracker);
+    ASSERT_TRUE(shard->WaitGather().ok());  // without StartGather first
+    EXPECT_TRUE(shard->gathered());
+    EXPECT_EQ(shard->gathers(), 0);
+    EXPECT_EQ(comm->Stats().Total().calls, 0);
+    EXPECT_TRUE(shard->Release().ok());
+  });
+}
+
 TEST(UnitShardTest, PublishMasterRefreshesEveryRanksParams) {
   const FlatParamLayout layout = Layout();
   OnTwoRanks([&](int rank, Communicator* comm) {
