@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "comm/arrival_probe.h"
 #include "comm/async_work.h"
 #include "comm/collective_checker.h"
 #include "comm/fingerprint.h"
@@ -96,7 +97,14 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
       }
       checker = std::move(checker_or).value();
     }
-    return std::unique_ptr<Communicator>(new MpiCommunicator(comm, name, options, std::move(checker)));
+    auto probe_or = ArrivalProbe::Create(comm);
+    if (!probe_or.ok()) {
+      checker.reset();
+      MPI_Comm_free(&comm);
+      return probe_or.status();
+    }
+    return std::unique_ptr<Communicator>(
+        new MpiCommunicator(comm, name, options, std::move(checker), std::move(probe_or).value()));
   }
 
   ~MpiCommunicator() override {
@@ -107,6 +115,7 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
     progress_thread_.join();
     watchdog_.reset();
     checker_.reset();
+    probe_.reset();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Comm_free(&comm_);
@@ -256,12 +265,20 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
     absl::Time start;
   };
 
-  MpiCommunicator(MPI_Comm comm, std::string name, CommOptions options, std::unique_ptr<CollectiveChecker> checker)
-      : comm_(comm), name_(std::move(name)), options_(options), checker_(std::move(checker)) {
+  MpiCommunicator(MPI_Comm comm, std::string name, CommOptions options, std::unique_ptr<CollectiveChecker> checker,
+                  std::unique_ptr<ArrivalProbe> probe)
+      : comm_(comm),
+        name_(std::move(name)),
+        options_(options),
+        checker_(std::move(checker)),
+        probe_(std::move(probe)) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    watchdog_ = std::make_unique<CollectiveWatchdog>(name_, size_, options_.timeout,
-                                                     [](const std::string& msg) { AbortJob(msg); });
+    // Without debug_checks, a timed-out rank asks its peers what they started.
+    const absl::Duration bound = ArrivalQueryBound(options_.timeout);
+    watchdog_ = std::make_unique<CollectiveWatchdog>(
+        name_, size_, options_.timeout, [](const std::string& msg) { AbortJob(msg); },
+        [probe = probe_.get(), bound] { return probe->QueryStarted(bound); });
     progress_thread_ = std::thread([this] { ProgressLoop(); });
   }
 
@@ -452,6 +469,7 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
       return;
     }
     const bool check = checker_ != nullptr && task.fingerprint.has_value();
+    probe_->RecordStarted(task.fingerprint->seq);
     watchdog_->Begin(*task.fingerprint, check);
     absl::Status s;
     if (check) s = checker_->Check(*task.fingerprint, watchdog_.get());
@@ -495,6 +513,7 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
   int rank_ = 0;
   int size_ = 1;
   std::unique_ptr<CollectiveChecker> checker_;
+  std::unique_ptr<ArrivalProbe> probe_;  // outlives watchdog_, which queries it
   std::unique_ptr<CollectiveWatchdog> watchdog_;
 
   mutable absl::Mutex mu_;

@@ -7,8 +7,41 @@
 
 namespace zeroshard {
 
-CollectiveWatchdog::CollectiveWatchdog(std::string group, int group_size, absl::Duration timeout, AbortFn abort)
-    : group_(std::move(group)), group_size_(group_size), timeout_(timeout), abort_(std::move(abort)) {
+namespace {
+
+// "rank that never arrived: 3" / "ranks that never arrived: 1,3".
+std::string NeverArrived(const std::vector<int>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank that never arrived: " : "ranks that never arrived: ", JoinRanks(ranks));
+}
+
+}  // namespace
+
+std::string DescribeArrivals(int64_t seq, const std::vector<std::optional<int64_t>>& started) {
+  std::vector<int> missing, silent;
+  for (int r = 0; r < static_cast<int>(started.size()); ++r) {
+    if (!started[r].has_value()) {
+      silent.push_back(r);
+    } else if (*started[r] < seq) {
+      missing.push_back(r);
+    }
+  }
+  if (missing.empty() && silent.empty()) return "every rank arrived, the transfer itself stalled";
+  std::string out;
+  if (!missing.empty()) out = NeverArrived(missing);
+  if (!silent.empty()) {
+    absl::StrAppend(&out, out.empty() ? "" : "; ", silent.size() == 1 ? "rank " : "ranks ", JoinRanks(silent),
+                    " did not answer (dead or stuck)");
+  }
+  return out;
+}
+
+CollectiveWatchdog::CollectiveWatchdog(std::string group, int group_size, absl::Duration timeout, AbortFn abort,
+                                       PeerQueryFn query)
+    : group_(std::move(group)),
+      group_size_(group_size),
+      timeout_(timeout),
+      abort_(std::move(abort)),
+      query_(std::move(query)) {
   if (timeout_ > absl::ZeroDuration() && timeout_ != absl::InfiniteDuration()) {
     thread_ = std::thread([this] { Loop(); });
   }
@@ -48,26 +81,31 @@ void CollectiveWatchdog::End() {
 }
 
 std::string CollectiveWatchdog::TimeoutMessage() const {
-  absl::MutexLock lock(&mu_);
-  return TimeoutMessageLocked();
+  Snapshot snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    snapshot = SnapshotLocked();
+  }
+  return BuildMessage(snapshot);
 }
 
-std::string CollectiveWatchdog::TimeoutMessageLocked() const {
-  std::string msg =
-      absl::StrCat("collective #", fp_.seq, " ", DescribeCollective(fp_), " in group ", group_, " did not finish within ", absl::FormatDuration(timeout_), "; ");
-  if (!track_arrivals_) {
-    absl::StrAppend(&msg, "ranks that never arrived: unknown (enable comm.debug_checks to find them)");
-    return msg;
-  }
-  std::vector<int> missing;
-  for (int r = 0; r < group_size_; ++r) {
-    if (!arrived_[r]) missing.push_back(r);
-  }
-  if (missing.empty()) {
-    absl::StrAppend(&msg, "every rank arrived, the transfer itself stalled");
+CollectiveWatchdog::Snapshot CollectiveWatchdog::SnapshotLocked() const {
+  return Snapshot{fp_, track_arrivals_, arrived_};
+}
+
+std::string CollectiveWatchdog::BuildMessage(const Snapshot& s) const {
+  std::string msg = absl::StrCat("collective #", s.fp.seq, " ", DescribeCollective(s.fp), " in group ", group_,
+                                 " did not finish within ", absl::FormatDuration(timeout_), "; ");
+  if (s.track_arrivals) {
+    std::vector<int> missing;
+    for (int r = 0; r < group_size_; ++r) {
+      if (!s.arrived[r]) missing.push_back(r);
+    }
+    absl::StrAppend(&msg, missing.empty() ? "every rank arrived, the transfer itself stalled" : NeverArrived(missing));
+  } else if (query_) {
+    absl::StrAppend(&msg, DescribeArrivals(s.fp.seq, query_()));
   } else {
-    absl::StrAppend(&msg, missing.size() == 1 ? "rank that never arrived: " : "ranks that never arrived: ",
-                    JoinRanks(missing));
+    absl::StrAppend(&msg, "ranks that never arrived: unknown (enable comm.debug_checks to find them)");
   }
   return msg;
 }
@@ -82,9 +120,10 @@ void CollectiveWatchdog::Loop() {
     if (stop_) break;
     if (active_ && !fired_ && absl::Now() - start_ > timeout_) {
       fired_ = true;
-      std::string message = TimeoutMessageLocked();
+      const Snapshot snapshot = SnapshotLocked();
+      // The peer query may take up to its bound: let Begin/End go on meanwhile.
       mu_.Unlock();
-      abort_(message);
+      abort_(BuildMessage(snapshot));
       mu_.Lock();
     }
   }

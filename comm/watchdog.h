@@ -9,12 +9,17 @@
 // MPI_Abort (mpi_env.h: AbortJob): the one place the library ends the process,
 // because a rank stuck inside MPI cannot be unblocked any other way.
 //
-// Arrivals are known only while the fingerprint exchange of comm.debug_checks
-// runs (MarkArrived); otherwise the message says the ranks are unknown.
+// Who never arrived comes from the fingerprint exchange of comm.debug_checks
+// (MarkArrived) when it runs; otherwise from the peer query, if the backend
+// gave one (MPI: ArrivalProbe asks every other rank which collective it last
+// started; a rank that does not answer in time is named as "did not answer
+// (dead or stuck)"). Without either the message says the ranks are unknown.
 #ifndef ZEROSHARD_COMM_WATCHDOG_H_
 #define ZEROSHARD_COMM_WATCHDOG_H_
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,13 +31,26 @@
 
 namespace zeroshard {
 
+// The reason part of a timeout message, from what each rank of the group last
+// started (entry r: rank r's sequence number, nullopt if it did not answer):
+// ranks below `seq` never arrived. E.g. "rank that never arrived: 3",
+// "ranks that never arrived: 1,3; rank 2 did not answer (dead or stuck)",
+// "every rank arrived, the transfer itself stalled".
+std::string DescribeArrivals(int64_t seq, const std::vector<std::optional<int64_t>>& started);
+
 class CollectiveWatchdog {
  public:
   using AbortFn = std::function<void(const std::string& message)>;
+  // Returns what every rank of the group last started (DescribeArrivals'
+  // `started`, this rank included); may block for a bounded time.
+  using PeerQueryFn = std::function<std::vector<std::optional<int64_t>>()>;
 
   // `abort` runs on the watchdog thread at most once per operation; in
   // production it does not return. A zero or infinite timeout starts no thread.
-  CollectiveWatchdog(std::string group, int group_size, absl::Duration timeout, AbortFn abort);
+  // `query` (may be empty) runs on the watchdog thread before `abort` when
+  // arrivals are not tracked.
+  CollectiveWatchdog(std::string group, int group_size, absl::Duration timeout, AbortFn abort,
+                     PeerQueryFn query = nullptr);
   ~CollectiveWatchdog();
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
@@ -46,17 +64,27 @@ class CollectiveWatchdog {
   void ArrivalsComplete();
   void End();
 
-  // The message the abort function gets if the running operation timed out now.
+  // The message the abort function gets if the running operation timed out
+  // now (runs the peer query when the abort would).
   std::string TimeoutMessage() const;
 
  private:
-  std::string TimeoutMessageLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the message is built from, copied under mu_.
+  struct Snapshot {
+    CollectiveFingerprint fp;
+    bool track_arrivals = false;
+    std::vector<bool> arrived;
+  };
+  Snapshot SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the peer query if needed: call without mu_.
+  std::string BuildMessage(const Snapshot& s) const;
   void Loop();
 
   const std::string group_;
   const int group_size_;
   const absl::Duration timeout_;
   const AbortFn abort_;
+  const PeerQueryFn query_;
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

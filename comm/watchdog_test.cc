@@ -1,6 +1,8 @@
 #include "comm/watchdog.h"
 
 #include <atomic>
+#include <optional>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -93,6 +95,96 @@ TEST(WatchdogTest, InfiniteTimeoutNeverFires) {
   absl::SleepFor(absl::Milliseconds(30));
   dog.End();
   EXPECT_TRUE(abort.messages().empty());
+}
+
+// Entry r: what rank r last started; nullopt: it did not answer.
+using Started = std::vector<std::optional<int64_t>>;
+
+TEST(DescribeArrivalsTest, RanksBelowTheSequenceNeverArrived) {
+  EXPECT_EQ(DescribeArrivals(2, Started{2, 2, 2, 1}), "rank that never arrived: 3");
+  EXPECT_EQ(DescribeArrivals(5, Started{5, 4, 5, 0}), "ranks that never arrived: 1,3");
+  // A rank past the collective left it early (e.g. a broadcast root): it arrived.
+  EXPECT_EQ(DescribeArrivals(5, Started{5, 6, 5}), "every rank arrived, the transfer itself stalled");
+  EXPECT_EQ(DescribeArrivals(1, Started{1}), "every rank arrived, the transfer itself stalled");
+}
+
+TEST(DescribeArrivalsTest, SilentRanksAreNamedApart) {
+  EXPECT_EQ(DescribeArrivals(2, Started{2, 2, 2, std::nullopt}), "rank 3 did not answer (dead or stuck)");
+  EXPECT_EQ(DescribeArrivals(2, Started{std::nullopt, 2, std::nullopt, 2}),
+            "ranks 0,2 did not answer (dead or stuck)");
+  EXPECT_EQ(DescribeArrivals(7, Started{7, 6, std::nullopt, 7}),
+            "rank that never arrived: 1; rank 2 did not answer (dead or stuck)");
+  EXPECT_EQ(DescribeArrivals(7, Started{3, 6, std::nullopt, 7, std::nullopt}),
+            "ranks that never arrived: 0,1; ranks 2,4 did not answer (dead or stuck)");
+}
+
+// Counts peer queries and answers with a fixed table.
+class FakePeers {
+ public:
+  explicit FakePeers(Started answers) : answers_(std::move(answers)) {}
+  CollectiveWatchdog::PeerQueryFn Fn() {
+    return [this] {
+      calls_.fetch_add(1);
+      return answers_;
+    };
+  }
+  int calls() const { return calls_.load(); }
+
+ private:
+  const Started answers_;
+  std::atomic<int> calls_{0};
+};
+
+TEST(WatchdogTest, AsksThePeersOnlyWhenItFiresWithoutArrivals) {
+  RecordingAbort abort;
+  FakePeers peers(Started{2, 2, 2, 1});
+  CollectiveWatchdog dog("world", 4, absl::Milliseconds(50), abort.Fn(), peers.Fn());
+  for (int i = 0; i < 3; ++i) {  // in time: nobody is asked
+    dog.Begin(Collective(1, CommOp::kAllReduce, 1024), false);
+    dog.End();
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(peers.calls(), 0);
+  dog.Begin(Collective(2, CommOp::kAllReduce, 1024), false);
+  absl::SleepFor(absl::Milliseconds(300));
+  dog.End();
+  const auto messages = abort.messages();
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0],
+            "collective #2 AllReduce(f32, 1024) in group world did not finish within 50ms; rank that never "
+            "arrived: 3");
+  EXPECT_EQ(peers.calls(), 1);
+}
+
+TEST(WatchdogTest, TrackedArrivalsWinOverThePeerQuery) {
+  RecordingAbort abort;
+  FakePeers peers(Started{1, 1, 1});
+  CollectiveWatchdog dog("tp", 3, absl::Seconds(2), abort.Fn(), peers.Fn());
+  dog.Begin(Collective(4, CommOp::kBarrier, 0), true);
+  dog.MarkArrived(0);
+  dog.MarkArrived(2);
+  EXPECT_EQ(dog.TimeoutMessage(),
+            "collective #4 Barrier() in group tp did not finish within 2s; rank that never arrived: 1");
+  EXPECT_EQ(peers.calls(), 0);
+  dog.Begin(Collective(5, CommOp::kBarrier, 0), false);
+  EXPECT_EQ(dog.TimeoutMessage(),
+            "collective #5 Barrier() in group tp did not finish within 2s; ranks that never arrived: 0,1,2");
+  EXPECT_EQ(peers.calls(), 1);
+  dog.End();
+}
+
+TEST(WatchdogTest, SilentPeerNamedInTheAbortMessage) {
+  RecordingAbort abort;
+  FakePeers peers(Started{3, std::nullopt});
+  CollectiveWatchdog dog("pp", 2, absl::Milliseconds(30), abort.Fn(), peers.Fn());
+  dog.Begin(Collective(3, CommOp::kAllGather, 8), false);
+  absl::SleepFor(absl::Milliseconds(200));
+  dog.End();
+  const auto messages = abort.messages();
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0],
+            "collective #3 AllGather(f32, 8) in group pp did not finish within 30ms; rank 1 did not "
+            "answer (dead or stuck)");
 }
 
 }  // namespace

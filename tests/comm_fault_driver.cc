@@ -1,12 +1,16 @@
 // A job that breaks the collective contract on purpose, for
 // comm_fault_test.sh. Usage (under mpirun, 2+ ranks):
-//   comm_fault_driver mismatch|timeout|timeout_unchecked TIMEOUT_SECONDS
+//   comm_fault_driver mismatch|timeout|timeout_unchecked|timeout_silent TIMEOUT_SECONDS
 // mismatch: rank 1 calls AllGather(f32, 1024) where the others call
 //   ReduceScatter(f32, 4096); every rank prints its status and exits 1.
 // timeout: the last rank sleeps 5 × the timeout before an AllReduce the
 //   others are waiting in; the watchdog must abort the job naming it
-//   (timeout_unchecked: the same without debug_checks).
+//   (timeout_unchecked: the same without debug_checks, so the watchdog asks
+//   the ranks what they started; the sleeping rank's listener still answers).
+// timeout_silent: without debug_checks, the last rank stops its whole
+//   process (SIGSTOP) instead: it cannot answer, and must be named as such.
 // Rank 0 prints "fault_begin_ms=<unix ms>" just before the faulty step.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -29,7 +33,7 @@ int64_t UnixMillis() {
 
 int Run(const std::string& mode, int timeout_s) {
   CommOptions options;
-  options.debug_checks = mode != "timeout_unchecked";
+  options.debug_checks = mode == "mismatch" || mode == "timeout";
   options.timeout = absl::Seconds(timeout_s);
   auto world_or = CreateMpiWorld(options);
   if (!world_or.ok()) {
@@ -53,6 +57,7 @@ int Run(const std::string& mode, int timeout_s) {
     s = rank == 1 ? world->AllGather(in.data(), out.data(), 1024, DType::kF32)->Wait()
                   : world->ReduceScatter(in.data(), out.data(), 4096, DType::kF32, ReduceOp::kSum)->Wait();
   } else {
+    if (rank == n - 1 && mode == "timeout_silent") raise(SIGSTOP);  // mpirun's kill ends it
     if (rank == n - 1) std::this_thread::sleep_for(std::chrono::seconds(5 * timeout_s));
     s = world->AllReduce(in.data(), 1024, DType::kF32, ReduceOp::kSum)->Wait();
   }
@@ -67,7 +72,7 @@ int Run(const std::string& mode, int timeout_s) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s mismatch|timeout|timeout_unchecked TIMEOUT_SECONDS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s mismatch|timeout|timeout_unchecked|timeout_silent TIMEOUT_SECONDS\n", argv[0]);
     return 2;
   }
   return zeroshard::Run(argv[1], std::atoi(argv[2]));

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Runs comm_fault_driver under mpirun in a job that must fail, and checks the
 # exit status, the exact message, and that it failed within 2 × the timeout.
-# Usage: comm_fault_test.sh mismatch|timeout|timeout_unchecked DRIVER
+# Usage: comm_fault_test.sh mismatch|timeout|timeout_unchecked|timeout_silent DRIVER
+#
+# The 2 × bound covers the watchdog's own latency: the timeout (3 s), its check
+# period (timeout/20 = 150 ms) and, without debug_checks, the peer query
+# (answers in ~20 ms; a silent rank is waited for ArrivalQueryBound = timeout/4
+# = 750 ms), then mpirun's teardown: about 4 s in the worst mode.
 set -u
 mode=$1 driver=$2
 np=4
@@ -43,7 +48,12 @@ case "$mode" in
     [ "$rc" -eq 70 ] || fail "exit status $rc; expected the watchdog's 70"
     ;;
   timeout_unchecked)
-    msg="zeroshard: collective #2 AllReduce(f32, 1024) in group world did not finish within 3s; ranks that never arrived: unknown (enable comm.debug_checks to find them); aborting the job"
+    msg="zeroshard: collective #2 AllReduce(f32, 1024) in group world did not finish within 3s; rank that never arrived: 3; aborting the job"
+    grep -F -- "$msg" "$log" | grep -qE '^\[rank [012]\] ' || fail "missing line: [rank 0|1|2] $msg"
+    [ "$rc" -eq 70 ] || fail "exit status $rc; expected the watchdog's 70"
+    ;;
+  timeout_silent)
+    msg="zeroshard: collective #2 AllReduce(f32, 1024) in group world did not finish within 3s; rank 3 did not answer (dead or stuck); aborting the job"
     grep -F -- "$msg" "$log" | grep -qE '^\[rank [012]\] ' || fail "missing line: [rank 0|1|2] $msg"
     [ "$rc" -eq 70 ] || fail "exit status $rc; expected the watchdog's 70"
     ;;
