@@ -73,7 +73,9 @@ struct CommOptions {
   // group before every collective. Costs one small all-to-all per collective.
   bool debug_checks = false;
   // A collective running longer than this aborts the whole job after printing
-  // which collective and (with debug_checks) which ranks never arrived.
+  // which collective and which ranks never arrived or did not answer (MPI:
+  // comm/arrival_probe.h, or debug_checks' fingerprints; NCCL: only with
+  // debug_checks).
   // absl::InfiniteDuration() disables the watchdog.
   absl::Duration timeout = absl::Minutes(5);
   // Staging buffers (f32 accumulation of f16/bf16 reductions) are counted here
