@@ -8,6 +8,7 @@
 #include "cli/comm_bench.h"
 #include "cli/ckpt.h"
 #include "cli/subcommand.h"
+#include "cli/trace.h"
 
 namespace zeroshard::cli {
 namespace {
@@ -17,6 +18,7 @@ const std::vector<const Subcommand*>& Subcommands() {
       &kCheckConfig,
       &kCommBench,
       &kCkpt,
+      &kTrace,
   };
   return all;
 }

@@ -24,4 +24,8 @@ expect bad_override 2 "--set engine.zero.stagex=1: no field 'stagex' in engine.z
 expect syntax 2 "$tmp/syntax.pbtxt:2:12: Expected integer, got: two" -- "$bin" check-config "$tmp/syntax.pbtxt"
 expect missing 2 "/no/such.pbtxt: cannot read config file" -- "$bin" check-config /no/such.pbtxt
 expect bad_flag 2 "unknown flag --wrld-size" -- "$bin" check-config "$tmp/good.pbtxt" --wrld-size 4
+printf '{"traceEvents": 3}' > "$tmp/not_a_trace.json"
+expect trace_missing 2 "zeroshard trace: cannot stat '/no/such/trace.json'" -- "$bin" trace /no/such/trace.json
+expect trace_not_ours 2 "$tmp/not_a_trace.json: no \"traceEvents\" array" -- "$bin" trace "$tmp/not_a_trace.json"
+expect trace_help 0 "usage: zeroshard trace FILE" -- "$bin" help trace
 finish_cases

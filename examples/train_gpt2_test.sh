@@ -69,6 +69,10 @@ record_case trace_merges_every_rank_and_shows_gathers_overlapping_compute $((rc 
 grep -q "wrote trace $tmp/trace/trace.json (.* events from 3 ranks" "$tmp/trace.log"
 st=$?
 record_case trace_path_printed $((st == 0)) "$(grep trace "$tmp/trace.log")"
+"$zeroshard" trace "$tmp/trace/trace.json" >"$tmp/trace_summary.txt" 2>&1
+st=$?
+rows=$(grep -cE '^\| [0-2] \| 3 \| [0-9.]+ \| [0-9.]+ \| [0-9]+, ' "$tmp/trace_summary.txt")
+record_case trace_summary_has_a_row_per_rank $((st == 0 && rows == 3)) "rc=$st rows=$rows: $(cat "$tmp/trace_summary.txt")"
 
 # ZeRO stages give bitwise-identical training: the loss sequences match exactly.
 run 2 stage0 --steps 20 --set engine.zero.stage=0 --set "engine.logging.metrics_path=$tmp/s0.jsonl"
