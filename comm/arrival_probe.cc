@@ -155,13 +155,8 @@ absl::Duration ArrivalQueryBound(absl::Duration timeout) {
 }
 
 absl::StatusOr<std::unique_ptr<ArrivalProbe>> ArrivalProbe::Create(MPI_Comm group) {
-  MPI_Comm dup;
-  RETURN_IF_ERROR(MpiStatus(MPI_Comm_dup(group, &dup), "MPI_Comm_dup for the arrival probe"));
-  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(dup, &rank);
-  MPI_Comm_size(dup, &size);
-  return std::unique_ptr<ArrivalProbe>(new ArrivalProbe(dup, rank, size));
+  ASSIGN_OR_RETURN(DuplicatedComm dup, DuplicateComm(group, "the arrival probe"));
+  return std::unique_ptr<ArrivalProbe>(new ArrivalProbe(dup.comm, dup.rank, dup.size));
 }
 
 ArrivalProbe::ArrivalProbe(MPI_Comm comm, int rank, int size) : rank_(rank), size_(size) {

@@ -12,13 +12,8 @@
 namespace zeroshard {
 
 absl::StatusOr<std::unique_ptr<CollectiveChecker>> CollectiveChecker::Create(MPI_Comm group, std::string name) {
-  MPI_Comm dup;
-  RETURN_IF_ERROR(MpiStatus(MPI_Comm_dup(group, &dup), "MPI_Comm_dup for the collective checker"));
-  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(dup, &rank);
-  MPI_Comm_size(dup, &size);
-  return std::unique_ptr<CollectiveChecker>(new CollectiveChecker(dup, std::move(name), rank, size));
+  ASSIGN_OR_RETURN(DuplicatedComm dup, DuplicateComm(group, "the collective checker"));
+  return std::unique_ptr<CollectiveChecker>(new CollectiveChecker(dup.comm, std::move(name), dup.rank, dup.size));
 }
 
 CollectiveChecker::~CollectiveChecker() {

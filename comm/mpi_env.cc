@@ -60,6 +60,16 @@ absl::Status MpiStatus(int mpi_error, absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, " failed: ", absl::string_view(text, len)));
 }
 
+absl::StatusOr<DuplicatedComm> DuplicateComm(MPI_Comm group, absl::string_view purpose) {
+  DuplicatedComm d;
+  const int err = MPI_Comm_dup(group, &d.comm);
+  if (err != MPI_SUCCESS) return MpiStatus(err, absl::StrCat("MPI_Comm_dup for ", purpose));
+  MPI_Comm_set_errhandler(d.comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(d.comm, &d.rank);
+  MPI_Comm_size(d.comm, &d.size);
+  return d;
+}
+
 MPI_Datatype MpiRawType(DType dtype) {
   switch (dtype) {
     case DType::kF32:

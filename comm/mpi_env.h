@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/dtype.h"
 
@@ -27,6 +28,16 @@ void FinalizeMpi();
 
 // OK for MPI_SUCCESS, else kInternal "`what` failed: <MPI's error string>".
 absl::Status MpiStatus(int mpi_error, absl::string_view what);
+
+// A private duplicate of `group` (its own message space) that returns errors
+// instead of aborting, with this process's rank in it and its size.
+struct DuplicatedComm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 0;
+};
+// Collective over `group`. kInternal "MPI_Comm_dup for <purpose> failed: ...".
+absl::StatusOr<DuplicatedComm> DuplicateComm(MPI_Comm group, absl::string_view purpose);
 
 // The MPI type that moves `dtype` verbatim (f16/bf16/u16 as MPI_UINT16_T).
 MPI_Datatype MpiRawType(DType dtype);

@@ -114,7 +114,9 @@ TEST(GradReducerTest, Bf16GradientsReduceInF32) {
           EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current % 2, 0);
           uint16_t* g = static_cast<uint16_t*>(shards[u]->full_grads());
           for (int64_t i = 0; i < layouts[u].padded_numel(); ++i) g[i] = F32ToBF16(static_cast<float>(2 * r + u + i % 8));
-          if ((*reducer)->closes_bucket(u)) ASSERT_TRUE((*reducer)->Launch((*reducer)->bucket_of(u)).ok());
+          if ((*reducer)->closes_bucket(u)) {
+            ASSERT_TRUE((*reducer)->Launch((*reducer)->bucket_of(u)).ok());
+          }
         }
         ASSERT_TRUE((*reducer)->FinishAll().ok());
         for (int u = 0; u < 4; ++u) {

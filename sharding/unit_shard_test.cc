@@ -143,7 +143,9 @@ TEST(UnitShardTest, Bf16PublishRoundsTheMasterAndGathersBf16) {
       }
       auto work = (*shard)->PublishMaster();
       ASSERT_TRUE(work.ok()) << work.status();
-      if (*work != nullptr) ASSERT_TRUE((*work)->Wait().ok());
+      if (*work != nullptr) {
+        ASSERT_TRUE((*work)->Wait().ok());
+      }
       if (stage == 3) {
         ASSERT_TRUE((*shard)->WaitGather().ok());
         EXPECT_EQ((*shard)->gathers(), 1);

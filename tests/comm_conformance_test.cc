@@ -127,10 +127,14 @@ class Staged {
   void Set(int64_t i, double v) { Store(host_.data(), i, dtype_, v); }
   double Get(int64_t i) const { return Load(host_.data(), i, dtype_); }
   void Upload() {
-    if (device_ != Device::kCpu) EXPECT_TRUE(DeviceCopy(dev_, device_, host_.data(), Device::kCpu, bytes()).ok());
+    if (device_ != Device::kCpu) {
+      EXPECT_TRUE(DeviceCopy(dev_, device_, host_.data(), Device::kCpu, bytes()).ok());
+    }
   }
   void Download() {
-    if (device_ != Device::kCpu) EXPECT_TRUE(DeviceCopy(host_.data(), Device::kCpu, dev_, device_, bytes()).ok());
+    if (device_ != Device::kCpu) {
+      EXPECT_TRUE(DeviceCopy(host_.data(), Device::kCpu, dev_, device_, bytes()).ok());
+    }
   }
 
  private:
@@ -460,7 +464,9 @@ TEST_P(CommConformanceTest, ExecutedSpansFollowIssueOrder) {
     EXPECT_GE(span->start, issued) << k;
     EXPECT_LE(span->start, span->end) << k;
     EXPECT_LE(span->end, waited) << k;
-    if (previous.has_value()) EXPECT_GE(span->start, previous->end) << k;
+    if (previous.has_value()) {
+      EXPECT_GE(span->start, previous->end) << k;
+    }
     previous = span;
   }
 }

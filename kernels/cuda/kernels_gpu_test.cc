@@ -50,7 +50,9 @@ class DeviceArray {
     auto p = DeviceAlloc(Device::kCuda, bytes);
     EXPECT_TRUE(p.ok()) << p.status();
     ptr_ = p.ok() ? *p : nullptr;
-    if (ptr_ != nullptr && host != nullptr) EXPECT_TRUE(DeviceCopy(ptr_, Device::kCuda, host, Device::kCpu, bytes).ok());
+    if (ptr_ != nullptr && host != nullptr) {
+      EXPECT_TRUE(DeviceCopy(ptr_, Device::kCuda, host, Device::kCpu, bytes).ok());
+    }
   }
   explicit DeviceArray(const HostTensor& t) : DeviceArray(t.data(), t.size() * DTypeSize(t.dtype())) {}
   template <typename T>

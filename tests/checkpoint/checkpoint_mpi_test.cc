@@ -444,7 +444,9 @@ TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {
 
   // A root that is a file: the save fails on every rank, nothing is written.
   const std::string file_root = JoinPath(dir, "a_file");
-  if (World().rank() == 0) ASSERT_TRUE(WriteFileDurably(file_root, {"x"}).ok());
+  if (World().rank() == 0) {
+    ASSERT_TRUE(WriteFileDurably(file_root, {"x"}).ok());
+  }
   WorldBarrier();
   absl::Status bad_root = run.Save(file_root);
   EXPECT_EQ(bad_root.code(), absl::StatusCode::kFailedPrecondition) << bad_root;
