@@ -8,9 +8,9 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_root.h"
 #include "checkpoint/crc32c.h"
-#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
+#include "core/file_io.h"
 #include "core/status_macros.h"
 
 namespace zeroshard {

@@ -9,9 +9,9 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/testing/checkpoint_fixture.h"
+#include "core/file_io.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {

@@ -8,8 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "core/file_io.h"
 #include "checkpoint/manifest.h"
+#include "core/file_io.h"
 #include "core/status_macros.h"
 
 namespace zeroshard {

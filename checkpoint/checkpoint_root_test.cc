@@ -2,8 +2,8 @@
 
 #include <cstdlib>
 
-#include "core/file_io.h"
 #include "checkpoint/manifest.h"
+#include "core/file_io.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {

@@ -11,11 +11,11 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_root.h"
-#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/rank_agreement.h"
 #include "checkpoint/safetensors_file.h"
 #include "checkpoint/shard_file.h"
+#include "core/file_io.h"
 #include "core/status_macros.h"
 #include "sharding/loss_scaler.h"
 

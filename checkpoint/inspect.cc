@@ -15,7 +15,8 @@ std::string InspectCheckpoint(const CheckpointReader& reader) {
   std::string out;
   absl::StrAppend(&out, "checkpoint:  ", reader.dir(), "\n");
   absl::StrAppendFormat(&out, "format:      version %d, produced by %s\n", m.format_version(), m.producer());
-  absl::StrAppendFormat(&out, "step:        %d (optimizer steps %d)\n", m.step(), m.optimizer_steps());
+  absl::StrAppendFormat(&out, "step:        %d (optimizer steps %d%s)\n", m.step(), m.optimizer_steps(),
+                        m.skipped_steps() > 0 ? absl::StrCat(", skipped ", m.skipped_steps()) : "");
   absl::StrAppendFormat(&out, "topology:    dp=%d tp=%d pp=%d, saved by ZeRO stage %d, alignment %d elements\n",
                         t.dp(), t.tp(), t.pp(), t.zero_stage(), t.alignment());
   int64_t padded = 0;

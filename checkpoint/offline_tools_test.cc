@@ -9,7 +9,6 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/consolidate.h"
 #include "checkpoint/diff.h"
-#include "core/file_io.h"
 #include "checkpoint/import_weights.h"
 #include "checkpoint/inspect.h"
 #include "checkpoint/manifest.h"
@@ -18,6 +17,7 @@
 #include "checkpoint/safetensors_file.h"
 #include "checkpoint/testing/checkpoint_fixture.h"
 #include "checkpoint/verify.h"
+#include "core/file_io.h"
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
 

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_format.h"
 #include "checkpoint/checkpoint_root.h"
-#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/shard_file.h"
+#include "core/file_io.h"
 #include "core/status_macros.h"
 
 namespace zeroshard {

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/file_io.h"
 #include "core/dtype.h"
+#include "core/file_io.h"
 #include "core/status_macros.h"
 
 namespace zeroshard {

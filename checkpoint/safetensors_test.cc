@@ -5,8 +5,8 @@
 #include <random>
 
 #include "checkpoint/crc32c.h"
-#include "core/file_io.h"
 #include "checkpoint/safetensors_file.h"
+#include "core/file_io.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {

@@ -11,11 +11,11 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/consolidate.h"
 #include "checkpoint/engine_checkpoint.h"
-#include "core/file_io.h"
 #include "checkpoint/verify.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
+#include "core/file_io.h"
 #include "engine/engine.h"
 #include "nn/gpt2.h"
 

@@ -1,9 +1,9 @@
 #include "checkpoint/shard_file.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
+#include "core/file_io.h"
 #include "core/status_macros.h"
 
 namespace zeroshard {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "core/file_io.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/testing/checkpoint_fixture.h"
+#include "core/file_io.h"
 #include "nn/gpt2.h"
 
 int main(int argc, char** argv) {

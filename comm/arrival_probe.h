@@ -3,8 +3,8 @@
 //
 // Each MPI communicator owns a probe: a private duplicate of its group and an
 // atomic "last started sequence number" that the communicator's executor
-// stores as it starts each collective (one relaxed store: the only cost on the
-// issue/execute path). One listener thread per process serves every live
+// stores as it starts each collective (one relaxed store: the probe's only
+// cost on the issue/execute path). One listener thread per process serves every live
 // probe: every 20 ms it MPI_Iprobes each probe's duplicate for queries and
 // answers each with that probe's number (nonblocking sends; it never blocks
 // in a receive, so it costs nothing measurable on an oversubscribed node).
@@ -34,7 +34,8 @@ namespace zeroshard {
 // How long the watchdog waits for every answer: timeout/4 clamped to
 // [200 ms, 2 s]. The listener answers within ~20 ms plus scheduling, so a
 // rank silent this long is dead or stopped; a quarter of the timeout keeps
-// the abort near 1.3 × the timeout even then.
+// the abort near 1.3 × the timeout even then (relatively later below 0.8 s,
+// where the 200 ms floor applies).
 absl::Duration ArrivalQueryBound(absl::Duration timeout);
 
 class ArrivalProbe {

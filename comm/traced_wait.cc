@@ -19,7 +19,8 @@ absl::Status WaitTraced(Work& work, Timeline* timeline, const char* category, ab
   const auto start = ran.has_value() ? ran->start : issued;
   const auto end = ran.has_value() ? ran->end : blocked_to;
   const int64_t queued_us = std::chrono::duration_cast<std::chrono::microseconds>(start - issued).count();
-  timeline->AddSpan(TraceTrack::kComm, category, std::move(name), start, end, {{"bytes", bytes}, {"queued_us", queued_us}});
+  timeline->AddSpan(TraceTrack::kComm, category, std::move(name), start, end,
+                    {{"bytes", bytes}, {"queued_us", queued_us}});
   return s;
 }
 

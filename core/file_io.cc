@@ -48,6 +48,12 @@ std::string JoinPath(absl::string_view a, absl::string_view b) {
   return absl::StrCat(a, "/", b);
 }
 
+std::string DirName(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == absl::string_view::npos) return ".";
+  return slash == 0 ? "/" : std::string(path.substr(0, slash));
+}
+
 absl::StatusOr<int64_t> FileSize(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("cannot stat", path, errno);

@@ -38,6 +38,8 @@ bool IsDirectory(const std::string& path);
 absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir);
 
 std::string JoinPath(absl::string_view a, absl::string_view b);
+// The directory part of `path`: "." for a bare name, "/" for "/name".
+std::string DirName(absl::string_view path);
 
 }  // namespace zeroshard
 

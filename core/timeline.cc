@@ -32,12 +32,12 @@ void Timeline::AddCounter(const char* name, Clock::time_point at, std::vector<Tr
 }
 
 TraceScope::TraceScope(Timeline* timeline, const char* category, absl::string_view prefix, absl::string_view suffix,
-                       std::vector<TraceArg> args)
+                       std::initializer_list<TraceArg> args)
     : timeline_(timeline != nullptr && timeline->recording() ? timeline : nullptr) {
   if (timeline_ == nullptr) return;
   category_ = category;
   name_ = suffix.empty() ? std::string(prefix) : absl::StrCat(prefix, " ", suffix);
-  args_ = std::move(args);
+  args_.assign(args.begin(), args.end());
   begin_ = Timeline::Clock::now();
 }
 

@@ -166,7 +166,10 @@ absl::Status Engine::CheckFingerprints(const EngineConfig& config, const absl::S
     }
   }
   EngineConfig hashed = config;
-  hashed.clear_logging();  // per-rank paths may legitimately differ
+  // Per-rank paths may differ; whether and how long a trace records may not
+  // (WriteTrace is collective, after the window's last step).
+  hashed.clear_logging();
+  if (!config.logging().trace_path().empty()) hashed.mutable_logging()->set_trace_steps(config.logging().trace_steps());
   const uint64_t model_fp = Fnv1a(model_text);
   const uint64_t config_fp = Fnv1a(hashed.SerializeAsString());
   // kMax of each 16-bit piece and of its negation gives max and -min: equal
@@ -493,7 +496,7 @@ absl::StatusOr<StepResult> Engine::TrainStep(absl::Span<const TokenBatch> micro_
   if (timeline_ != nullptr && timeline_->recording()) {
     // Named after the optimizer step it makes (a skipped attempt repeats it).
     step_span.emplace(timeline_.get(), "step", "step", absl::StrCat(step_ + 1),
-                      std::vector<TraceArg>{{"step", step_ + 1}});
+                      std::initializer_list<TraceArg>{{"step", step_ + 1}});
   }
   absl::Status count_ok =
       static_cast<int>(micro_batches.size()) == options_.accumulation_steps

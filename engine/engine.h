@@ -184,7 +184,8 @@ class Engine {
   // TrainSteps (0: every one) — each unit's forward, backward and
   // recomputation, gathers and reductions with when they ran, waits, the
   // optimizer, and memory per category. Null without a trace_path. Callers
-  // may add spans of their own (evaluation, checkpoints) while it records.
+  // may add spans of their own (evaluation, checkpoints) while it records,
+  // from the thread that drives the engine.
   Timeline* timeline() { return timeline_.get(); }
   // The recorded window is complete and WriteTrace has not run yet.
   bool trace_due() const {
@@ -193,7 +194,8 @@ class Engine {
   // Collective over dp: writes every rank's events as one Chrome trace to
   // trace_path (engine/trace_writer.h) and stops recording. Once written,
   // later calls return the first result without communicating.
-  // kFailedPrecondition without a trace_path.
+  // kFailedPrecondition without a trace_path, or on a rank whose engine is
+  // unusable after a failed step (do not call it then: stop the job).
   absl::StatusOr<TraceFileInfo> WriteTrace();
 
   // Bytes per category; see sharding/unit_shard.h for what each holds.
@@ -243,6 +245,8 @@ class Engine {
   Communicator* dp_ = nullptr;
   std::unique_ptr<Model> model_;
   MemoryTracker tracker_;
+  // Before the shards and the reducer, which point to it: destroyed after them.
+  std::unique_ptr<Timeline> timeline_;
   ComputeContext compute_;
   std::vector<FlatParamLayout> layouts_;
   // Per unit: (owner unit, offset in owner's flat buffer, shape) of each
@@ -268,7 +272,6 @@ class Engine {
   std::vector<bool> checkpointed_;
   std::vector<Buffer> kept_inputs_;
   absl::Status broken_;
-  std::unique_ptr<Timeline> timeline_;
   std::string trace_path_;
   int64_t trace_steps_ = 0;
   int64_t traced_steps_ = 0;

@@ -25,8 +25,7 @@ absl::Status Engine::InitTrace(const LoggingConfig& logging) {
   }
   timeline_ = std::make_unique<Timeline>();
   if (dp_->rank() != 0) return absl::OkStatus();
-  const size_t slash = trace_path_.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : trace_path_.substr(0, slash));
+  const std::string dir = DirName(trace_path_);
   absl::Status made = MakeDirectories(dir);
   if (!made.ok() || access(dir.c_str(), W_OK) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("engine.logging.trace_path: '", trace_path_, "': directory '", dir,

@@ -91,7 +91,9 @@ absl::StatusOr<std::vector<RankTraceSummary>> SummarizeTrace(absl::string_view j
     if (!spans.step_us.empty()) {
       std::sort(spans.step_us.begin(), spans.step_us.end());
       const size_t n = spans.step_us.size();
-      s.median_step_ms = (n % 2 == 1 ? spans.step_us[n / 2] : (spans.step_us[n / 2 - 1] + spans.step_us[n / 2]) / 2) / 1000;
+      const double median_us =
+          n % 2 == 1 ? spans.step_us[n / 2] : (spans.step_us[n / 2 - 1] + spans.step_us[n / 2]) / 2;
+      s.median_step_ms = median_us / 1000;
     }
     const std::vector<Interval> computation = Union(spans.computation);
     for (const Interval& i : computation) s.compute_ms += (i.second - i.first) / 1000;

@@ -6,9 +6,9 @@
 namespace zeroshard {
 namespace {
 
-// Rank 0: two steps (10 and 30 µs... in ms below), computation [0, 4000) and
-// [3000, 6000) µs (union 6 ms), a gather [5000, 9000) half under it, a
-// reduce-scatter entirely after it, a 2 ms wait. Rank 1: one step, nothing else.
+// Times in µs. Rank 0: steps of 10 and 30 ms; computation [0, 4000) and
+// [3000, 6000) (union 6 ms); a gather [5000, 9000), 1 ms of it under
+// computation; a reduce-scatter after it; a 2 ms wait. Rank 1: one step.
 constexpr char kTrace[] = R"({"traceEvents":[
  {"ph":"M","name":"process_name","pid":0,"args":{"name":"rank 0"}},
  {"ph":"X","cat":"step","name":"step 1","pid":0,"tid":0,"ts":0,"dur":10000},
@@ -42,8 +42,8 @@ TEST(TraceSummaryTest, SumsComputationHiddenCommunicationAndWaitsPerRank) {
   EXPECT_EQ((*s)[1].steps, 1);
   EXPECT_DOUBLE_EQ((*s)[1].median_step_ms, 8.0);
   EXPECT_EQ(FormatTraceSummary(*s),
-            "| rank | steps | step ms (median) | compute ms | gathers: n, ms (hidden) | reduce-scatters: n, ms (hidden) | "
-            "other collectives: n, ms (hidden) | blocked in waits ms |\n|---|---|---|---|---|---|---|---|\n"
+            "| rank | steps | step ms (median) | compute ms | gathers: n, ms (hidden) | "
+            "reduce-scatters: n, ms (hidden) | other collectives: n, ms (hidden) | blocked in waits ms |\n|---|---|---|---|---|---|---|---|\n"
             "| 0 | 2 | 20.0 | 6.0 | 1, 4.0 (25%) | 1, 1.0 (0%) | 1, 0.5 (100%) | 2.0 |\n"
             "| 1 | 1 | 8.0 | 0.0 | - | - | - | 0.0 |\n");
 }

@@ -1,6 +1,8 @@
 #include "engine/trace_writer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -30,7 +32,10 @@ std::string Micros(int64_t ns) {
 
 std::string SignedMicros(int64_t ns) { return ns < 0 ? absl::StrCat("-", Micros(-ns)) : Micros(ns); }
 
-std::string Quoted(const std::string& text) { return nlohmann::json(text).dump(); }
+// Invalid UTF-8 in a user's unit name becomes U+FFFD instead of throwing.
+std::string Quoted(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::string ArgsJson(const std::vector<TraceArg>& args) {
   std::string out = "{";
@@ -115,13 +120,17 @@ std::string MetadataJson(int rank) {
   return out;
 }
 
+// <path>.tmp, fsync, rename; a failed attempt leaves no .tmp behind.
 absl::Status WriteFile(const std::string& path, const std::vector<std::string>& pieces) {
   const std::string tmp = absl::StrCat(path, ".tmp");
   std::vector<absl::string_view> views(pieces.begin(), pieces.end());
-  RETURN_IF_ERROR(WriteFileDurably(tmp, views));
-  RETURN_IF_ERROR(RenamePath(tmp, path));
-  const size_t slash = path.rfind('/');
-  return SyncDirectory(slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash)));
+  absl::Status s = WriteFileDurably(tmp, views);
+  if (s.ok()) s = RenamePath(tmp, path);
+  if (!s.ok()) {
+    std::remove(tmp.c_str());
+    return s;
+  }
+  return SyncDirectory(DirName(path));
 }
 
 }  // namespace
@@ -129,7 +138,9 @@ absl::Status WriteFile(const std::string& path, const std::vector<std::string>& 
 std::string RankEventsJson(const Timeline& timeline, int rank, int64_t origin_ns, int64_t clock_offset_ns) {
   std::string out = MetadataJson(rank);
   for (const TraceEvent& e : timeline.events()) {
-    const int64_t begin = Ns(e.begin) - clock_offset_ns - origin_ns;
+    // Clamped at the origin as a whole span, so a clamped span still nests.
+    const int64_t begin = std::max<int64_t>(0, Ns(e.begin) - clock_offset_ns - origin_ns);
+    const int64_t end = std::max<int64_t>(begin, Ns(e.end) - clock_offset_ns - origin_ns);
     if (e.kind == TraceEvent::Kind::kCounter) {
       absl::StrAppend(&out, ",\n", R"({"ph":"C","name":)", Quoted(e.name), R"(,"pid":)", rank, R"(,"ts":)",
                       Micros(begin), R"(,"args":)", ArgsJson(e.args), "}");
@@ -137,7 +148,7 @@ std::string RankEventsJson(const Timeline& timeline, int rank, int64_t origin_ns
     }
     absl::StrAppend(&out, ",\n", R"({"ph":"X","cat":)", Quoted(e.category), R"(,"name":)", Quoted(e.name),
                     R"(,"pid":)", rank, R"(,"tid":)", static_cast<int>(e.track), R"(,"ts":)", Micros(begin),
-                    R"(,"dur":)", Micros(Ns(e.end) - Ns(e.begin)), R"(,"args":)", ArgsJson(e.args), "}");
+                    R"(,"dur":)", Micros(end - begin), R"(,"args":)", ArgsJson(e.args), "}");
   }
   return out;
 }
@@ -158,17 +169,17 @@ absl::StatusOr<TraceFileInfo> WriteMergedTrace(Communicator& comm, const Timelin
   info.events = static_cast<int64_t>(timeline.events().size());
   absl::Status written;
   if (rank != 0) {
-    // Padded to whole i32 words; the length says how many bytes count.
-    std::vector<int32_t> words((mine.size() + 3) / 4 + 1, 0);
-    std::memcpy(words.data(), mine.data(), mine.size());
-    if (words.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-      return absl::ResourceExhaustedError(absl::StrCat("rank ", rank, "'s trace is ", mine.size(),
-                                                       " bytes, more than one message can carry (8 GiB)"));
-    }
-    RETURN_IF_ERROR(SendI64(comm, static_cast<int64_t>(mine.size()), 0, kTagLength));
+    // Padded to whole i32 words; the length says how many bytes count, and
+    // -1 that the events do not fit one message (rank 0 then fails the write).
+    const int64_t words_needed = static_cast<int64_t>(mine.size()) / 4 + 1;
+    const bool fits = words_needed <= std::numeric_limits<int32_t>::max();
+    RETURN_IF_ERROR(SendI64(comm, fits ? static_cast<int64_t>(mine.size()) : -1, 0, kTagLength));
     RETURN_IF_ERROR(SendI64(comm, info.events, 0, kTagLength));
-    RETURN_IF_ERROR(
-        comm.Send(words.data(), static_cast<int64_t>(words.size()), DType::kI32, 0, kTagEvents)->Wait());
+    if (fits) {
+      std::vector<int32_t> words(words_needed, 0);
+      std::memcpy(words.data(), mine.data(), mine.size());
+      RETURN_IF_ERROR(comm.Send(words.data(), words_needed, DType::kI32, 0, kTagEvents)->Wait());
+    }
   } else {
     std::vector<std::string> pieces;
     pieces.push_back("{\"traceEvents\":[\n");
@@ -176,7 +187,12 @@ absl::StatusOr<TraceFileInfo> WriteMergedTrace(Communicator& comm, const Timelin
     for (int r = 1; r < n; ++r) {
       ASSIGN_OR_RETURN(int64_t length, RecvI64(comm, r, kTagLength));
       ASSIGN_OR_RETURN(int64_t events, RecvI64(comm, r, kTagLength));
-      std::vector<int32_t> words((length + 3) / 4 + 1, 0);
+      if (length < 0) {
+        written = absl::ResourceExhaustedError(absl::StrCat(
+            "rank ", r, "'s ", events, " trace events exceed one message (8 GiB); lower engine.logging.trace_steps"));
+        continue;
+      }
+      std::vector<int32_t> words(length / 4 + 1, 0);
       RETURN_IF_ERROR(
           comm.Recv(words.data(), static_cast<int64_t>(words.size()), DType::kI32, r, kTagEvents)->Wait());
       pieces.push_back(",\n");
@@ -194,14 +210,17 @@ absl::StatusOr<TraceFileInfo> WriteMergedTrace(Communicator& comm, const Timelin
     for (const auto& [key, value] : other_data) absl::StrAppend(&footer, ",", Quoted(key), ":", value);
     absl::StrAppend(&footer, "}}\n");
     pieces.push_back(footer);
-    written = WriteFile(path, pieces);
+    if (written.ok()) written = WriteFile(path, pieces);
     for (const std::string& p : pieces) info.bytes += static_cast<int64_t>(p.size());
   }
-  // Every rank learns whether rank 0's write worked.
-  int32_t ok = written.ok() ? 1 : 0;
-  RETURN_IF_ERROR(comm.Broadcast(&ok, 1, DType::kI32, 0)->Wait());
+  // Every rank returns rank 0's outcome, with its code.
+  int32_t code = static_cast<int32_t>(written.code());
+  RETURN_IF_ERROR(comm.Broadcast(&code, 1, DType::kI32, 0)->Wait());
   if (!written.ok()) return written;
-  if (ok == 0) return absl::InternalError(absl::StrCat("rank 0 failed to write the trace ", path, " (see its error)"));
+  if (code != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(code),
+                        absl::StrCat("rank 0 failed to write the trace ", path, " (see its error)"));
+  }
   return info;
 }
 

@@ -38,9 +38,11 @@ struct TraceFileInfo {
 std::string RankEventsJson(const Timeline& timeline, int rank, int64_t origin_ns, int64_t clock_offset_ns);
 
 // Collective over `comm`. `other_data` entries (key, JSON value text) go
-// under "otherData" next to the clock offsets. The same status on every
-// rank: an I/O error on rank 0 names the path there and is reported as
-// kInternal "rank 0 failed to write the trace <path>" elsewhere.
+// under "otherData" next to the clock offsets. The same status code on every
+// rank: rank 0's error names the path and the reason; the other ranks get
+// "rank 0 failed to write the trace <path> (see its error)" with that code.
+// A rank whose events exceed one message (8 GiB) makes it kResourceExhausted.
+// Rank 0 holds every rank's events in memory while it writes.
 absl::StatusOr<TraceFileInfo> WriteMergedTrace(Communicator& comm, const Timeline& timeline,
                                                const std::string& path,
                                                const std::vector<std::pair<std::string, std::string>>& other_data);

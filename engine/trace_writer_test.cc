@@ -49,12 +49,15 @@ TEST(RankEventsJsonTest, SpansAndCountersInMicrosecondsSinceTheOriginWithThisRan
   EXPECT_EQ(events[7]["name"], "AllGather \"odd\" name");  // escaped, and parses back
 }
 
-TEST(RankEventsJsonTest, AnEventBeforeTheOriginIsClampedToZero) {
+TEST(RankEventsJsonTest, ThePartOfASpanBeforeTheOriginIsCutSoItStillNests) {
   Timeline tl;
   tl.AddSpan(TraceTrack::kComm, "gather", "g", tl.origin(), tl.origin() + microseconds(4));
-  // Rank 0's origin is 3 µs after this rank's first event once aligned.
+  tl.AddSpan(TraceTrack::kComm, "gather", "h", tl.origin(), tl.origin() + microseconds(2));
+  // Rank 0's origin is 3 µs after this rank's first events once aligned:
+  // [-3, 1) becomes [0, 1); [-3, -1) becomes empty at 0.
   const std::string text = RankEventsJson(tl, 1, Ns(tl.origin()) + 3000, 0);
-  EXPECT_NE(text.find(R"("ts":0.000,"dur":4.000)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("name":"g","pid":1,"tid":1,"ts":0.000,"dur":1.000)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("name":"h","pid":1,"tid":1,"ts":0.000,"dur":0.000)"), std::string::npos) << text;
 }
 
 TEST(RankEventsJsonTest, AnEmptyTimelineGivesOnlyTheRanksNames) {

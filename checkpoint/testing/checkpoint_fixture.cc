@@ -5,9 +5,9 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "core/file_io.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/offline_writer.h"
+#include "core/file_io.h"
 
 namespace zeroshard::testing {
 

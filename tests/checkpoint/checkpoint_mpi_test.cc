@@ -27,18 +27,18 @@
 #include "checkpoint/checkpoint_root.h"
 #include "checkpoint/consolidate.h"
 #include "checkpoint/engine_checkpoint.h"
-#include "core/file_io.h"
 #include "checkpoint/import_weights.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/reshard.h"
 #include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
+#include "core/file_io.h"
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
-#include "tests/data_parallel_world.h"
 #include "nn/gpt2.h"
+#include "tests/data_parallel_world.h"
 
 namespace zeroshard {
 namespace {

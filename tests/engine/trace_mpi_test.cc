@@ -143,9 +143,11 @@ TEST_P(TraceTest, OneFileFromEveryRankWithTheWindowNestedAndAligned) {
   std::set<std::string> names;
   int counters = 0, x_events = 0;
   for (const json& e : trace["traceEvents"]) {
-    if (e["ph"] == "M") names.insert(absl::StrCat(e["pid"].get<int>(), "/", e["name"].get<std::string>(), "/",
-                                                  e["args"]["name"].is_string() ? e["args"]["name"].get<std::string>()
-                                                                                : std::string()));
+    if (e["ph"] == "M") {
+      // value(): a const json's operator[] on a missing key is undefined.
+      names.insert(absl::StrCat(e["pid"].get<int>(), "/", e["name"].get<std::string>(), "/",
+                                e["args"].value("name", std::string())));
+    }
     if (e["ph"] == "C") {
       ++counters;
       EXPECT_EQ(e["args"].size(), 7u);
@@ -211,6 +213,69 @@ TEST_P(TraceTest, OneFileFromEveryRankWithTheWindowNestedAndAligned) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, TraceTest, testing::Values(0, 1, 2, 3),
                          [](const testing::TestParamInfo<int>& p) { return absl::StrCat("Stage", p.param); });
+
+TEST(TraceWindowTest, TraceStepsZeroRecordsEveryStepAndWritesWhenAsked) {
+  const int n = Grid().dp().size();
+  const std::string path = TmpPath("trace_every_step.json");
+  EngineConfig config = TracedConfig(3, path);
+  config.mutable_logging()->set_trace_steps(0);
+  std::unique_ptr<Engine> engine = MakeEngine(config);
+  ASSERT_NE(engine, nullptr);
+  std::vector<HostBatch> batches = MicroBatchesForRank(RandomTokens(6, kGlobalBatch, Tiny().seq_len, Tiny().vocab_size),
+                                                       kGlobalBatch, Tiny().seq_len, n, 1, Grid().dp_rank());
+  for (int s = 1; s <= 3; ++s) {
+    ASSERT_TRUE(engine->TrainStep(Views(batches)).ok());
+    EXPECT_FALSE(engine->trace_due()) << "no window to close with trace_steps 0";
+  }
+  ASSERT_TRUE(engine->WriteTrace().ok());
+  if (Grid().dp_rank() != 0) return;
+  std::ifstream file(path);
+  json trace = json::parse(file, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(trace.is_discarded());
+  Spans spans = SpansOf(trace);
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> steps;
+    for (const Span& s : spans[r][0]) {
+      if (s.cat == "step") steps.push_back(s.name);
+    }
+    EXPECT_EQ(steps, (std::vector<std::string>{"step 1", "step 2", "step 3"})) << "rank " << r;
+  }
+}
+
+TEST(TraceErrorsTest, RanksThatDisagreeOnTheTraceWindowFailCreate) {
+  if (Grid().dp().size() < 2) GTEST_SKIP() << "needs 2 or more ranks to disagree";
+  EngineConfig config = TracedConfig(3, TmpPath(absl::StrCat("trace_rank", Grid().dp_rank(), ".json")));
+  if (Grid().dp_rank() == 1) config.mutable_logging()->set_trace_steps(kTraceSteps + 1);
+  auto model = BuildGpt2(Tiny());
+  ASSERT_TRUE(model.ok());
+  auto engine = Engine::Create(config, &Grid(), std::move(model).value());
+  ASSERT_FALSE(engine.ok()) << "per-rank paths may differ, the window may not";
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(engine.status().message(), "the engine config differs")) << engine.status();
+}
+
+TEST(TraceErrorsTest, AFailedWriteFailsEveryRankWithOneCodeAndLeavesNoTemporaryFile) {
+  const std::string dir = TmpPath("trace_rename_fails");
+  const std::string path = absl::StrCat(dir, "/trace.json");
+  std::unique_ptr<Engine> engine = MakeEngine(TracedConfig(3, path));  // creates `dir` on rank 0
+  ASSERT_NE(engine, nullptr);
+  if (Grid().dp_rank() == 0) {
+    // A non-empty directory where the file should go: the final rename fails.
+    ASSERT_EQ(mkdir(path.c_str(), 0755), 0);
+    std::ofstream(absl::StrCat(path, "/keep")) << "x";
+  }
+  ASSERT_TRUE(Grid().dp().Barrier()->Wait().ok());
+  absl::StatusOr<TraceFileInfo> info = engine->WriteTrace();
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kInternal) << info.status();
+  if (Grid().dp_rank() == 0) {
+    EXPECT_TRUE(absl::StrContains(info.status().message(), path)) << info.status();
+    struct stat st;
+    EXPECT_NE(stat(absl::StrCat(path, ".tmp").c_str(), &st), 0) << "the half-done .tmp was left behind";
+  } else {
+    EXPECT_EQ(info.status().message(), absl::StrCat("rank 0 failed to write the trace ", path, " (see its error)"));
+  }
+}
 
 TEST(TraceErrorsTest, AnUnwritableTraceDirectoryFailsCreateOnEveryRank) {
   const std::string blocker = TmpPath("not_a_directory");
