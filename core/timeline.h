@@ -9,7 +9,9 @@
 //
 // Spans on one track nest or follow each other (they are recorded by scopes
 // on one thread, or are one communicator's collectives, which run in issue
-// order). Times are the host's steady clock; the writer aligns ranks.
+// order). A backend that does not report when an operation ran (NCCL) is
+// drawn from issue to the end of the wait, and such comm spans may overlap.
+// Times are the host's steady clock; the writer aligns ranks.
 //
 // Recording is on only while the window is open (set_recording); a Timeline
 // that is not recording, or a null Timeline*, costs a branch per event (and
