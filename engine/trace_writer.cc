@@ -137,7 +137,16 @@ absl::Status WriteFile(const std::string& path, const std::vector<std::string>& 
 
 std::string RankEventsJson(const Timeline& timeline, int rank, int64_t origin_ns, int64_t clock_offset_ns) {
   std::string out = MetadataJson(rank);
-  for (const TraceEvent& e : timeline.events()) {
+  // Scopes record a span when it closes (inner before outer); the file lists
+  // events by start, a parent before a child that starts with it.
+  std::vector<const TraceEvent*> order;
+  for (const TraceEvent& e : timeline.events()) order.push_back(&e);
+  std::stable_sort(order.begin(), order.end(), [](const TraceEvent* a, const TraceEvent* b) {
+    if (a->begin != b->begin) return a->begin < b->begin;
+    return a->end > b->end;
+  });
+  for (const TraceEvent* event : order) {
+    const TraceEvent& e = *event;
     // Clamped at the origin as a whole span, so a clamped span still nests.
     const int64_t begin = std::max<int64_t>(0, Ns(e.begin) - clock_offset_ns - origin_ns);
     const int64_t end = std::max<int64_t>(begin, Ns(e.end) - clock_offset_ns - origin_ns);

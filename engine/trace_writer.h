@@ -31,7 +31,8 @@ struct TraceFileInfo {
   int64_t bytes = 0;   // file size (rank 0; others: 0)
 };
 
-// The JSON objects of one rank's events, comma-separated, with pid `rank`:
+// The JSON objects of one rank's events, comma-separated, with pid `rank`,
+// metadata first, then by start time (longer first among equal starts):
 // timestamps are (t - clock_offset - origin) in microseconds, with
 // `origin` and `clock_offset` (this rank's clock minus rank 0's) in
 // nanoseconds of the steady clock. Exposed for tests.

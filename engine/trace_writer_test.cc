@@ -46,7 +46,24 @@ TEST(RankEventsJsonTest, SpansAndCountersInMicrosecondsSinceTheOriginWithThisRan
   EXPECT_NE(text.find(R"({"ph":"C","name":"memory","pid":2,"ts":9.000,"args":{"params":128,"grads":0}})"),
             std::string::npos)
       << text;
-  EXPECT_EQ(events[7]["name"], "AllGather \"odd\" name");  // escaped, and parses back
+  // Listed by start: the gather (3 µs), the counter (10 µs), the forward.
+  EXPECT_EQ(events[6]["name"], "AllGather \"odd\" name");  // escaped, and parses back
+  EXPECT_EQ(events[7]["ph"], "C");
+  EXPECT_EQ(events[8]["name"], "forward h.0");
+}
+
+TEST(RankEventsJsonTest, EventsAreListedByStartWithAParentBeforeItsChild) {
+  Timeline tl;
+  const auto t = tl.origin() + microseconds(5);
+  // Recorded as scopes close: the child first, then its parent with the same start.
+  tl.AddSpan(TraceTrack::kCompute, "forward", "child", t, t + microseconds(2));
+  tl.AddSpan(TraceTrack::kCompute, "pass", "parent", t, t + microseconds(8));
+  tl.AddSpan(TraceTrack::kCompute, "step", "earlier", t - microseconds(1), t);
+  nlohmann::json events = nlohmann::json::parse("[" + RankEventsJson(tl, 0, Ns(tl.origin()), 0) + "]");
+  ASSERT_EQ(events.size(), 6u + 3u);
+  EXPECT_EQ(events[6]["name"], "earlier");
+  EXPECT_EQ(events[7]["name"], "parent");
+  EXPECT_EQ(events[8]["name"], "child");
 }
 
 TEST(RankEventsJsonTest, ThePartOfASpanBeforeTheOriginIsCutSoItStillNests) {
