@@ -43,7 +43,8 @@ absl::Status Train(const std::string& config_path, const std::string& checkpoint
   std::vector<std::vector<int32_t>> tgt = in;
   std::vector<TokenBatch> micro(in.size());
 
-  // 4. The loop: one TrainStep per optimizer step; a checkpoint at the end.
+  // 4. The loop: one TrainStep per optimizer step; the timeline trace when
+  // the config names one (engine.logging.trace_path); a checkpoint at the end.
   for (int64_t step = 0; step < config.steps(); ++step) {
     for (size_t k = 0; k < in.size(); ++k) {
       RETURN_IF_ERROR(source.GetInputsTargets(step, k, grid.dp_rank(), absl::MakeSpan(in[k]), absl::MakeSpan(tgt[k])));
@@ -54,7 +55,9 @@ absl::Status Train(const std::string& config_path, const std::string& checkpoint
     if (grid.world().rank() == 0 && (step + 1) % 10 == 0) {
       std::cout << "step " << step + 1 << " loss " << r.loss << " grad_norm " << r.grad_norm << std::endl;
     }
+    if (engine->trace_due()) RETURN_IF_ERROR(engine->WriteTrace().status());
   }
+  if (engine->timeline() != nullptr) RETURN_IF_ERROR(engine->WriteTrace().status());  // no-op once written
   const DataPosition position{config.steps() * int64_t{config.data().batch_size()}, 0};
   return SaveCheckpoint(*engine, checkpoint_dir, config.steps(), config, position);
 }

@@ -12,6 +12,7 @@ engine {
   zero { stage: 3 }
   optimizer { lr: 3e-3 }
   parallel { dp: 2 }
+  logging { trace_path: "$tmp/trace.json" trace_steps: 5 }
 }
 PB
 flags=(--oversubscribe --bind-to none -np 2)
@@ -30,4 +31,10 @@ record_case checkpoint_verifies $((st == 0)) "$(cat "$tmp/verify.log")"
 "$zeroshard" ckpt inspect "$tmp/ckpt" | grep -qE "^ +2 mlp\.1 +8352 elements, shard 4176, 4 parameters"
 st=$?
 record_case checkpoint_lists_user_units $((st == 0)) "$("$zeroshard" ckpt inspect "$tmp/ckpt" 2>&1 | head -20)"
+"$zeroshard" trace "$tmp/trace.json" >"$tmp/trace.txt" 2>&1
+st=$?
+rows=$(grep -cE '^\| [01] \| 5 \| ' "$tmp/trace.txt")
+grep -q '"name":"backward mlp.1"' "$tmp/trace.json"
+has_unit=$?
+record_case trace_of_the_users_units $((st == 0 && rows == 2 && has_unit == 0)) "rc=$st rows=$rows: $(cat "$tmp/trace.txt")"
 finish_cases
