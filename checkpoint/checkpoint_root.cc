@@ -75,10 +75,22 @@ absl::Status CommitStepDirectory(const std::string& root, const std::string& tmp
   const std::string final_dir = JoinPath(root, StepDirName(step));
   std::string replaced;
   if (PathExists(final_dir)) {
-    replaced = JoinPath(root, absl::StrCat(".replaced_", StepDirName(step), "_", std::random_device{}()));
-    RETURN_IF_ERROR(RenamePath(final_dir, replaced));
+    // Re-saving a step: swap the new directory in atomically (step_<N> always
+    // exists); the old one, now under tmp_dir's name, goes after `latest`.
+    absl::Status swapped = ExchangePaths(tmp_dir, final_dir);
+    if (swapped.ok()) {
+      replaced = tmp_dir;
+    } else if (absl::IsUnimplemented(swapped)) {
+      // No RENAME_EXCHANGE here: two renames, with a moment without step_<N>.
+      replaced = JoinPath(root, absl::StrCat(".replaced_", StepDirName(step), "_", std::random_device{}()));
+      RETURN_IF_ERROR(RenamePath(final_dir, replaced));
+      RETURN_IF_ERROR(RenamePath(tmp_dir, final_dir));
+    } else {
+      return swapped;
+    }
+  } else {
+    RETURN_IF_ERROR(RenamePath(tmp_dir, final_dir));
   }
-  RETURN_IF_ERROR(RenamePath(tmp_dir, final_dir));
   RETURN_IF_ERROR(SyncDirectory(root));
   const std::string latest_tmp = JoinPath(root, absl::StrCat(kLatestFileName, ".tmp"));
   const std::string content = absl::StrCat(StepDirName(step), "\n");

@@ -38,9 +38,9 @@ absl::StatusOr<std::string> ResolveCheckpointDir(const std::string& dir_or_root)
 // when root does not exist.
 absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& root);
 
-// fsyncs tmp_dir, renames it to <root>/step_<N> (moving an existing step_<N>
-// aside first and deleting it after), fsyncs root, then atomically points
-// `latest` at it.
+// fsyncs tmp_dir, renames it to <root>/step_<N> (an existing step_<N> is
+// swapped with it atomically and deleted after; where the file system cannot
+// swap, moved aside first), fsyncs root, then atomically points `latest` at it.
 absl::Status CommitStepDirectory(const std::string& root, const std::string& tmp_dir, int64_t step);
 
 // Deletes all but the newest keep_last step directories (never the one

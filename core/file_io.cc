@@ -137,6 +137,16 @@ absl::Status RenamePath(const std::string& from, const std::string& to) {
   return absl::OkStatus();
 }
 
+absl::Status ExchangePaths(const std::string& a, const std::string& b) {
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return absl::OkStatus();
+  const int err = errno;
+  if (err == EINVAL || err == ENOSYS || err == ENOTSUP) {
+    return absl::UnimplementedError(absl::StrCat("cannot exchange '", a, "' and '", b, "' atomically here: ",
+                                                 std::strerror(err)));
+  }
+  return ErrnoStatus(absl::StrCat("cannot exchange with '", b, "'"), a, err);
+}
+
 absl::Status RemoveTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);

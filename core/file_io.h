@@ -30,6 +30,10 @@ absl::Status SyncDirectory(const std::string& dir);
 absl::Status MakeDirectories(const std::string& dir);
 // rename(2): atomic replacement of `to` when it is a file or an empty directory.
 absl::Status RenamePath(const std::string& from, const std::string& to);
+// Atomically swaps two existing paths (renameat2 RENAME_EXCHANGE): at every
+// moment each name refers to one of the two. kUnimplemented when the file
+// system or kernel cannot (callers then fall back to two renames).
+absl::Status ExchangePaths(const std::string& a, const std::string& b);
 // rm -r; OK when the path does not exist.
 absl::Status RemoveTree(const std::string& path);
 bool PathExists(const std::string& path);

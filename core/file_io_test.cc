@@ -52,5 +52,20 @@ TEST(FileIoTest, RenameReplacesFile) {
   EXPECT_EQ(RenamePath(JoinPath(dir, "a"), JoinPath(dir, "c")).code(), absl::StatusCode::kNotFound);
 }
 
+TEST(FileIoTest, ExchangeSwapsTwoDirectories) {
+  const std::string dir = Tmp("file_io_d");
+  ASSERT_TRUE(RemoveTree(dir).ok());
+  ASSERT_TRUE(MakeDirectories(JoinPath(dir, "a")).ok());
+  ASSERT_TRUE(MakeDirectories(JoinPath(dir, "b")).ok());
+  ASSERT_TRUE(WriteFileDurably(JoinPath(dir, "a/f"), {"from a"}).ok());
+  ASSERT_TRUE(WriteFileDurably(JoinPath(dir, "b/f"), {"from b"}).ok());
+  absl::Status s = ExchangePaths(JoinPath(dir, "a"), JoinPath(dir, "b"));
+  if (absl::IsUnimplemented(s)) GTEST_SKIP() << "this file system cannot exchange atomically: " << s;
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(*ReadFileToString(JoinPath(dir, "a/f")), "from b");
+  EXPECT_EQ(*ReadFileToString(JoinPath(dir, "b/f")), "from a");
+  EXPECT_EQ(ExchangePaths(JoinPath(dir, "a"), JoinPath(dir, "missing")).code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace zeroshard
