@@ -71,6 +71,19 @@ EngineConfig MakeConfig(const RunSpec& s) {
   return c;
 }
 
+// The toy model's engine for `spec` over `comm` (collective).
+absl::StatusOr<std::unique_ptr<Engine>> CreateToyEngine(const RunSpec& spec, Communicator* comm) {
+  return Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+}
+
+// ZeRO-3 over `dp` ranks, everything else as RunSpec's defaults.
+RunSpec Stage3(int dp) {
+  RunSpec s;
+  s.dp = dp;
+  s.stage = 3;
+  return s;
+}
+
 std::vector<int32_t> RandomTokens(uint32_t seed) {
   return ::zeroshard::RandomTokens(seed, kGlobalBatch, kToy.seq_len, kToy.vocab_size);
 }
@@ -108,7 +121,7 @@ RunOutput RunEngine(const RunSpec& spec, const std::vector<int32_t>& tokens) {
   out.peak_gathered_units.resize(spec.dp);
   out.shard_params_bytes.resize(spec.dp);
   OnRanks(spec.dp, [&](int rank, Communicator* comm) {
-    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    auto engine = CreateToyEngine(spec, comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches = SliceBatch(tokens, spec.dp, spec.k, rank);
     std::vector<TokenBatch> views = Views(batches);
@@ -423,7 +436,7 @@ TEST(EngineTest, DifferentConfigsFailCreateOnEveryRank) {
     RunSpec spec;
     spec.dp = 3;
     spec.stage = rank == 2 ? 2 : 3;
-    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    auto engine = CreateToyEngine(spec, comm);
     ASSERT_FALSE(engine.ok());
     EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_TRUE(absl::StartsWith(engine.status().message(),
@@ -550,7 +563,7 @@ TEST(EngineTest, DpSizeMismatchIsInvalidArgumentOnEveryRank) {
   OnRanks(2, [](int rank, Communicator* comm) {
     RunSpec spec;
     spec.dp = 4;
-    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    auto engine = CreateToyEngine(spec, comm);
     EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(engine.status().message(), "engine.parallel.dp: 4 but the dp communicator has 2 ranks");
   });
@@ -559,10 +572,7 @@ TEST(EngineTest, DpSizeMismatchIsInvalidArgumentOnEveryRank) {
 TEST(EngineTest, BadBatchFailsOnEveryRankAndEngineRecovers) {
   const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
   OnRanks(2, [&](int rank, Communicator* comm) {
-    RunSpec spec;
-    spec.dp = 2;
-    spec.stage = 3;
-    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    auto engine = CreateToyEngine(Stage3(2), comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
     // Rank 1's targets have the wrong shape.
@@ -604,10 +614,7 @@ TEST(EngineTest, BadBatchFailsOnEveryRankAndEngineRecovers) {
 
 TEST(EngineTest, UnknownParamNameIsNotFoundOnEveryRank) {
   OnRanks(3, [](int rank, Communicator* comm) {
-    RunSpec spec;
-    spec.dp = 3;
-    spec.stage = 3;
-    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    auto engine = CreateToyEngine(Stage3(3), comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
     absl::StatusOr<std::vector<float>> w = (*engine)->GatherParam("h.0.attn.c_attn.weight");
     EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound);
@@ -645,10 +652,7 @@ TEST(EngineTest, ReportsLossNormAndLr) {
 TEST(EngineTest, EvaluateMatchesFirstStepLossAndReleasesGathers) {
   const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
   OnRanks(3, [&](int rank, Communicator* comm) {
-    RunSpec spec;
-    spec.dp = 3;
-    spec.stage = 3;
-    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    auto engine = CreateToyEngine(Stage3(3), comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches = SliceBatch(tokens, 3, 1, rank);
     const int64_t shard_bytes = (*engine)->memory().Usage(MemoryCategory::kParams).current;
@@ -736,10 +740,7 @@ TEST(EngineTest, UnitWithoutParametersWorksInEveryStage) {
 TEST(EngineTest, FailureInsideAStepMakesTheEngineRefuseWork) {
   const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
   OnRanks(2, [&](int rank, Communicator* comm) {
-    RunSpec spec;
-    spec.dp = 2;
-    spec.stage = 3;
-    auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(kToy));
+    auto engine = CreateToyEngine(Stage3(2), comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
     batches[0].inputs[3] = kToy.vocab_size;  // out of range: the embedding rejects it
