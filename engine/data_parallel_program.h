@@ -1,0 +1,96 @@
+// The data-parallel step program: ZeRO stages 0-3 with prefetch,
+// persistence, reshard_after_forward, gradient buckets, ACCUMULATE / DEFER
+// accumulation and activation checkpointing, as a list of actions
+// (engine/step_program.h). A pure function of its inputs: the engine builds
+// it at Create, `zeroshard schedule` prints it, tests compare it.
+//
+// Training program, for micro-batches m = 0..k-1:
+//   forward, units u = 0..L-1:
+//     stage 3: GATHER every unit u needs that is neither gathered nor in
+//              flight, then the same for the next `prefetch` units' needs;
+//              WAIT_GATHER each of u's needs still in flight;
+//     FORWARD(u, m);
+//     stage 3 with reshard_after_forward: RELEASE each need of u whose last
+//              forward use this was (not persistent units);
+//   backward, units u = L-1..0 (units with `backward` false are skipped):
+//     stage 3: gathers as in forward, prefetching u-1..u-prefetch;
+//     RECOMPUTE(u, m) when u is checkpointed; BACKWARD(u, m);
+//     stage 3: RELEASE each need of u whose last backward use this was
+//              (not persistent units);
+//     when this micro-batch reduces (ACCUMULATE: every one; DEFER: the
+//     last) and the stage is not 1: REDUCE(b) for each bucket b that closes
+//     at u, then WAIT_REDUCE of the bucket launched before it (one bucket
+//     stays in flight while the next units compute);
+//   end of the micro-batch's backward, when it reduces: stage 1 REDUCEs
+//     every bucket (in bucket order); then WAIT_REDUCE of everything still
+//     in flight, in launch order.
+// Then RELEASE of every unit still gathered (unit order), and OPTIMIZER.
+//
+// A bucket closes at the backward of the lowest-index unit that touches any
+// of its units' parameters: its own lowest unit, or an earlier unit that
+// borrows one of them. So a gradient a borrower adds always lands before
+// the reduction.
+//
+// Evaluation program (training false): the forward of one micro-batch
+// (m = 0) with the same gathers and releases, then RELEASE of everything
+// still gathered; no backward, reductions or optimizer.
+#ifndef ZEROSHARD_ENGINE_DATA_PARALLEL_PROGRAM_H_
+#define ZEROSHARD_ENGINE_DATA_PARALLEL_PROGRAM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/step_program.h"
+
+namespace zeroshard {
+
+struct ProgramUnit {
+  std::string name;
+  // Units whose parameters this unit reads (itself first when it has
+  // parameters, then the owners of what it borrows), each once.
+  std::vector<int> needs;
+  // Stage 3: the AllGather's per-rank input bytes (shard numel x compute
+  // dtype size); 0 for a unit without parameters (it is never gathered).
+  int64_t gather_bytes = 0;
+  bool persistent = false;    // stage 3: stays gathered for the whole step
+  bool checkpointed = false;  // RECOMPUTE before its BACKWARD
+  // false: no BACKWARD (a leading run of units with only frozen
+  // parameters: nothing before them needs an input gradient).
+  bool backward = true;
+};
+
+struct ProgramBucket {
+  std::vector<int> units;  // forward order
+  // The ReduceScatter's per-rank output bytes (sum of the units' shard
+  // numel x reduce dtype size); 0 reduces nothing (no collective).
+  int64_t reduce_bytes = 0;
+  std::string name;  // "h.3" or "h.0..h.3"
+};
+
+// What OPTIMIZER issues, in order (the engine knows its stage and dtypes).
+struct DataParallelProgramOptions {
+  int stage = 0;
+  int micro_batches = 1;
+  bool reduce_every_micro_batch = true;  // ACCUMULATE; false: DEFER
+  int prefetch = 1;
+  bool reshard_after_forward = true;
+  bool training = true;
+  std::vector<IssuedCollective> optimizer_collectives;
+};
+
+// kInvalidArgument naming the value for: a stage outside [0, 3],
+// micro_batches < 1, prefetch < 0, a need outside [0, L), a bucket unit
+// outside [0, L) or in two buckets, a unit with `backward` false after one
+// with `backward` true.
+absl::StatusOr<StepProgram> BuildDataParallelProgram(const std::vector<ProgramUnit>& units,
+                                                     const std::vector<ProgramBucket>& buckets,
+                                                     const DataParallelProgramOptions& options);
+
+// The unit at whose backward each bucket closes (see above), by bucket.
+std::vector<int> BucketCloseUnits(const std::vector<ProgramUnit>& units, const std::vector<ProgramBucket>& buckets);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_ENGINE_DATA_PARALLEL_PROGRAM_H_

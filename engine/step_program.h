@@ -1,0 +1,141 @@
+// StepProgram: one optimizer step of one rank as an ordered list of actions
+// (docs/architecture.md, "The step program").
+//
+// A program is built before the first step by a pure function of (config,
+// model layout, rank coordinates) — engine/data_parallel_program.h for data
+// parallelism; pipeline schedules are other builders — and run by the
+// engine's executor loop, one action after another. Because it is data it
+// can be printed (`zeroshard schedule`), compared in tests, and simulated
+// across ranks before anything runs (engine/program_simulator.h).
+//
+// Action kinds and what the executor does for each:
+//   FORWARD(unit, mb)          run the unit on micro-batch mb's input (the
+//                              batch for unit 0, else the output of
+//                              (unit-1, mb)); keep its saved activations,
+//                              or only its input when the unit is
+//                              checkpointed
+//   BACKWARD(unit, mb)         backpropagate (unit, mb); frees its saved
+//                              activations; accumulates parameter gradients
+//   BACKWARD_INPUT/_WEIGHT     the two halves of BACKWARD for zero-bubble
+//                              schedules (reserved: no builder emits them yet)
+//   RECOMPUTE(unit, mb)        rebuild the saved activations of a
+//                              checkpointed unit from its kept input
+//   GATHER(unit)               issue the all-gather of the unit's parameters
+//                              (ZeRO-3); WAIT_GATHER(unit) waits for it;
+//                              RELEASE(unit) frees the gathered copy
+//   REDUCE(bucket)             issue the reduce-scatter of a gradient bucket;
+//                              WAIT_REDUCE(bucket) waits and accumulates it
+//                              into the gradient shards
+//   SEND_ACT/RECV_ACT,         pipeline transfers of activations and their
+//   SEND_GRAD/RECV_GRAD        gradients to/from another stage (reserved)
+//   OPTIMIZER                  release what is still gathered, norm and
+//                              overflow (one all-reduce), clip, update,
+//                              publish the parameters, loss scaler
+//
+// Every action lists the collectives it issues (`issues`), with the bytes
+// CommStats counts for them, so a program's communication can be predicted
+// per group and compared with what a run records.
+#ifndef ZEROSHARD_ENGINE_STEP_PROGRAM_H_
+#define ZEROSHARD_ENGINE_STEP_PROGRAM_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "comm/comm_stats.h"
+
+namespace zeroshard {
+
+enum class ActionKind : uint8_t {
+  kForward,
+  kBackward,
+  kBackwardInput,
+  kBackwardWeight,
+  kRecompute,
+  kGather,
+  kWaitGather,
+  kRelease,
+  kReduce,
+  kWaitReduce,
+  kSendAct,
+  kRecvAct,
+  kSendGrad,
+  kRecvGrad,
+  kOptimizer,
+};
+inline constexpr int kNumActionKinds = 15;
+
+// "FORWARD", "BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "RECOMPUTE",
+// "GATHER", "WAIT_GATHER", "RELEASE", "REDUCE", "WAIT_REDUCE", "SEND_ACT",
+// "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "OPTIMIZER".
+const char* ActionKindName(ActionKind kind);
+// The inverse; kInvalidArgument listing the kinds for anything else.
+absl::StatusOr<ActionKind> ParseActionKind(absl::string_view name);
+
+// One collective (or point-to-point transfer) an action issues.
+struct IssuedCollective {
+  std::string group;  // "dp", "tp", "pp", "world"
+  CommOp op = CommOp::kAllReduce;
+  // Per rank, in CommStats::Record's convention: AllGather's input,
+  // ReduceScatter's output, the AllReduce/Send/Recv buffer, in bytes.
+  int64_t bytes_per_rank = 0;
+  std::string what;  // "params h.3", "grads h.0..h.3", "norm, loss, overflow"
+
+  bool operator==(const IssuedCollective& o) const {
+    return group == o.group && op == o.op && bytes_per_rank == o.bytes_per_rank && what == o.what;
+  }
+};
+
+struct Action {
+  ActionKind kind = ActionKind::kForward;
+  int micro_batch = -1;  // compute and transfer actions; -1 otherwise
+  int unit = -1;         // compute, gather and release actions; -1 otherwise
+  int bucket = -1;       // REDUCE / WAIT_REDUCE; -1 otherwise
+  int peer_stage = -1;   // transfers: the other pipeline stage; -1 otherwise
+  std::vector<IssuedCollective> issues;
+
+  bool operator==(const Action& o) const {
+    return kind == o.kind && micro_batch == o.micro_batch && unit == o.unit && bucket == o.bucket &&
+           peer_stage == o.peer_stage && issues == o.issues;
+  }
+};
+
+// What the program's text form prints for units and buckets.
+struct ProgramNames {
+  std::vector<std::string> units;    // by unit index
+  std::vector<std::string> buckets;  // by bucket index: "h.3", "h.0..h.3"
+};
+
+struct StepProgram {
+  std::vector<Action> actions;
+  int micro_batches = 0;
+  int num_units = 0;
+  int num_buckets = 0;
+  ProgramNames names;
+};
+
+// One line per action: the kind, then "mb=<m>" / "unit=<name>" /
+// "bucket=<name>" / "peer=<stage>" where they apply, then "bytes=<n>" (the
+// sum of its collectives' per-rank bytes) when it communicates, e.g.
+//   GATHER unit=h.3 bytes=12544
+//   FORWARD mb=0 unit=h.3
+//   REDUCE bucket=h.2..h.3 bytes=6272
+std::string FormatAction(const StepProgram& program, const Action& action);
+std::string FormatProgram(const StepProgram& program);  // one FormatAction per line
+
+// Per (group, op): calls and the bytes this rank sends, computed exactly as
+// CommStats::Record counts them for a group of `group_sizes[group]` ranks.
+struct CollectiveTotals {
+  int64_t calls = 0;
+  int64_t bytes_sent = 0;
+};
+using CollectivesByGroup = std::map<std::pair<std::string, CommOp>, CollectiveTotals>;
+CollectivesByGroup CountCollectives(const StepProgram& program, const std::map<std::string, int>& group_sizes);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_ENGINE_STEP_PROGRAM_H_
