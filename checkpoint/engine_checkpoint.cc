@@ -12,30 +12,35 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_root.h"
 #include "checkpoint/manifest.h"
-#include "checkpoint/rank_agreement.h"
+#include "comm/status_agreement.h"
 #include "checkpoint/safetensors_file.h"
 #include "checkpoint/shard_file.h"
 #include "core/file_io.h"
 #include "core/status_macros.h"
+#include "engine/engine_impl.h"
 #include "sharding/loss_scaler.h"
 
 namespace zeroshard {
 namespace {
 
-std::vector<FlatParamLayout> EngineLayouts(const Engine& engine) {
+std::vector<FlatParamLayout> EngineLayouts(const EngineImpl& engine) {
   std::vector<FlatParamLayout> layouts;
   for (int u = 0; u < engine.num_units(); ++u) layouts.push_back(engine.layout(u));
   return layouts;
 }
 
 // The f32 buffer holding unit u's region of `kind` on this rank (master
-// region: [0, P) under stage 0, the rank's shard otherwise).
-float* StateBuffer(Engine& engine, int u, absl::string_view kind) {
-  ShardedOptimizer& opt = engine.optimizer();
+// region: [0, P) under stage 0, the rank's shard otherwise). Null for the
+// optimizer state of a unit that has none (frozen): it is saved as zeros
+// and not read back.
+float* StateBuffer(EngineImpl& engine, int u, absl::string_view kind) {
   if (kind == kKindMaster) return engine.unit_shard(u).master();
-  if (kind == kKindExpAvg) return opt.mutable_exp_avg(u).as<float>();
-  if (kind == kKindExpAvgSq) return opt.mutable_exp_avg_sq(u).as<float>();
-  if (kind == kKindMomentum) return opt.mutable_momentum(u).as<float>();
+  const int region = engine.optimizer_region(u);
+  if (region < 0) return nullptr;
+  ShardedOptimizer& opt = engine.optimizer();
+  if (kind == kKindExpAvg) return opt.mutable_exp_avg(region).as<float>();
+  if (kind == kKindExpAvgSq) return opt.mutable_exp_avg_sq(region).as<float>();
+  if (kind == kKindMomentum) return opt.mutable_momentum(region).as<float>();
   return nullptr;
 }
 
@@ -72,7 +77,7 @@ absl::StatusOr<std::vector<CheckpointFile>> GatherFileRecords(Communicator& dp, 
   return files;
 }
 
-absl::Status CheckModelMatches(const Engine& engine, const CheckpointManifest& m, const std::string& dir) {
+absl::Status CheckModelMatches(const EngineImpl& engine, const CheckpointManifest& m, const std::string& dir) {
   if (m.units_size() != engine.num_units()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint '", dir, "' has ", m.units_size(),
                                                       " units, the model has ", engine.num_units()));
@@ -106,24 +111,6 @@ absl::Status Agreed(Communicator& dp, absl::string_view what, F body) {
   return AgreeAcrossRanks(dp, body(), what);
 }
 
-absl::Status PublishAll(Engine& engine) {
-  std::vector<std::unique_ptr<Work>> works;
-  absl::Status status;
-  for (int u = 0; u < engine.num_units() && status.ok(); ++u) {
-    absl::StatusOr<std::unique_ptr<Work>> w = engine.unit_shard(u).PublishMaster();
-    if (!w.ok()) {
-      status = w.status();
-    } else if (*w != nullptr) {
-      works.push_back(std::move(*w));
-    }
-  }
-  for (auto& w : works) {
-    absl::Status s = w->Wait();
-    if (status.ok()) status = s;
-  }
-  return status;
-}
-
 }  // namespace
 
 std::vector<std::string> CheckpointKinds(const OptimizerOptions& options) {
@@ -144,9 +131,10 @@ SaveOptions SaveOptionsFromConfig(const TrainConfig& config) {
   return options;
 }
 
-absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t step, const TrainConfig& config,
+absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int64_t step, const TrainConfig& config,
                             const DataPosition& data, const SaveOptions& options) {
-  Communicator& dp = engine.dp();
+  EngineImpl& engine = Internals(public_engine);
+  Communicator& dp = engine.control();
   const int rank = dp.rank();
   const auto hook = [&](absl::string_view phase) {
     if (options.fault_hook) options.fault_hook(phase);
@@ -169,8 +157,13 @@ absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t ste
   CheckpointFile mine;
   RETURN_IF_ERROR(Agreed(dp, "writing a shard file", [&]() -> absl::Status {
     hook("before_shard_file");
+    std::vector<float> zeros;  // a frozen unit's optimizer state
     ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, rank, step, layouts, kinds, [&](int u, int k) -> const float* {
                        const float* base = StateBuffer(engine, u, kinds[k]);
+                       if (base == nullptr) {
+                         zeros.assign(static_cast<size_t>(engine.unit_shard(u).master_numel()), 0.0f);
+                         base = zeros.data();
+                       }
                        return stage == 0 ? base + layouts[u].ShardBegin(rank) : base;
                      }));
     hook("after_shard_file");
@@ -221,9 +214,10 @@ absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t ste
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::string& dir_or_root,
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std::string& dir_or_root,
                                                 const LoadOptions& options) {
-  Communicator& dp = engine.dp();
+  EngineImpl& engine = Internals(public_engine);
+  Communicator& dp = engine.control();
   absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(dir_or_root);
   const std::vector<std::string> kinds =
       options.weights_only ? std::vector<std::string>{kKindMaster} : CheckpointKinds(engine.options().optimizer);
@@ -249,7 +243,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::strin
       const int64_t stored = std::max<int64_t>(0, std::min(begin + count, engine.layout(u).numel()) - begin);
       for (const std::string& k : kinds) {
         float* dst = StateBuffer(engine, u, k);
-        if (count == 0) continue;
+        if (count == 0 || dst == nullptr) continue;
         if (stored > 0) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst));
         std::fill(dst + stored, dst + count, 0.0f);
       }
@@ -267,7 +261,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::strin
                      m.loss_scaler().skipped_steps());
     }
   }
-  RETURN_IF_ERROR(AgreeAcrossRanks(dp, PublishAll(engine), "publishing the loaded parameters"));
+  RETURN_IF_ERROR(AgreeAcrossRanks(dp, engine.PublishMasterWeights(), "publishing the loaded parameters"));
   LoadedCheckpoint loaded;
   loaded.dir = reader->dir();
   loaded.step = m.step();
@@ -281,8 +275,9 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::strin
   return loaded;
 }
 
-absl::Status ImportSafetensors(Engine& engine, const std::string& path) {
-  Communicator& dp = engine.dp();
+absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
+  EngineImpl& engine = Internals(public_engine);
+  Communicator& dp = engine.control();
   absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(path);
   RETURN_IF_ERROR(Agreed(dp, "opening the safetensors file", [&]() -> absl::Status {
     RETURN_IF_ERROR(file.status());
@@ -300,9 +295,8 @@ absl::Status ImportSafetensors(Engine& engine, const std::string& path) {
       }
     }
     for (const SafetensorsTensorInfo& t : file->header().tensors) {
-      if (std::find(names.begin(), names.end(), t.name) != names.end() || t.name == "lm_head.weight" ||
-          absl::StartsWith(t.name, "optimizer.") || absl::EndsWith(t.name, ".attn.bias") ||
-          absl::EndsWith(t.name, ".attn.masked_bias")) {
+      if (std::find(names.begin(), names.end(), t.name) != names.end() || absl::StartsWith(t.name, "optimizer.") ||
+          engine.model().IgnoresImportTensor(t.name)) {
         continue;
       }
       return absl::InvalidArgumentError(absl::StrCat("'", path, "' tensor '", t.name, "' is not a model parameter"));
@@ -322,7 +316,7 @@ absl::Status ImportSafetensors(Engine& engine, const std::string& path) {
     }
     return absl::OkStatus();
   }));
-  return AgreeAcrossRanks(dp, PublishAll(engine), "publishing the imported parameters");
+  return AgreeAcrossRanks(dp, engine.PublishMasterWeights(), "publishing the imported parameters");
 }
 
 }  // namespace zeroshard

@@ -1,6 +1,6 @@
 // Saving and loading an Engine's training state as a sharded checkpoint
 // (docs/checkpoint_format.md). Every function here is collective over the
-// engine's dp communicator: every rank calls it with the same arguments, and
+// engine's dp group (its control communicator): every rank calls it with the same arguments, and
 // every rank returns the same status code (a rank that did not fail itself
 // reports which rank did). The directory must be on a file system every
 // rank sees.
@@ -108,10 +108,10 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::strin
 // Sets the engine's master weights (and published parameters) from a full
 // model in safetensors layout with the engine's parameter names and shapes
 // (F32, BF16 or F16; e.g. `zeroshard ckpt consolidate` output). Tensors the
-// model does not have are an error, except "lm_head.weight" (tied) and
-// names starting with "optimizer." or ending in ".attn.bias" /
-// ".attn.masked_bias" (Hugging Face buffers), which are ignored. Optimizer
-// state and the step counter are untouched.
+// model does not have are an error, except names starting with "optimizer."
+// and those the model lists in Model::ignored_import_tensors (GPT-2: the
+// tied "lm_head.weight" and Hugging Face's attention buffers), which are
+// skipped. Optimizer state and the step counter are untouched.
 absl::Status ImportSafetensors(Engine& engine, const std::string& path);
 
 // The optimizer-state kinds an engine's optimizer keeps, "master" first.

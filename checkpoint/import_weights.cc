@@ -10,19 +10,12 @@
 #include "checkpoint/offline_writer.h"
 #include "checkpoint/safetensors_file.h"
 #include "core/status_macros.h"
-#include "nn/gpt2.h"
 
 namespace zeroshard {
 
-absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path, const TrainConfig& config,
-                                             const std::string& out_root) {
-  Gpt2Config gc;
-  gc.n_layer = config.model().n_layer();
-  gc.n_head = config.model().n_head();
-  gc.n_embd = config.model().n_embd();
-  gc.vocab_size = config.model().vocab_size();
-  gc.seq_len = config.model().seq_len();
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildGpt2(gc));
+absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path, const Model& model_ref,
+                                             const TrainConfig& config, const std::string& out_root) {
+  const Model* model = &model_ref;
   const int dp = config.engine().parallel().dp();
   std::vector<FlatParamLayout> layouts;
   std::vector<std::vector<std::string>> borrowed;
@@ -52,9 +45,8 @@ absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path
     }
   }
   for (const SafetensorsTensorInfo& t : file.header().tensors) {
-    if (std::find(names.begin(), names.end(), t.name) != names.end() || t.name == "lm_head.weight" ||
-        absl::StartsWith(t.name, "optimizer.") || absl::EndsWith(t.name, ".attn.bias") ||
-        absl::EndsWith(t.name, ".attn.masked_bias")) {
+    if (std::find(names.begin(), names.end(), t.name) != names.end() || absl::StartsWith(t.name, "optimizer.") ||
+        model->IgnoresImportTensor(t.name)) {
       continue;
     }
     return absl::InvalidArgumentError(

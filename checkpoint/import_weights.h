@@ -1,4 +1,4 @@
-// `zeroshard ckpt import`: full GPT-2 weights in safetensors layout (e.g. a
+// `zeroshard ckpt import`: full model weights in safetensors layout (e.g. a
 // `consolidate` output) to a step-0 checkpoint that a training job loads to
 // start from them: master weights from the file, optimizer state zero,
 // topology and config from the run config.
@@ -8,18 +8,20 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "nn/model.h"
 #include "proto/config.pb.h"
 
 namespace zeroshard {
 
-// The model is GPT-2 as config.model() describes it, laid out for
-// config.engine().parallel().dp() ranks at ZeRO stage config.engine().zero().stage().
+// `model` is the run's model (built from the config by its caller), laid
+// out for config.engine().parallel().dp() ranks at ZeRO stage
+// config.engine().zero().stage(); `config` is recorded in the manifest.
 // Every model parameter must be in the file with its exact shape (F32, BF16
 // or F16); other tensors are ignored as ImportSafetensors ignores them
 // (engine_checkpoint.h) and any other extra tensor is kInvalidArgument.
 // Writes <out_root>/step_0 and `latest`; returns the step directory.
-absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path, const TrainConfig& config,
-                                             const std::string& out_root);
+absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path, const Model& model,
+                                             const TrainConfig& config, const std::string& out_root);
 
 }  // namespace zeroshard
 

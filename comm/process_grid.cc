@@ -73,6 +73,10 @@ Communicator& ProcessGrid::group(GridAxis axis) const {
   return axis == GridAxis::kDp ? dp() : axis == GridAxis::kTp ? tp() : pp();
 }
 
+Communicator& ProcessGrid::control(GridAxis axis) const {
+  return axis == GridAxis::kDp ? *dp_control_ : axis == GridAxis::kTp ? *tp_control_ : *pp_control_;
+}
+
 absl::StatusOr<ProcessGrid> ProcessGrid::Create(std::unique_ptr<Communicator> world, GridShape shape) {
   if (world == nullptr) return absl::InvalidArgumentError("ProcessGrid::Create needs a world communicator");
   RETURN_IF_ERROR(ValidateGridShape(shape, world->size()));
@@ -83,6 +87,10 @@ absl::StatusOr<ProcessGrid> ProcessGrid::Create(std::unique_ptr<Communicator> wo
   ASSIGN_OR_RETURN(grid.tp_, world->Split(GroupColor(shape, c, GridAxis::kTp), c.tp, "tp"));
   ASSIGN_OR_RETURN(grid.dp_, world->Split(GroupColor(shape, c, GridAxis::kDp), c.dp, "dp"));
   ASSIGN_OR_RETURN(grid.pp_, world->Split(GroupColor(shape, c, GridAxis::kPp), c.pp, "pp"));
+  ASSIGN_OR_RETURN(grid.world_control_, world->Split(0, world->rank(), "world.control"));
+  ASSIGN_OR_RETURN(grid.tp_control_, world->Split(GroupColor(shape, c, GridAxis::kTp), c.tp, "tp.control"));
+  ASSIGN_OR_RETURN(grid.dp_control_, world->Split(GroupColor(shape, c, GridAxis::kDp), c.dp, "dp.control"));
+  ASSIGN_OR_RETURN(grid.pp_control_, world->Split(GroupColor(shape, c, GridAxis::kPp), c.pp, "pp.control"));
   grid.world_ = std::move(world);
   return grid;
 }

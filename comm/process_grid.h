@@ -44,12 +44,17 @@ std::vector<std::vector<int>> GroupsAlong(const GridShape& shape, GridAxis axis)
 // kInvalidArgument unless every dimension is >= 1 and dp·tp·pp == world_size.
 absl::Status ValidateGridShape(const GridShape& shape, int world_size);
 
-// Owns the world communicator and its dp, tp and pp sub-communicators.
-// Movable; the communicators live as long as the grid.
+// Owns the world communicator and its dp, tp and pp sub-communicators, and
+// for the world and every axis a *control* communicator: a duplicate of the
+// same group over the world's backend (MPI, host memory) for fingerprints,
+// batch signatures, error agreement, checkpoints and traces, so that the
+// data communicators that move tensors can be device-side (NCCL) without
+// control traffic passing through them. Movable; the communicators live as
+// long as the grid.
 class ProcessGrid {
  public:
   // Collective over `world`: splits it into the three groups (always in the
-  // order tp, dp, pp). Errors: the shape does not match world->size()
+  // order tp, dp, pp), then the control duplicates (world, tp, dp, pp). Errors: the shape does not match world->size()
   // (kInvalidArgument), or a Split failed.
   static absl::StatusOr<ProcessGrid> Create(std::unique_ptr<Communicator> world, GridShape shape);
 
@@ -58,6 +63,10 @@ class ProcessGrid {
   Communicator& tp() const { return *tp_; }
   Communicator& pp() const { return *pp_; }
   Communicator& group(GridAxis axis) const;
+  // Control communicators ("world.control", "dp.control", ...): the same
+  // ranks in the same order as world() / group(axis).
+  Communicator& world_control() const { return *world_control_; }
+  Communicator& control(GridAxis axis) const;
 
   const GridShape& shape() const { return shape_; }
   const GridCoords& coords() const { return coords_; }
@@ -75,6 +84,10 @@ class ProcessGrid {
   std::unique_ptr<Communicator> tp_;
   std::unique_ptr<Communicator> dp_;
   std::unique_ptr<Communicator> pp_;
+  std::unique_ptr<Communicator> world_control_;
+  std::unique_ptr<Communicator> tp_control_;
+  std::unique_ptr<Communicator> dp_control_;
+  std::unique_ptr<Communicator> pp_control_;
 };
 
 }  // namespace zeroshard

@@ -3,8 +3,8 @@
 // EngineOptionsFromConfig maps the proto and rejects what this engine does
 // not do yet (kUnimplemented naming the field) or cannot run (kInvalidArgument
 // naming the field and the expected value). The semantic ranges are checked
-// by the lead's engine/config_validation; this mapping repeats only what the
-// engine would otherwise misbehave on.
+// by engine/config_validation; this mapping repeats only what the engine
+// would otherwise misbehave on.
 #ifndef ZEROSHARD_ENGINE_ENGINE_OPTIONS_H_
 #define ZEROSHARD_ENGINE_ENGINE_OPTIONS_H_
 
@@ -17,7 +17,6 @@
 #include "proto/config.pb.h"
 #include "sharding/loss_scaler.h"
 #include "sharding/lr_schedule.h"
-#include "sharding/param_gatherer.h"
 #include "sharding/sharded_optimizer.h"
 
 namespace zeroshard {
@@ -34,6 +33,13 @@ enum class CheckpointPolicy {
   // The last unit's backward follows its forward at once, so recomputing it
   // saves no memory; kNamed recomputes it only when named.
   kNamed,      // recompute the units named in `units` (checked by Engine::Create)
+};
+
+// ZeRO-3 gathering (where the step program places gathers and releases).
+struct GatherOptions {
+  int prefetch = 1;
+  int64_t persistence_threshold = 0;
+  bool reshard_after_forward = true;
 };
 
 struct ActivationCheckpointingOptions {

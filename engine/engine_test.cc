@@ -124,7 +124,7 @@ RunOutput RunEngine(const RunSpec& spec, const std::vector<int32_t>& tokens) {
     auto engine = CreateToyEngine(spec, comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches = SliceBatch(tokens, spec.dp, spec.k, rank);
-    std::vector<TokenBatch> views = Views(batches);
+    std::vector<Batch> views = Views(batches);
     for (int step = 1; step <= spec.steps; ++step) {
       const CommStats before = (*engine)->comm_stats();
       (*engine)->memory().ResetPeaks();
@@ -576,7 +576,7 @@ TEST(EngineTest, BadBatchFailsOnEveryRankAndEngineRecovers) {
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
     // Rank 1's targets have the wrong shape.
-    TokenBatch bad = batches[0].view;
+    Batch bad = batches[0].view;
     if (rank == 1) bad.targets.shape = {bad.targets.shape[0] * 2, bad.targets.shape[1] / 2};
     absl::StatusOr<StepResult> r = (*engine)->TrainStep({&bad, 1});
     ASSERT_FALSE(r.ok());
@@ -588,7 +588,7 @@ TEST(EngineTest, BadBatchFailsOnEveryRankAndEngineRecovers) {
       EXPECT_EQ(r.status().message(), "dp rank(s) 1 rejected their batch (see their error)");
     }
     // Ranks disagree on B: rank 1 passes half its rows.
-    TokenBatch shorter = batches[0].view;
+    Batch shorter = batches[0].view;
     if (rank == 1) {
       shorter.inputs.shape[0] = 9;
       shorter.targets.shape[0] = 9;
@@ -598,7 +598,7 @@ TEST(EngineTest, BadBatchFailsOnEveryRankAndEngineRecovers) {
     EXPECT_TRUE(absl::StartsWith(r.status().message(), "micro-batch shapes differ across dp ranks: B in [9, 18]"))
         << r.status();
     // Wrong number of micro-batches on rank 0.
-    std::vector<TokenBatch> two = {batches[0].view, batches[0].view};
+    std::vector<Batch> two = {batches[0].view, batches[0].view};
     r = (*engine)->TrainStep(rank == 0 ? absl::MakeConstSpan(two) : absl::MakeConstSpan(two.data(), 1));
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     if (rank == 0) {
@@ -769,13 +769,13 @@ class LoggingUnit : public Unit {
   const std::string& name() const override { return inner_->name(); }
   const std::vector<ParamSpec>& params() const override { return inner_->params(); }
   std::vector<std::string> borrowed_params() const override { return inner_->borrowed_params(); }
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
+  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
                        const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
     log_->events.push_back("F " + name());
     return inner_->Forward(ctx, params, batch, in, out, saved);
   }
   absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                        absl::Span<const TensorView> grads, const TokenBatch& batch, const SavedActivations& saved,
+                        absl::Span<const TensorView> grads, const Batch& batch, const SavedActivations& saved,
                         const TensorView& grad_out, Buffer* grad_in) override {
     log_->events.push_back("B " + name());
     return inner_->Backward(ctx, params, grads, batch, saved, grad_out, grad_in);

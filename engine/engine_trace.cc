@@ -11,11 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "core/file_io.h"
 #include "core/status_macros.h"
-#include "engine/engine.h"
+#include "engine/engine_impl.h"
 
 namespace zeroshard {
 
-absl::Status Engine::InitTrace(const LoggingConfig& logging) {
+absl::Status EngineImpl::InitTrace(const LoggingConfig& logging) {
   if (logging.trace_path().empty()) return absl::OkStatus();
   trace_path_ = logging.trace_path();
   trace_steps_ = logging.trace_steps();
@@ -35,7 +35,7 @@ absl::Status Engine::InitTrace(const LoggingConfig& logging) {
   return absl::OkStatus();
 }
 
-void Engine::TraceMemory() {
+void EngineImpl::TraceMemory() {
   if (timeline_ == nullptr || !timeline_->recording()) return;
   std::vector<TraceArg> bytes;
   for (int c = 0; c < kNumMemoryCategories; ++c) {
@@ -45,7 +45,7 @@ void Engine::TraceMemory() {
   timeline_->AddCounter("memory", Timeline::Clock::now(), std::move(bytes));
 }
 
-absl::StatusOr<TraceFileInfo> Engine::WriteTrace() {
+absl::StatusOr<TraceFileInfo> EngineImpl::WriteTrace() {
   if (timeline_ == nullptr) {
     return absl::FailedPreconditionError("WriteTrace: engine.logging.trace_path is empty, nothing was recorded");
   }
@@ -59,7 +59,7 @@ absl::StatusOr<TraceFileInfo> Engine::WriteTrace() {
       {"compute_dtype", absl::StrCat("\"", DTypeName(options_.compute_dtype), "\"")},
       {"traced_steps", absl::StrCat(traced_steps_)},
   };
-  trace_result_ = WriteMergedTrace(*dp_, *timeline_, trace_path_, other_data);
+  trace_result_ = WriteMergedTrace(*control_, *timeline_, trace_path_, other_data);
   timeline_->Clear();
   return trace_result_;
 }

@@ -5,22 +5,37 @@
 // it can go, the way the executors would run them:
 //   * a collective completes once every member of its group has reached it;
 //     a group's collectives must appear in the same order, with the same op
-//     and bytes, on every member;
+//     and bytes, on every member. GATHER, REDUCE and SEND_* issue theirs
+//     without waiting (WAIT_GATHER, a RELEASE of a unit in flight and
+//     WAIT_REDUCE wait for them); any other action waits for each of its
+//     own in turn. Send/Recv ops are left to the next rule;
 //   * a RECV_* waits for the matching SEND_* (same pair of stages, the same
-//     micro-batch and kind);
+//     micro-batch and kind), in any order. A rank's stage is its position in
+//     its "pp" group, and peer_stage indexes that group;
 //   * per rank, in program order: a unit's parameters are gathered and
 //     waited (stage 3 programs) before it computes; each (micro-batch,
 //     unit) runs FORWARD once and BACKWARD once (or BACKWARD_INPUT and
-//     BACKWARD_WEIGHT once each), its backward after its forward and after
-//     the backward of the unit above it in the same micro-batch; a
-//     RECOMPUTE falls between them; REDUCE of a bucket follows the backward
-//     of every unit in it, and is waited before OPTIMIZER;
+//     BACKWARD_WEIGHT once each), its forward after the forward of the unit
+//     below it and its backward after its forward and after the backward
+//     of the unit above it in the same micro-batch (when this rank computes
+//     that unit); a RECOMPUTE falls between them; GATHER only of a released
+//     unit, WAIT_GATHER only of one in flight, RELEASE only of one that is
+//     not released; REDUCE of a bucket follows a backward of every unit in
+//     StepProgram::bucket_writers since its previous REDUCE, and is waited
+//     before OPTIMIZER;
 //   * no rank is left waiting when nothing can move (a deadlock names the
-//     ranks and the actions they wait at).
+//     ranks and the actions they wait at);
+//   * at the end no REDUCE is unwaited, no unit gathered, no activation
+//     kept and no SEND unreceived.
+// The gather rule checks the computing unit's own parameters (not those it
+// borrows), and only for units the program GATHERs somewhere: a unit never
+// gathered has no parameters.
 // From the walk come per-rank predictions the engine also measures: the
 // most units gathered or in flight at once, the most (micro-batch, unit)
 // activations kept at once (saved for backward or kept as a checkpointed
-// input), and the collectives per group.
+// input; FORWARD of a unit with no backward anywhere in the program, as in
+// an evaluation, keeps nothing), and the collectives per group
+// (CountCollectives with the sizes of the rank's groups).
 #ifndef ZEROSHARD_ENGINE_PROGRAM_SIMULATOR_H_
 #define ZEROSHARD_ENGINE_PROGRAM_SIMULATOR_H_
 
@@ -38,7 +53,7 @@ namespace zeroshard {
 struct SimulatedRank {
   StepProgram program;
   std::map<std::string, std::vector<int>> groups;
-  // Whether FORWARD must be preceded by gathers (ZeRO-3 programs).
+  // Whether compute actions must be preceded by gathers (ZeRO-3 programs).
   bool gathers_params = false;
   // Units this rank computes (a pipeline stage's units); empty: every unit.
   std::vector<int> units;
@@ -57,8 +72,11 @@ struct Simulation {
 };
 
 // kFailedPrecondition naming the rank, the action (FormatAction) and the
-// rule for the first violation; kFailedPrecondition naming every stuck
-// rank and what it waits for on a deadlock.
+// rule for the first violation met in the walk; kFailedPrecondition naming
+// every stuck rank and what it waits for on a deadlock. kInvalidArgument
+// for malformed input: groups that members list differently, an index out
+// of range, a collective on a group the rank is not in, a transfer without
+// a "pp" group.
 absl::StatusOr<Simulation> SimulatePrograms(const std::vector<SimulatedRank>& ranks);
 
 }  // namespace zeroshard

@@ -116,6 +116,13 @@ struct StepProgram {
   int num_units = 0;
   int num_buckets = 0;
   ProgramNames names;
+  // By bucket: the units that run backward and whose BACKWARD (or
+  // BACKWARD_WEIGHT) adds to its gradients, its own units and those
+  // borrowing from them; each REDUCE of
+  // the bucket must follow a backward of every one of them since the
+  // bucket's previous REDUCE (engine/program_simulator.h). Empty or short:
+  // no such check for the buckets it leaves out.
+  std::vector<std::vector<int>> bucket_writers;
 };
 
 // One line per action: the kind, then "mb=<m>" / "unit=<name>" /
@@ -128,7 +135,8 @@ std::string FormatAction(const StepProgram& program, const Action& action);
 std::string FormatProgram(const StepProgram& program);  // one FormatAction per line
 
 // Per (group, op): calls and the bytes this rank sends, computed exactly as
-// CommStats::Record counts them for a group of `group_sizes[group]` ranks.
+// CommStats::Record counts them for a group of `group_sizes[group]` ranks
+// (a group missing there counts as one rank; a Broadcast as a non-root's).
 struct CollectiveTotals {
   int64_t calls = 0;
   int64_t bytes_sent = 0;

@@ -38,8 +38,7 @@ class StepBatches {
     for (int m = 0; m < accumulation; ++m) {
       inputs_[m].resize(rows * seq_len);
       targets_[m].resize(rows * seq_len);
-      views_[m].inputs = View(inputs_[m]);
-      views_[m].targets = View(targets_[m]);
+      views_[m] = Gpt2Batch(View(inputs_[m]), View(targets_[m]));
     }
   }
 
@@ -51,7 +50,7 @@ class StepBatches {
     return absl::OkStatus();
   }
 
-  absl::Span<const TokenBatch> batches() const { return views_; }
+  absl::Span<const Batch> batches() const { return views_; }
 
  private:
   TensorView View(std::vector<int32_t>& v) {
@@ -64,7 +63,7 @@ class StepBatches {
 
   int64_t rows_, seq_len_;
   std::vector<std::vector<int32_t>> inputs_, targets_;
-  std::vector<TokenBatch> views_;
+  std::vector<Batch> views_;
 };
 
 TokenFileFormat FormatOf(const DataConfig& data) {
@@ -90,21 +89,21 @@ absl::StatusOr<std::unique_ptr<DataSplit>> OpenSplit(const std::string& path, co
   return split;
 }
 
-// Mean validation loss over data.eval_batches global batches (collective).
+// Validation loss over data.eval_batches global batches (collective): the
+// mean over every target token evaluated.
 absl::StatusOr<float> EvaluateValidation(Engine& engine, DataSplit& val, const TrainConfig& config, int dp_rank) {
   const int accumulation = config.engine().gradient_accumulation_steps();
   StepBatches batches(accumulation, val.source->plan().micro_batch_size(), config.model().seq_len());
-  double sum = 0;
-  int count = 0;
+  double sum = 0, weight = 0;
   for (int b = 0; b < config.data().eval_batches(); ++b) {
     RETURN_IF_ERROR(batches.Fill(*val.source, b, dp_rank));
-    for (const TokenBatch& micro : batches.batches()) {
-      ASSIGN_OR_RETURN(float loss, engine.Evaluate(micro));
-      sum += loss;
-      ++count;
+    for (const Batch& micro : batches.batches()) {
+      ASSIGN_OR_RETURN(EvalResult r, engine.Evaluate(micro));
+      sum += static_cast<double>(r.loss) * r.loss_weight;
+      weight += r.loss_weight;
     }
   }
-  return static_cast<float>(sum / count);
+  return static_cast<float>(sum / weight);
 }
 
 std::string Bytes(int64_t b) {
@@ -128,11 +127,11 @@ absl::StatusOr<std::array<int64_t, kNumMemoryCategories>> MaxPeaks(Communicator&
 }
 
 // Writes the engine's trace (collective) and says where it went.
-absl::Status WriteTrace(Engine& engine, const std::string& path, bool leader, std::ostream& out) {
+absl::Status WriteTrace(Engine& engine, const std::string& path, int ranks, bool leader, std::ostream& out) {
   ASSIGN_OR_RETURN(TraceFileInfo info, engine.WriteTrace());
   if (leader) {
     out << absl::StrFormat("zeroshard: wrote trace %s (%d events from %d ranks, %.1f KiB; open it in ui.perfetto.dev)\n",
-                           path, info.events, engine.dp().size(), info.bytes / 1024.0);
+                           path, info.events, ranks, info.bytes / 1024.0);
   }
   return absl::OkStatus();
 }
@@ -236,7 +235,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     if (val == nullptr) return absl::InvalidArgumentError("--eval_only needs data.val_path in the config");
     ASSIGN_OR_RETURN(float loss, EvaluateValidation(*engine, *val, config, dp_rank));
     if (leader) out << absl::StrFormat("val_loss %.6f\n", loss);
-    if (engine->timeline() != nullptr) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, leader, out));
+    if (engine->timeline() != nullptr) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, par.dp(), leader, out));
     return absl::OkStatus();
   }
 
@@ -288,7 +287,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
       ASSIGN_OR_RETURN(float v, EvaluateValidation(*engine, *val, config, dp_rank));
       val_loss = v;
     }
-    const double tokens_per_s = r.tokens / (step_ms / 1000.0);
+    const double tokens_per_s = static_cast<double>(r.rows) * config.model().seq_len() / (step_ms / 1000.0);
     if (metrics != nullptr) {
       StepMetrics m;
       m.step = step;
@@ -315,11 +314,11 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     }
     last_loss = r.loss;
     if (engine->trace_due()) {
-      RETURN_IF_ERROR(WriteTrace(*engine, trace_path, leader, out));
+      RETURN_IF_ERROR(WriteTrace(*engine, trace_path, par.dp(), leader, out));
       trace_written = true;
     }
   }
-  if (engine->timeline() != nullptr && !trace_written) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, leader, out));
+  if (engine->timeline() != nullptr && !trace_written) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, par.dp(), leader, out));
   if (leader && last_loss.has_value()) out << absl::StrFormat("done: step %d, final train loss %.4f\n", step, *last_loss);
   return absl::OkStatus();
 }

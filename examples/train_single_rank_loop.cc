@@ -55,8 +55,8 @@ absl::StatusOr<std::vector<float>> TrainSingleRank(const TokenDataset& dataset, 
   ASSIGN_OR_RETURN(BatchSource source, BatchSource::Create(&dataset, plan));
   const int64_t b = plan.micro_batch_size(), t = plan.seq_len;
   std::vector<int32_t> inputs(b * t), targets(b * t);
-  const TokenBatch batch{TensorView{inputs.data(), DType::kI32, {b, t}, Device::kCpu},
-                         TensorView{targets.data(), DType::kI32, {b, t}, Device::kCpu}};
+  const Batch batch = Gpt2Batch(TensorView{inputs.data(), DType::kI32, {b, t}, Device::kCpu},
+                                TensorView{targets.data(), DType::kI32, {b, t}, Device::kCpu});
 
   std::vector<float> losses;
   for (int64_t step = 0; step < options.steps; ++step) {
@@ -64,8 +64,10 @@ absl::StatusOr<std::vector<float>> TrainSingleRank(const TokenDataset& dataset, 
     double loss_sum = 0;
     for (int64_t m = 0; m < options.accumulation_steps; ++m) {
       RETURN_IF_ERROR(source.GetInputsTargets(step, m, 0, absl::MakeSpan(inputs), absl::MakeSpan(targets)));
-      ASSIGN_OR_RETURN(float loss, rm.ForwardBackward(batch, 1.0f / static_cast<float>(options.accumulation_steps)));
-      loss_sum += loss;
+      // d(objective)/d(loss sum) for the mean over the step's tokens.
+      const float dsum = 1.0f / static_cast<float>(options.accumulation_steps * b * t);
+      ASSIGN_OR_RETURN(LossTerms loss, rm.ForwardBackward(batch, dsum));
+      loss_sum += loss.loss.sum / loss.loss.weight;
     }
     const kernels::AdamWHyper hyper{ScheduledLearningRate(options, step), options.beta1, options.beta2, options.eps, options.weight_decay,
                                     step + 1};

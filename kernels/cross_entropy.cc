@@ -11,9 +11,9 @@ namespace {
 
 absl::Status CheckTargets(const char* kernel, const int32_t* targets, int64_t rows, int64_t vocab) {
   for (int64_t r = 0; r < rows; ++r) {
-    if (targets[r] < 0 || targets[r] >= vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kernel, ": targets[", r, "] = ", targets[r], ", expected in [0, ", vocab, ")"));
+    if (targets[r] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(kernel, ": targets[", r, "] = ", targets[r], ", expected in [0, ",
+                                                     vocab, ") or negative (ignored)"));
     }
   }
   return absl::OkStatus();
@@ -21,7 +21,7 @@ absl::Status CheckTargets(const char* kernel, const int32_t* targets, int64_t ro
 
 }  // namespace
 
-absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float* lse, float* mean_loss,
+absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float* lse, float* loss_sums,
                                  const void* logits, const int32_t* targets, int64_t rows, int64_t vocab,
                                  DType dtype) {
   RETURN_IF_ERROR(CheckDims("CrossEntropyForward", {{"rows", rows}, {"vocab", vocab}}));
@@ -32,8 +32,8 @@ absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float*
   if (ctx.device == Device::kCpu) RETURN_IF_ERROR(CheckTargets("CrossEntropyForward", targets, rows, vocab));
   ZS_KERNEL_DISPATCH(
       "CrossEntropyForward", ctx,
-      cpu::CrossEntropyForward(LoopThreads(ctx), losses, lse, mean_loss, logits, targets, rows, vocab, dtype),
-      cuda::CrossEntropyForward(ctx, losses, lse, mean_loss, logits, targets, rows, vocab, dtype));
+      cpu::CrossEntropyForward(LoopThreads(ctx), losses, lse, loss_sums, logits, targets, rows, vocab, dtype),
+      cuda::CrossEntropyForward(ctx, losses, lse, loss_sums, logits, targets, rows, vocab, dtype));
 }
 
 absl::Status CrossEntropyBackward(const KernelContext& ctx, void* dlogits, const void* logits, const float* lse,

@@ -1,6 +1,8 @@
-// Softmax cross-entropy over the vocabulary, mean over rows.
-// N rows (B*T), V vocab; logits (N,V) in ctx.compute_dtype; targets (N) i32;
-// per-row losses, lse and the mean are f32.
+// Softmax cross-entropy over the vocabulary: the sum over the rows with a
+// target and their count. N rows (B*T), V vocab; logits (N,V) in
+// ctx.compute_dtype; targets (N) i32 in [0, V), or negative for a row that is
+// ignored (loss 0, not counted, zero gradient); per-row losses, lse and the
+// loss sums are f32.
 #ifndef ZEROSHARD_NN_CROSS_ENTROPY_H_
 #define ZEROSHARD_NN_CROSS_ENTROPY_H_
 
@@ -15,15 +17,17 @@ class CrossEntropy {
  public:
   explicit CrossEntropy(int64_t vocab_size) : v_(vocab_size) {}
 
-  // losses (N), lse (N) and mean_loss (1) WRITTEN. kInvalidArgument (on CPU)
-  // naming the row for a target outside [0, V).
+  // losses (N), lse (N) and loss_sums (2) WRITTEN: loss_sums[0] = sum of the
+  // valid rows' losses, loss_sums[1] = number of valid rows. kInvalidArgument
+  // (on CPU) naming the row for a target >= V.
   absl::Status Forward(const ComputeContext& ctx, const TensorView& logits, const TensorView& targets,
-                       const TensorView& losses, const TensorView& lse, const TensorView& mean_loss) const;
+                       const TensorView& losses, const TensorView& lse, const TensorView& loss_sums) const;
 
-  // dlogits (N,V) WRITTEN = d(objective)/d(logits) where
-  // d(objective)/d(mean loss) = dmean_loss.
+  // dlogits (N,V) WRITTEN = d(objective)/d(logits) where dloss =
+  // d(objective)/d(each valid row's loss), e.g. the loss scale for a sum or
+  // 1/count for a mean; ignored rows get 0.
   absl::Status Backward(const ComputeContext& ctx, const TensorView& logits, const TensorView& lse,
-                        const TensorView& targets, float dmean_loss, const TensorView& dlogits) const;
+                        const TensorView& targets, float dloss, const TensorView& dlogits) const;
 
  private:
   int64_t v_;

@@ -25,8 +25,14 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGpt2(const Gpt2Config& config) {
   model->units.push_back(std::make_unique<Gpt2EmbedUnit>(config));
   for (int i = 0; i < config.n_layer; ++i) model->units.push_back(std::make_unique<Gpt2BlockUnit>(config, i));
   model->units.push_back(std::make_unique<Gpt2HeadUnit>(config));
+  // Hugging Face files carry the tied head again and the causal-mask buffers.
+  model->ignored_import_tensors = {"lm_head.weight", "*.attn.bias", "*.attn.masked_bias"};
   RETURN_IF_ERROR(model->Validate());
   return model;
+}
+
+Batch Gpt2Batch(const TensorView& inputs, const TensorView& targets) {
+  return Batch{{"inputs", inputs}, {"targets", targets}};
 }
 
 int64_t Gpt2ForwardGemmFlops(const Gpt2Config& config, int64_t batch, int64_t seq_len) {

@@ -39,10 +39,15 @@ inline constexpr float kGpt2LayerNormEps = 1e-5f;
 //            h.i.ln_2.weight [C], h.i.ln_2.bias [C],
 //            h.i.mlp.c_fc.weight [C,4C], h.i.mlp.c_fc.bias [4C],
 //            h.i.mlp.c_proj.weight [4C,C] (std 0.02/sqrt(2L)), h.i.mlp.c_proj.bias [C]
-//   "head" : ln_f.weight [C], ln_f.bias [C]; borrows wte.weight.
+//   "head" : ln_f.weight [C], ln_f.bias [C]; borrows wte.weight; returns the
+//            cross-entropy summed over the targets >= 0 and their count (a
+//            negative target is padding: no loss, no gradient).
 // Weights normal(0, 0.02) unless stated, biases zeros, LayerNorm weights ones.
 // Forward accepts any sequence length T <= seq_len.
 absl::StatusOr<std::unique_ptr<Model>> BuildGpt2(const Gpt2Config& config);
+
+// The batch GPT-2's units read: "inputs" and "targets", i32 (B, T) each.
+Batch Gpt2Batch(const TensorView& inputs, const TensorView& targets);
 
 // Multiply-adds of one forward pass over `tokens` = B*T tokens in GEMMs
 // (linear layers, attention QK^T and PV, LM head), times 2 (flops).

@@ -46,12 +46,12 @@ TEST(Gpt2GpuTest, ForwardBackwardMatchesCpu) {
   std::vector<int32_t> tokens(b * t), targets(b * t);
   for (auto& x : tokens) x = static_cast<int32_t>(rng() % cfg.vocab_size);
   for (auto& x : targets) x = static_cast<int32_t>(rng() % cfg.vocab_size);
-  const TokenBatch host_batch{testing::HostView(tokens, {b, t}), testing::HostView(targets, {b, t})};
+  const Batch host_batch{testing::HostView(tokens, {b, t}), testing::HostView(targets, {b, t})};
   void* d_tokens = DeviceAlloc(Device::kCuda, tokens.size() * 4).value();
   void* d_targets = DeviceAlloc(Device::kCuda, targets.size() * 4).value();
   ASSERT_TRUE(DeviceCopy(d_tokens, Device::kCuda, tokens.data(), Device::kCpu, tokens.size() * 4).ok());
   ASSERT_TRUE(DeviceCopy(d_targets, Device::kCuda, targets.data(), Device::kCpu, targets.size() * 4).ok());
-  const TokenBatch gpu_batch{TensorView{d_tokens, DType::kI32, {b, t}, Device::kCuda},
+  const Batch gpu_batch{TensorView{d_tokens, DType::kI32, {b, t}, Device::kCuda},
                              TensorView{d_targets, DType::kI32, {b, t}, Device::kCuda}};
 
   auto cpu_loss = cpu.ForwardBackward(host_batch, 1.0f);

@@ -103,7 +103,7 @@ class Gpt2GradientTest : public ::testing::Test {
     for (auto& t : targets_) t = static_cast<int32_t>(rng_() % cfg_.vocab_size);
   }
 
-  TokenBatch Batch() { return TokenBatch{HostView(tokens_, {kB, kT}), HostView(targets_, {kB, kT})}; }
+  Batch Batch() { return Batch{HostView(tokens_, {kB, kT}), HostView(targets_, {kB, kT})}; }
 
   uint32_t seed_;
   std::mt19937 rng_;
@@ -203,7 +203,7 @@ TEST_F(Gpt2GradientTest, BackwardReadsNeitherForwardInputNorOutput) {
   std::vector<float> reference = rm_->CopyGradsToHost().value();
   ASSERT_TRUE(rm_->ZeroGrads().ok());
 
-  const TokenBatch batch = Batch();
+  const Batch batch = Batch();
   const int n = static_cast<int>(model_->units.size());
   std::vector<std::unique_ptr<SavedActivations>> saved(n);
   std::vector<Buffer> outs(n);
@@ -269,7 +269,7 @@ TEST(Gpt2ThreadsTest, GradientsAreBitwiseIndependentOfThreadCount) {
   std::vector<int32_t> tokens(b * t), targets(b * t);
   for (auto& x : tokens) x = static_cast<int32_t>(rng() % cfg.vocab_size);
   for (auto& x : targets) x = static_cast<int32_t>(rng() % cfg.vocab_size);
-  const TokenBatch batch{HostView(tokens, {b, t}), HostView(targets, {b, t})};
+  const Batch batch{HostView(tokens, {b, t}), HostView(targets, {b, t})};
   const int saved_threads = kernels::CpuThreads();
   std::vector<std::vector<float>> grads;
   std::vector<float> losses;
@@ -299,7 +299,7 @@ TEST(Gpt2InitTest, InitialLossIsNearLnVocab) {
   std::vector<int32_t> tokens(4 * 16), targets(4 * 16);
   for (auto& t : tokens) t = rng() % 128;
   for (auto& t : targets) t = rng() % 128;
-  auto loss = rm.Forward(TokenBatch{HostView(tokens, {4, 16}), HostView(targets, {4, 16})});
+  auto loss = rm.Forward(Batch{HostView(tokens, {4, 16}), HostView(targets, {4, 16})});
   ASSERT_TRUE(loss.ok()) << loss.status();
   EXPECT_NEAR(*loss, std::log(128.0), 0.05);  // std 0.02 init: nearly uniform predictions
 }
@@ -359,7 +359,7 @@ TEST_P(Gpt2MixedPrecisionTest, LossAndGradientsTrackF32) {
   std::vector<int32_t> tokens(b * t), targets(b * t);
   for (auto& x : tokens) x = static_cast<int32_t>(rng() % cfg.vocab_size);
   for (auto& x : targets) x = static_cast<int32_t>(rng() % cfg.vocab_size);
-  const TokenBatch batch{HostView(tokens, {b, t}), HostView(targets, {b, t})};
+  const Batch batch{HostView(tokens, {b, t}), HostView(targets, {b, t})};
   auto ref_loss = ref.ForwardBackward(batch, 1.0f);
   auto low_loss = low.ForwardBackward(batch, 1.0f);
   ASSERT_TRUE(ref_loss.ok()) << ref_loss.status();

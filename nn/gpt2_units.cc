@@ -28,16 +28,27 @@ absl::Status CheckParamCount(const std::string& unit, absl::Span<const TensorVie
   return absl::OkStatus();
 }
 
-// (B, T) of the batch's inputs; kInvalidArgument unless (B, T) i32 on device.
-absl::StatusOr<std::pair<int64_t, int64_t>> BatchShape(const ComputeContext& ctx, const TokenBatch& batch,
+// (B, T) of the batch's inputs; kInvalidArgument unless "inputs" (and
+// "targets" when needed) are (B, T) i32 on the compute device.
+absl::StatusOr<std::pair<int64_t, int64_t>> BatchShape(const ComputeContext& ctx, const Batch& batch,
                                                        bool need_targets) {
-  if (batch.inputs.shape.size() != 2) {
-    return CheckTensor(batch.inputs, "batch inputs", DType::kI32, {-1, -1}, ctx.kernels.device);
+  ASSIGN_OR_RETURN(const TensorView inputs, batch.Get("inputs"));
+  if (inputs.shape.size() != 2) return CheckTensor(inputs, "batch inputs", DType::kI32, {-1, -1}, ctx.kernels.device);
+  const int64_t b = inputs.shape[0], t = inputs.shape[1];
+  RETURN_IF_ERROR(CheckTensor(inputs, "batch inputs", DType::kI32, {b, t}, ctx.kernels.device));
+  if (need_targets) {
+    ASSIGN_OR_RETURN(const TensorView targets, batch.Get("targets"));
+    RETURN_IF_ERROR(CheckTensor(targets, "batch targets", DType::kI32, {b, t}, ctx.kernels.device));
   }
-  const int64_t b = batch.inputs.shape[0], t = batch.inputs.shape[1];
-  RETURN_IF_ERROR(CheckTensor(batch.inputs, "batch inputs", DType::kI32, {b, t}, ctx.kernels.device));
-  if (need_targets) RETURN_IF_ERROR(CheckTensor(batch.targets, "batch targets", DType::kI32, {b, t}, ctx.kernels.device));
   return std::make_pair(b, t);
+}
+
+// The (B, T, C) activation a block or the head receives: one tensor.
+absl::StatusOr<TensorView> OnlyInput(const std::string& unit, absl::Span<const TensorView> in) {
+  if (in.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(unit, ": got ", in.size(), " input tensors, expected 1"));
+  }
+  return in[0];
 }
 
 // A copy made on the kernels' stream (Cast to the same dtype is a copy), so it
@@ -90,26 +101,31 @@ Gpt2EmbedUnit::Gpt2EmbedUnit(const Gpt2Config& config)
   params_.push_back(Spec("wpe.weight", {config.seq_len, config.n_embd}, InitKind::kNormal));
 }
 
-absl::Status Gpt2EmbedUnit::Forward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                                    const TokenBatch& batch, const TensorView& /*in*/, Buffer* out,
-                                    std::unique_ptr<SavedActivations>* saved) {
+absl::Status Gpt2EmbedUnit::Forward(const UnitContext& uctx, absl::Span<const TensorView> params,
+                                    const Batch& batch, absl::Span<const TensorView> /*in*/, UnitOutput* out,
+                                    std::unique_ptr<SavedActivations>* saved) const {
+  const ComputeContext& ctx = uctx.compute;
   RETURN_IF_ERROR(CheckParamCount(name_, params, 2, "parameter"));
   ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/false));
-  ASSIGN_OR_RETURN(*out, AllocateOnDevice(ctx, MemoryCategory::kActivations, ctx.compute_dtype,
-                                          bt.first * bt.second * c_));
-  RETURN_IF_ERROR(embedding_.Forward(ctx, params[0], params[1], batch.inputs, View(*out, {bt.first, bt.second, c_})));
+  ASSIGN_OR_RETURN(Buffer y, AllocateOnDevice(ctx, MemoryCategory::kActivations, ctx.compute_dtype,
+                                              bt.first * bt.second * c_));
+  RETURN_IF_ERROR(embedding_.Forward(ctx, params[0], params[1], *batch.Find("inputs"),
+                                     View(y, {bt.first, bt.second, c_})));
+  out->activations.Add(std::move(y), {bt.first, bt.second, c_});
   *saved = std::make_unique<NothingSaved>();
   return absl::OkStatus();
 }
 
-absl::Status Gpt2EmbedUnit::Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                                     absl::Span<const TensorView> grads, const TokenBatch& batch,
-                                     const SavedActivations& /*saved*/, const TensorView& grad_out,
-                                     Buffer* grad_in) {
+absl::Status Gpt2EmbedUnit::Backward(const UnitContext& uctx, absl::Span<const TensorView> params,
+                                     absl::Span<const TensorView> grads, const Batch& batch,
+                                     const SavedActivations& /*saved*/, absl::Span<const TensorView> grad_out,
+                                     ActivationPack* grad_in) const {
   RETURN_IF_ERROR(CheckParamCount(name_, params, 2, "parameter"));
   RETURN_IF_ERROR(CheckParamCount(name_, grads, 2, "gradient"));
-  grad_in->Reset();
-  return embedding_.Backward(ctx, batch.inputs, grad_out, grads[0], grads[1]);
+  ASSIGN_OR_RETURN(const TensorView dy, OnlyInput(name_ + " output grad", grad_out));
+  ASSIGN_OR_RETURN(const TensorView inputs, batch.Get("inputs"));
+  grad_in->Clear();
+  return embedding_.Backward(uctx.compute, inputs, dy, grads[0], grads[1]);
 }
 
 // ---------------------------------------------------------------------------
@@ -149,10 +165,12 @@ namespace {
 enum BlockParam { kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
 }  // namespace
 
-absl::Status Gpt2BlockUnit::Forward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                                    const TokenBatch& /*batch*/, const TensorView& in, Buffer* out,
-                                    std::unique_ptr<SavedActivations>* saved) {
+absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const TensorView> params,
+                                    const Batch& /*batch*/, absl::Span<const TensorView> ins, UnitOutput* out,
+                                    std::unique_ptr<SavedActivations>* saved) const {
+  const ComputeContext& ctx = uctx.compute;
   RETURN_IF_ERROR(CheckParamCount(name_, params, 12, "parameter"));
+  ASSIGN_OR_RETURN(const TensorView in, OnlyInput(name_, ins));
   const DType dt = ctx.compute_dtype;
   const Device dev = ctx.kernels.device;
   const int64_t b = in.shape.size() == 3 ? in.shape[0] : -1;
@@ -174,11 +192,11 @@ absl::Status Gpt2BlockUnit::Forward(const ComputeContext& ctx, absl::Span<const 
   ASSIGN_OR_RETURN(s->ln2_rstd, AllocateOnDevice(ctx, act, DType::kF32, n));
   ASSIGN_OR_RETURN(s->fch, AllocateOnDevice(ctx, act, dt, n * 4 * c_));
   ASSIGN_OR_RETURN(s->fch_gelu, AllocateOnDevice(ctx, act, dt, n * 4 * c_));
-  ASSIGN_OR_RETURN(*out, AllocateOnDevice(ctx, act, dt, n * c_));
+  ASSIGN_OR_RETURN(Buffer y_buf, AllocateOnDevice(ctx, act, dt, n * c_));
 
   const TensorView x = View(s->x, {n, c_});
   const TensorView res2 = View(s->res2, {n, c_});
-  const TensorView y = View(*out, {n, c_});
+  const TensorView y = View(y_buf, {n, c_});
   // Attention branch: res2 = x + c_proj(attn(c_attn(ln_1(x)))).
   RETURN_IF_ERROR(ln_1_.Forward(ctx, params[kLn1W], params[kLn1B], x, View(s->ln1, {n, c_}),
                                 View(s->ln1_mean, {n}), View(s->ln1_rstd, {n})));
@@ -195,15 +213,18 @@ absl::Status Gpt2BlockUnit::Forward(const ComputeContext& ctx, absl::Span<const 
   RETURN_IF_ERROR(gelu_.Forward(ctx, View(s->fch, {n, 4 * c_}), View(s->fch_gelu, {n, 4 * c_})));
   RETURN_IF_ERROR(mlp_c_proj_.Forward(ctx, params[kFcProjW], params[kFcProjB], View(s->fch_gelu, {n, 4 * c_}), y));
   RETURN_IF_ERROR(kernels::ResidualForward(ctx.kernels, y.data, y.data, res2.data, n * c_, dt));
+  out->activations.Add(std::move(y_buf), {b, t, c_});
   *saved = std::move(s);
   return absl::OkStatus();
 }
 
-absl::Status Gpt2BlockUnit::Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                                     absl::Span<const TensorView> grads, const TokenBatch& /*batch*/,
-                                     const SavedActivations& saved_base, const TensorView& grad_out,
-                                     Buffer* grad_in) {
+absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const TensorView> params,
+                                     absl::Span<const TensorView> grads, const Batch& /*batch*/,
+                                     const SavedActivations& saved_base, absl::Span<const TensorView> grad_outs,
+                                     ActivationPack* grad_in) const {
+  const ComputeContext& ctx = uctx.compute;
   RETURN_IF_ERROR(CheckParamCount(name_, params, 12, "parameter"));
+  ASSIGN_OR_RETURN(const TensorView grad_out, OnlyInput(name_ + " output grad", grad_outs));
   RETURN_IF_ERROR(CheckParamCount(name_, grads, 12, "gradient"));
   const auto* s = dynamic_cast<const BlockSaved*>(&saved_base);
   if (s == nullptr) return absl::InvalidArgumentError(absl::StrCat(name_, ": saved activations are not a block's"));
@@ -241,11 +262,14 @@ absl::Status Gpt2BlockUnit::Backward(const ComputeContext& ctx, absl::Span<const
                                  View(dnc, {b, t, c_}), View(dqkv, {b, t, 3 * c_})));
   RETURN_IF_ERROR(c_attn_.Backward(ctx, params[kAttnW], View(s->ln1, {n, c_}), View(dqkv, {n, 3 * c_}),
                                    View(dnc, {n, c_}), grads[kAttnW], grads[kAttnB]));
-  ASSIGN_OR_RETURN(*grad_in, AllocateOnDevice(ctx, MemoryCategory::kActivations, dt, n * c_));
+  ASSIGN_OR_RETURN(Buffer dx, AllocateOnDevice(ctx, MemoryCategory::kActivations, dt, n * c_));
   RETURN_IF_ERROR(ln_1_.Backward(ctx, params[kLn1W], View(s->x, {n, c_}), View(s->ln1_mean, {n}),
-                                 View(s->ln1_rstd, {n}), View(dnc, {n, c_}), View(*grad_in, {n, c_}), grads[kLn1W],
+                                 View(s->ln1_rstd, {n}), View(dnc, {n, c_}), View(dx, {n, c_}), grads[kLn1W],
                                  grads[kLn1B]));
-  return kernels::AddInPlace(ctx.kernels, grad_in->data(), dres2.data(), n * c_, dt);
+  RETURN_IF_ERROR(kernels::AddInPlace(ctx.kernels, dx.data(), dres2.data(), n * c_, dt));
+  grad_in->Clear();
+  grad_in->Add(std::move(dx), {b, t, c_});
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------
@@ -261,10 +285,17 @@ Gpt2HeadUnit::Gpt2HeadUnit(const Gpt2Config& config)
   params_ = {Spec("ln_f.weight", {c_}, InitKind::kOnes), Spec("ln_f.bias", {c_}, InitKind::kZeros)};
 }
 
-absl::Status Gpt2HeadUnit::Forward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                                   const TokenBatch& batch, const TensorView& in, Buffer* out,
-                                   std::unique_ptr<SavedActivations>* saved) {
+double Gpt2HeadUnit::NominalLossWeight(const Batch& batch) const {
+  const TensorView* targets = batch.Find("targets");
+  return targets == nullptr ? 0.0 : static_cast<double>(targets->numel());
+}
+
+absl::Status Gpt2HeadUnit::Forward(const UnitContext& uctx, absl::Span<const TensorView> params,
+                                   const Batch& batch, absl::Span<const TensorView> ins, UnitOutput* out,
+                                   std::unique_ptr<SavedActivations>* saved) const {
+  const ComputeContext& ctx = uctx.compute;
   RETURN_IF_ERROR(CheckParamCount(name_, params, 3, "parameter (ln_f.weight, ln_f.bias, wte.weight)"));
+  ASSIGN_OR_RETURN(const TensorView in, OnlyInput(name_, ins));
   const DType dt = ctx.compute_dtype;
   ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/true));
   const int64_t n = bt.first * bt.second;
@@ -278,22 +309,28 @@ absl::Status Gpt2HeadUnit::Forward(const ComputeContext& ctx, absl::Span<const T
   ASSIGN_OR_RETURN(s->logits, AllocateOnDevice(ctx, act, dt, n * v_));
   ASSIGN_OR_RETURN(s->lse, AllocateOnDevice(ctx, act, DType::kF32, n));
   ASSIGN_OR_RETURN(Buffer losses, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, n));
-  ASSIGN_OR_RETURN(*out, AllocateOnDevice(ctx, act, DType::kF32, 1));
+  ASSIGN_OR_RETURN(Buffer sums, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, 2));
   RETURN_IF_ERROR(ln_f_.Forward(ctx, params[0], params[1], View(s->x, {n, c_}), View(s->lnf, {n, c_}),
                                 View(s->lnf_mean, {n}), View(s->lnf_rstd, {n})));
   RETURN_IF_ERROR(lm_head_.Forward(ctx, params[2], View(s->lnf, {n, c_}), View(s->logits, {n, v_})));
-  RETURN_IF_ERROR(cross_entropy_.Forward(ctx, View(s->logits, {n, v_}), Reshaped(batch.targets, {n}),
-                                         View(losses, {n}), View(s->lse, {n}), View(*out, {1})));
+  RETURN_IF_ERROR(cross_entropy_.Forward(ctx, View(s->logits, {n, v_}), Reshaped(*batch.Find("targets"), {n}),
+                                         View(losses, {n}), View(s->lse, {n}), View(sums, {2})));
+  float host[2] = {0, 0};
+  RETURN_IF_ERROR(WaitForDevice(ctx.kernels));  // the sums come from a kernel
+  RETURN_IF_ERROR(DeviceCopy(host, Device::kCpu, sums.data(), sums.device(), sizeof(host)));
+  out->loss.loss = WeightedSum{host[0], host[1]};
   *saved = std::move(s);
   return absl::OkStatus();
 }
 
-absl::Status Gpt2HeadUnit::Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                                    absl::Span<const TensorView> grads, const TokenBatch& batch,
-                                    const SavedActivations& saved_base, const TensorView& grad_out,
-                                    Buffer* grad_in) {
+absl::Status Gpt2HeadUnit::Backward(const UnitContext& uctx, absl::Span<const TensorView> params,
+                                    absl::Span<const TensorView> grads, const Batch& batch,
+                                    const SavedActivations& saved_base, absl::Span<const TensorView> grad_outs,
+                                    ActivationPack* grad_in) const {
+  const ComputeContext& ctx = uctx.compute;
   RETURN_IF_ERROR(CheckParamCount(name_, params, 3, "parameter (ln_f.weight, ln_f.bias, wte.weight)"));
   RETURN_IF_ERROR(CheckParamCount(name_, grads, 3, "gradient"));
+  ASSIGN_OR_RETURN(const TensorView grad_out, OnlyInput("head output grad", grad_outs));
   const auto* s = dynamic_cast<const HeadSaved*>(&saved_base);
   if (s == nullptr) return absl::InvalidArgumentError("head: saved activations are not the head's");
   const DType dt = ctx.compute_dtype;
@@ -303,20 +340,21 @@ absl::Status Gpt2HeadUnit::Backward(const ComputeContext& ctx, absl::Span<const 
     return absl::InvalidArgumentError(
         absl::StrCat("head: batch has ", n, " rows but the saved forward had ", s->x.numel() / c_));
   }
-  RETURN_IF_ERROR(CheckTensor(grad_out, "head output grad", DType::kF32, {1}, ctx.kernels.device));
-  float dloss = 0.0f;
-  RETURN_IF_ERROR(WaitForDevice(ctx.kernels));  // grad_out may come from a kernel
-  RETURN_IF_ERROR(DeviceCopy(&dloss, Device::kCpu, grad_out.data, grad_out.device, sizeof(float)));
+  RETURN_IF_ERROR(CheckTensor(grad_out, "head output grad", DType::kF32, {1}, Device::kCpu));
+  const float dloss = grad_out.as<float>()[0];
   const auto ws = MemoryCategory::kWorkspace;
   ASSIGN_OR_RETURN(Buffer dlogits, AllocateOnDevice(ctx, ws, dt, n * v_));
   ASSIGN_OR_RETURN(Buffer dlnf, AllocateOnDevice(ctx, ws, dt, n * c_));
   RETURN_IF_ERROR(cross_entropy_.Backward(ctx, View(s->logits, {n, v_}), View(s->lse, {n}),
-                                          Reshaped(batch.targets, {n}), dloss, View(dlogits, {n, v_})));
+                                          Reshaped(*batch.Find("targets"), {n}), dloss, View(dlogits, {n, v_})));
   RETURN_IF_ERROR(lm_head_.Backward(ctx, params[2], View(s->lnf, {n, c_}), View(dlogits, {n, v_}),
                                     View(dlnf, {n, c_}), grads[2]));
-  ASSIGN_OR_RETURN(*grad_in, AllocateOnDevice(ctx, MemoryCategory::kActivations, dt, n * c_));
-  return ln_f_.Backward(ctx, params[0], View(s->x, {n, c_}), View(s->lnf_mean, {n}), View(s->lnf_rstd, {n}),
-                        View(dlnf, {n, c_}), View(*grad_in, {n, c_}), grads[0], grads[1]);
+  ASSIGN_OR_RETURN(Buffer dx, AllocateOnDevice(ctx, MemoryCategory::kActivations, dt, n * c_));
+  RETURN_IF_ERROR(ln_f_.Backward(ctx, params[0], View(s->x, {n, c_}), View(s->lnf_mean, {n}), View(s->lnf_rstd, {n}),
+                                 View(dlnf, {n, c_}), View(dx, {n, c_}), grads[0], grads[1]));
+  grad_in->Clear();
+  grad_in->Add(std::move(dx), {bt.first, bt.second, c_});
+  return absl::OkStatus();
 }
 
 }  // namespace zeroshard

@@ -19,15 +19,19 @@
 
 namespace zeroshard {
 
+// The batch: "inputs" and "targets", i32 (B, T) each; targets[b, t] is the
+// token that follows inputs[b, t].
+//
 // "embed": out = wte[inputs] + wpe[t]. Saves nothing (tokens come from the batch).
 class Gpt2EmbedUnit : public NamedUnit {
  public:
   explicit Gpt2EmbedUnit(const Gpt2Config& config);
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
-                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override;
-  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                        absl::Span<const TensorView> grads, const TokenBatch& batch, const SavedActivations& saved,
-                        const TensorView& grad_out, Buffer* grad_in) override;
+  absl::Status Forward(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
+                       absl::Span<const TensorView> in, UnitOutput* out,
+                       std::unique_ptr<SavedActivations>* saved) const override;
+  absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> params,
+                        absl::Span<const TensorView> grads, const Batch& batch, const SavedActivations& saved,
+                        absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const override;
 
  private:
   Embedding embedding_;
@@ -39,11 +43,12 @@ class Gpt2EmbedUnit : public NamedUnit {
 class Gpt2BlockUnit : public NamedUnit {
  public:
   Gpt2BlockUnit(const Gpt2Config& config, int layer);
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
-                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override;
-  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                        absl::Span<const TensorView> grads, const TokenBatch& batch, const SavedActivations& saved,
-                        const TensorView& grad_out, Buffer* grad_in) override;
+  absl::Status Forward(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
+                       absl::Span<const TensorView> in, UnitOutput* out,
+                       std::unique_ptr<SavedActivations>* saved) const override;
+  absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> params,
+                        absl::Span<const TensorView> grads, const Batch& batch, const SavedActivations& saved,
+                        absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const override;
 
  private:
   int64_t c_;
@@ -54,17 +59,21 @@ class Gpt2BlockUnit : public NamedUnit {
   Gelu gelu_;
 };
 
-// "head": mean cross-entropy of ln_f(x) · wte^T against the targets.
-// Owns ln_f.*, borrows wte.weight.
+// "head": cross-entropy of ln_f(x) · wte^T against the targets, as (sum over
+// the targets that are >= 0, their count); a negative target is ignored
+// (padding). Owns ln_f.*, borrows wte.weight.
 class Gpt2HeadUnit : public NamedUnit {
  public:
   explicit Gpt2HeadUnit(const Gpt2Config& config);
   std::vector<std::string> borrowed_params() const override { return {"wte.weight"}; }
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const TokenBatch& batch,
-                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override;
-  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                        absl::Span<const TensorView> grads, const TokenBatch& batch, const SavedActivations& saved,
-                        const TensorView& grad_out, Buffer* grad_in) override;
+  // B·T: every target counts when none is masked.
+  double NominalLossWeight(const Batch& batch) const override;
+  absl::Status Forward(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
+                       absl::Span<const TensorView> in, UnitOutput* out,
+                       std::unique_ptr<SavedActivations>* saved) const override;
+  absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> params,
+                        absl::Span<const TensorView> grads, const Batch& batch, const SavedActivations& saved,
+                        absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const override;
 
  private:
   int64_t c_;

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 
 namespace zeroshard {
@@ -25,7 +26,14 @@ absl::StatusOr<ParamLocation> Model::FindParam(absl::string_view name) const {
   return absl::NotFoundError(absl::StrCat("no parameter named \"", name, "\" in the model"));
 }
 
-absl::Status Model::Validate() const {
+bool Model::IgnoresImportTensor(absl::string_view name) const {
+  for (const std::string& pattern : ignored_import_tensors) {
+    if (!pattern.empty() && pattern[0] == '*' ? absl::EndsWith(name, pattern.substr(1)) : name == pattern) return true;
+  }
+  return false;
+}
+
+absl::Status Model::Validate(int tp_size) const {
   if (units.empty()) return absl::InvalidArgumentError("model has no units");
   std::set<std::string> names;
   std::set<std::string> unit_names;
@@ -44,6 +52,22 @@ absl::Status Model::Validate() const {
               absl::StrCat("parameter ", p.name, " has shape [", absl::StrJoin(p.shape, ", "), "]; dims must be >= 1"));
         }
       }
+      if (p.trainable != unit->params().front().trainable) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unit \"", unit->name(), "\" mixes trainable and frozen parameters (", unit->params().front().name, " is ",
+            unit->params().front().trainable ? "trainable" : "frozen", ", ", p.name, " is ",
+            p.trainable ? "trainable" : "frozen", "); put frozen parameters in a unit of their own"));
+      }
+      if (!(p.lr_mult > 0) || (p.weight_decay_mult.has_value() && !(*p.weight_decay_mult >= 0))) {
+        return absl::InvalidArgumentError(absl::StrCat("parameter ", p.name, " has lr_mult ", p.lr_mult,
+                                                       " and weight_decay_mult ",
+                                                       p.weight_decay_mult.has_value()
+                                                           ? absl::StrCat(*p.weight_decay_mult)
+                                                           : std::string("unset"),
+                                                       ", expected lr_mult > 0 and weight_decay_mult >= 0"));
+      }
+      absl::StatusOr<std::vector<int64_t>> local = LocalShape(p, tp_size);
+      if (!local.ok()) return local.status();
     }
   }
   for (const auto& unit : units) {

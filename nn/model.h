@@ -21,8 +21,16 @@ struct ParamLocation {
 
 class Model {
  public:
-  // In forward order. units.front() reads tokens; units.back() returns the loss.
+  // In forward order. units.back() returns the loss.
   std::vector<std::unique_ptr<Unit>> units;
+
+  // Tensors a full-model safetensors file may hold that are not parameters
+  // of this model and are skipped when importing it (GPT-2: Hugging Face's
+  // "lm_head.weight" and attention-mask buffers). A pattern starting with
+  // '*' matches names ending with the rest; otherwise names equal to it.
+  std::vector<std::string> ignored_import_tensors;
+  // Whether `name` matches ignored_import_tensors.
+  bool IgnoresImportTensor(absl::string_view name) const;
 
   // Elements over every owned parameter (a tied tensor counts once).
   int64_t num_params() const;
@@ -30,10 +38,13 @@ class Model {
   // The unit and index owning `name`; kNotFound naming it otherwise.
   absl::StatusOr<ParamLocation> FindParam(absl::string_view name) const;
 
-  // Every borrowed name refers to a parameter of another unit, owned names
-  // are unique, and shapes are positive. kInvalidArgument naming the first
-  // violation. BuildGpt2 returns models that pass it.
-  absl::Status Validate() const;
+  // Every borrowed name refers to a parameter of another unit, unit and
+  // parameter names are unique, shapes are positive, a unit's parameters
+  // are all trainable or all frozen, optimizer multipliers are >= 0 (lr > 0),
+  // and every partition divides its dimension over `tp_size` ranks.
+  // kInvalidArgument naming the first violation. BuildGpt2 returns models
+  // that pass it.
+  absl::Status Validate(int tp_size = 1) const;
 };
 
 }  // namespace zeroshard

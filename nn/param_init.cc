@@ -1,6 +1,8 @@
 #include "nn/param_init.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace zeroshard {
 namespace {
@@ -52,6 +54,17 @@ void InitParamSlice(const ParamSpec& spec, uint64_t seed, int64_t begin, int64_t
     }
   }
   for (int64_t i = begin; i < end; ++i) out[i - begin] = constant;
+}
+
+void InitLocalParamSlice(const ParamSpec& spec, uint64_t seed, int tp_rank, int tp_size, int64_t begin, int64_t end,
+                         float* out) {
+  for (const GlobalRun& run : LocalToGlobalRuns(spec, tp_rank, tp_size)) {
+    const int64_t lo = std::max(begin, run.local_begin);
+    const int64_t hi = std::min(end, run.local_begin + run.length);
+    if (lo >= hi) continue;
+    const int64_t global = run.global_begin + (lo - run.local_begin);
+    InitParamSlice(spec, seed, global, global + (hi - lo), out + (lo - begin));
+  }
 }
 
 void InitParam(const ParamSpec& spec, uint64_t seed, float* out) {

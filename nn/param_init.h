@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "nn/unit.h"
+#include "nn/param_spec.h"
 
 namespace zeroshard {
 
@@ -22,6 +22,14 @@ void InitParam(const ParamSpec& spec, uint64_t seed, float* out);
 // bitwise equal to the same range of InitParam's output.
 // Precondition: 0 <= begin <= end <= spec.numel().
 void InitParamSlice(const ParamSpec& spec, uint64_t seed, int64_t begin, int64_t end, float* out);
+
+// Elements [begin, end) of tp rank tp_rank's LOCAL tensor (LocalShape,
+// row-major) into out[0, end - begin): each element gets the value of the
+// global element it is (LocalToGlobalRuns), so every tp layout starts from
+// the same weights. Precondition: LocalShape(spec, tp_size) is OK and
+// 0 <= begin <= end <= its numel.
+void InitLocalParamSlice(const ParamSpec& spec, uint64_t seed, int tp_rank, int tp_size, int64_t begin, int64_t end,
+                         float* out);
 
 }  // namespace zeroshard
 

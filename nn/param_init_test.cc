@@ -67,5 +67,36 @@ TEST(ParamInitTest, ZerosAndOnes) {
   EXPECT_EQ(out, std::vector<float>(5, 1.0f));
 }
 
+
+// TP=k initialisation equals the slices of the TP=1 tensor, bit for bit.
+TEST(ParamInitTest, LocalSlicesOfEveryTpRankAreTheGlobalTensorsSlices) {
+  ParamSpec spec = Normal("h.0.attn.c_attn.weight", 1, 0.02f);
+  spec.shape = {6, 12};  // [C, 3C] with C = 4... split per q|k|v block
+  spec.partition = Partition::Split(1, 3);
+  std::vector<float> global(72);
+  InitParam(spec, 11, global.data());
+  for (int tp : {1, 2}) {
+    for (int r = 0; r < tp; ++r) {
+      SCOPED_TRACE(::testing::Message() << "tp " << tp << " rank " << r);
+      absl::StatusOr<std::vector<int64_t>> local_shape = LocalShape(spec, tp);
+      ASSERT_TRUE(local_shape.ok()) << local_shape.status();
+      const int64_t cols = (*local_shape)[1];
+      std::vector<float> local(6 * cols);
+      InitLocalParamSlice(spec, 11, r, tp, 0, 6 * cols, local.data());
+      for (int64_t row = 0; row < 6; ++row) {
+        for (int64_t c = 0; c < cols; ++c) {
+          const int64_t block = c / (cols / 3), within = c % (cols / 3);
+          const int64_t global_col = block * 4 + r * (4 / tp) + within;
+          ASSERT_EQ(local[row * cols + c], global[row * 12 + global_col]) << "row " << row << " col " << c;
+        }
+      }
+      // A sub-range gives the same values as the whole local tensor.
+      std::vector<float> part(5);
+      InitLocalParamSlice(spec, 11, r, tp, 3, 8, part.data());
+      EXPECT_EQ(part, std::vector<float>(local.begin() + 3, local.begin() + 8));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zeroshard

@@ -126,47 +126,52 @@ std::vector<TensorView> ResidentModel::UnitViews(int u, bool grads) {
   return views;
 }
 
-absl::StatusOr<float> ResidentModel::Run(const TokenBatch& batch, bool backward, float dloss) {
+absl::StatusOr<LossTerms> ResidentModel::Run(const Batch& batch, bool backward, float dsum) {
   const int n = num_units();
+  UnitContext uctx;
+  uctx.compute = ctx_;
+  uctx.training = backward;
   std::vector<std::unique_ptr<SavedActivations>> saved(static_cast<size_t>(n));
-  Buffer act;  // the current unit's input
+  ActivationPack act;  // the current unit's input
+  LossTerms loss;
   for (int u = 0; u < n; ++u) {
-    Buffer out;
+    UnitOutput out;
     const std::vector<TensorView> params = UnitViews(u, false);
-    TensorView in;
-    if (u > 0) in = ViewOf(act, {batch.inputs.shape[0], batch.inputs.shape[1], act.numel() / batch.inputs.numel()});
-    RETURN_IF_ERROR(model_->units[u]->Forward(ctx_, params, batch, in, &out, &saved[u]));
-    act = std::move(out);  // saved activations are self-contained: the input can go
+    const std::vector<TensorView> in = act.views();
+    uctx.rng_key = UnitRngKey(0, 0, 0, u);
+    RETURN_IF_ERROR(model_->units[u]->Forward(uctx, params, batch, in, &out, &saved[u]));
+    act = std::move(out.activations);  // saved activations are self-contained: the input can go
+    if (u == n - 1) loss = out.loss;
     if (!backward) saved[u].reset();
   }
-  float loss = 0.0f;
-  RETURN_IF_ERROR(WaitForDevice(ctx_.kernels));
-  RETURN_IF_ERROR(DeviceCopy(&loss, Device::kCpu, act.data(), act.device(), sizeof(float)));
   if (!backward) return loss;
 
-  ASSIGN_OR_RETURN(Buffer grad, Buffer::Allocate(ctx_.tracker, MemoryCategory::kActivations, ctx_.kernels.device,
-                                                 DType::kF32, 1));
-  RETURN_IF_ERROR(DeviceCopy(grad.data(), grad.device(), &dloss, Device::kCpu, sizeof(float)));
-  std::vector<int64_t> grad_shape = {1};
+  float seed = dsum;
+  ActivationPack grad;
   for (int u = n - 1; u >= 0; --u) {
-    Buffer grad_in;
+    ActivationPack grad_in;
     const std::vector<TensorView> params = UnitViews(u, false);
     const std::vector<TensorView> grads = UnitViews(u, true);
-    RETURN_IF_ERROR(model_->units[u]->Backward(ctx_, params, grads, batch, *saved[u], ViewOf(grad, grad_shape),
-                                               &grad_in));
+    std::vector<TensorView> grad_out = grad.views();
+    if (u == n - 1) {
+      TensorView s;
+      s.data = &seed;
+      s.dtype = DType::kF32;
+      s.shape = {1};
+      grad_out = {s};
+    }
+    uctx.rng_key = UnitRngKey(0, 0, 0, u);
+    RETURN_IF_ERROR(model_->units[u]->Backward(uctx, params, grads, batch, *saved[u], grad_out, &grad_in));
     saved[u].reset();
     grad = std::move(grad_in);
-    if (!grad.empty()) {
-      grad_shape = {batch.inputs.shape[0], batch.inputs.shape[1], grad.numel() / batch.inputs.numel()};
-    }
   }
   return loss;
 }
 
-absl::StatusOr<float> ResidentModel::Forward(const TokenBatch& batch) { return Run(batch, false, 0.0f); }
+absl::StatusOr<LossTerms> ResidentModel::Forward(const Batch& batch) { return Run(batch, false, 0.0f); }
 
-absl::StatusOr<float> ResidentModel::ForwardBackward(const TokenBatch& batch, float dloss) {
-  return Run(batch, true, dloss);
+absl::StatusOr<LossTerms> ResidentModel::ForwardBackward(const Batch& batch, float dsum) {
+  return Run(batch, true, dsum);
 }
 
 }  // namespace zeroshard

@@ -37,11 +37,12 @@ class ResidentModel {
   absl::StatusOr<std::vector<float>> CopyGradsToHost();
   absl::Status ZeroGrads();
 
-  // Mean loss of the batch (forward only; nothing kept).
-  absl::StatusOr<float> Forward(const TokenBatch& batch);
-  // Forward, then backward with d(objective)/d(mean loss) = dloss; gradients
-  // ACCUMULATE into grads. Returns the mean loss.
-  absl::StatusOr<float> ForwardBackward(const TokenBatch& batch, float dloss = 1.0f);
+  // The last unit's loss terms for the batch (forward only; nothing kept).
+  // The mean loss is loss.sum / loss.weight.
+  absl::StatusOr<LossTerms> Forward(const Batch& batch);
+  // Forward, then backward with d(objective)/d(loss sum) = dsum (1/weight
+  // gives the gradient of the mean); gradients ACCUMULATE into grads.
+  absl::StatusOr<LossTerms> ForwardBackward(const Batch& batch, float dsum);
 
   const Model& model() const { return *model_; }
   const ComputeContext& ctx() const { return ctx_; }
@@ -57,7 +58,7 @@ class ResidentModel {
   ResidentModel() = default;
   // Owned params of unit u followed by its borrowed params.
   std::vector<TensorView> UnitViews(int u, bool grads);
-  absl::StatusOr<float> Run(const TokenBatch& batch, bool backward, float dloss);
+  absl::StatusOr<LossTerms> Run(const Batch& batch, bool backward, float dsum);
   absl::StatusOr<std::vector<float>> CopyToHost(std::vector<Buffer>& buffers);
 
   const Model* model_ = nullptr;

@@ -1,49 +1,56 @@
-// The model interface the sharding engine drives (DESIGN.md §5).
+// The model interface the engine drives (docs/model.md).
 //
-// A model is an ordered list of Units (FSDP-style wrap units). For each unit
-// the engine gathers its parameters into views of the compute dtype, calls
-// Forward, and later Backward, then releases the parameters. Units hold no
-// parameter memory and no state between calls: everything Backward needs
-// travels in the SavedActivations that Forward returned, so the engine may
-// drop it (activation checkpointing) and call Forward again to rebuild it.
+// A model is an ordered list of Units (FSDP-style wrap units). The engine
+// owns the order of calls: for each unit it makes the parameters available
+// (gathered under ZeRO-3) as views in the compute dtype, calls Forward, and
+// later Backward. Units hold no parameter memory and no state between calls:
+// everything Backward needs travels in the SavedActivations that Forward
+// returned, so the engine may drop it (activation checkpointing) and call
+// Forward again to rebuild it.
 //
-// Shape legend: B batch (micro-batch rows), T sequence length, C channels,
-// V vocabulary size.
+// What flows:
+//   * a Batch: named tensors of any dtype and shape, rows on dimension 0
+//     (GPT-2: "inputs" and "targets", i32 (B, T); a classifier: "features",
+//     "labels"). Every unit sees the whole micro-batch;
+//   * between units, an ActivationPack: one or more tensors of any shape;
+//   * the last unit returns LossTerms: a loss as (sum, weight) — the summed
+//     loss and how many tokens or examples it covers — plus any further
+//     metrics it declares, each a (sum, weight) pair. The engine reports
+//     Σsum / Σweight over every rank and micro-batch, so any split of the
+//     global batch gives the same number.
 //
-// On CUDA, units queue their kernels on ctx.kernels.cuda_stream and return
-// without waiting, with one exception: the last unit's Backward reads
-// grad_out on the host, after waiting for the device (nn/device_sync.h).
+// Threads and streams: Forward and Backward are const and units keep no
+// mutable state, so one Unit may run several micro-batches, and the same
+// Unit may be called from several threads on distinct buffers. On CUDA a
+// unit queues its kernels on ctx.compute.kernels.cuda_stream and returns
+// without waiting for them, except to read its LossTerms back to the host
+// (the last unit's Forward).
 #ifndef ZEROSHARD_NN_UNIT_H_
 #define ZEROSHARD_NN_UNIT_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/buffer.h"
 #include "core/dtype.h"
 #include "core/memory_tracker.h"
 #include "kernels/context.h"
+#include "nn/batch.h"
+#include "nn/param_spec.h"
 
 namespace zeroshard {
 
-enum class InitKind { kNormal, kZeros, kOnes };
-
-// One parameter tensor of a unit.
-struct ParamSpec {
-  std::string name;            // Hugging Face name, e.g. "h.0.attn.c_attn.weight"
-  std::vector<int64_t> shape;  // e.g. {C, 3C} (HF Conv1D layout: y = x·W + b)
-  InitKind init = InitKind::kNormal;
-  float init_std = 0.02f;  // for kNormal; residual projections 0.02/sqrt(2*n_layer)
-
-  int64_t numel() const;
-};
+class Communicator;
 
 // Where and how a unit computes. Buffers a unit allocates (outputs, saved
-// activations, scratch) live on ctx.kernels.device in compute_dtype and are
+// activations, scratch) live on kernels.device in compute_dtype and are
 // counted in `tracker` (which may be null: then nothing is counted).
 struct ComputeContext {
   kernels::KernelContext kernels;
@@ -51,16 +58,79 @@ struct ComputeContext {
   MemoryTracker* tracker = nullptr;
 };
 
-// A micro-batch of token ids, (B, T) each, i32, on the compute device.
-// targets[b, t] is the token that follows inputs[b, t].
-struct TokenBatch {
-  TensorView inputs;
-  TensorView targets;
+// The tensor-parallel group a unit belongs to. A tensor-parallel unit issues
+// its tp collectives itself, in the same order on every tp rank. With
+// size 1 (no tensor parallelism) `tp` may be null.
+struct ParallelContext {
+  Communicator* tp = nullptr;
+  int tp_rank = 0;
+  int tp_size = 1;
+  bool sequence_parallel = false;
+};
+
+struct UnitContext {
+  ComputeContext compute;
+  // false in evaluation: no backward follows (a unit may skip saving).
+  bool training = true;
+  // A pure function of (seed, step, micro-batch, unit) (UnitRngKey), so a
+  // recomputed Forward draws the same random numbers as the first one.
+  uint64_t rng_key = 0;
+  int micro_batch = 0;
+  // false: nothing before this unit needs d(objective)/d(in) (the units
+  // before it are frozen); Backward may leave grad_in empty.
+  bool input_grad = true;
+  ParallelContext parallel;
+};
+
+// The key UnitContext::rng_key holds: splitmix64 over the four values.
+// `step` counts TrainStep calls (skipped ones included); evaluation uses
+// step -1.
+uint64_t UnitRngKey(uint64_t seed, int64_t step, int micro_batch, int unit);
+
+// Tensors passed between units (a unit's output, or its gradient). Owns its
+// buffers; each has a shape. Move-only.
+class ActivationPack {
+ public:
+  ActivationPack() = default;
+  ActivationPack(ActivationPack&&) = default;
+  ActivationPack& operator=(ActivationPack&&) = default;
+
+  void Add(Buffer buffer, std::vector<int64_t> shape);
+  int size() const { return static_cast<int>(buffers_.size()); }
+  bool empty() const { return buffers_.empty(); }
+  Buffer& buffer(int i) { return buffers_[i]; }
+  const std::vector<int64_t>& shape(int i) const { return shapes_[i]; }
+  // Views of every tensor, in order (valid while the pack lives).
+  std::vector<TensorView> views() const;
+  int64_t bytes() const;
+  void Clear();
+
+ private:
+  std::vector<Buffer> buffers_;
+  std::vector<std::vector<int64_t>> shapes_;
+};
+
+// A summed quantity and what it is summed over; its mean is sum / weight.
+struct WeightedSum {
+  double sum = 0;
+  double weight = 0;
+};
+
+// What the last unit's Forward returns.
+struct LossTerms {
+  WeightedSum loss;
+  // Parallel to Unit::metric_names() (e.g. correct predictions over labels).
+  std::vector<WeightedSum> metrics;
+};
+
+struct UnitOutput {
+  ActivationPack activations;  // every unit but the last
+  LossTerms loss;              // the last unit
 };
 
 // What a unit's Forward kept for its Backward, counted as kActivations.
-// Self-contained: Backward reads neither Forward's `in` nor its `out`, so the
-// engine may free both once the next unit has consumed `out`.
+// Self-contained: Backward reads neither Forward's inputs nor its outputs,
+// so the engine may free both once the next unit has consumed them.
 class SavedActivations {
  public:
   virtual ~SavedActivations() = default;
@@ -68,9 +138,7 @@ class SavedActivations {
   virtual int64_t bytes() const = 0;
 };
 
-// One FSDP-style wrap unit. Implementations are stateless after
-// construction, so one Unit may run several micro-batches and the same
-// const Unit may be used from several threads on distinct buffers.
+// One FSDP-style wrap unit.
 class Unit {
  public:
   virtual ~Unit() = default;
@@ -78,41 +146,66 @@ class Unit {
   // "embed", "h.3", "head".
   virtual const std::string& name() const = 0;
 
-  // Owned parameters, in flat-buffer order.
+  // Owned parameters, in flat-buffer order. All of a unit's parameters are
+  // trainable, or all are frozen (Model::Validate).
   virtual const std::vector<ParamSpec>& params() const = 0;
 
   // Parameters owned by OTHER units that this unit also reads and whose
   // gradient it accumulates into (GPT-2's head borrows "wte.weight").
   virtual std::vector<std::string> borrowed_params() const { return {}; }
 
+  // Last unit: names of the metrics its LossTerms carry besides the loss.
+  virtual std::vector<std::string> metric_names() const { return {}; }
+
+  // Last unit: the loss weight a micro-batch carries when nothing in it is
+  // masked (GPT-2: B·T tokens; default: its rows). The engine starts
+  // backward from loss_scale · dp / (the step's total nominal weight) and
+  // corrects by nominal / actual total weight once, after the reduction,
+  // so gradients have the magnitude of a mean (what loss scaling is tuned
+  // for) and are exactly those of Σsum / Σweight. Must depend on the
+  // batch's shapes only.
+  virtual double NominalLossWeight(const Batch& batch) const { return static_cast<double>(batch.rows()); }
+
   // Runs the unit on one micro-batch.
   //   params: views in compute dtype of the owned params (params() order)
   //           followed by the borrowed params (borrowed_params() order).
-  //   in:     (B,T,C) output of the previous unit; ignored by the first unit,
-  //           which reads batch.inputs.
-  //   out:    allocated here as kActivations: (B,T,C), or for the last unit
-  //           the mean cross-entropy over B*T as a 1-element f32 tensor
-  //           (computed against batch.targets).
-  //   saved:  set to what Backward needs.
+  //   in:     the previous unit's output pack; empty for the first unit.
+  //   out:    every unit but the last fills out->activations (buffers
+  //           allocated as kActivations); the last unit fills out->loss.
+  //   saved:  set to what Backward needs (may stay null when
+  //           !ctx.training).
   // kInvalidArgument naming the tensor when a shape, dtype or device does not
   // match (e.g. a token >= V on CPU), kResourceExhausted when out of memory.
-  virtual absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                               const TokenBatch& batch, const TensorView& in, Buffer* out,
-                               std::unique_ptr<SavedActivations>* saved) = 0;
+  virtual absl::Status Forward(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
+                               absl::Span<const TensorView> in, UnitOutput* out,
+                               std::unique_ptr<SavedActivations>* saved) const = 0;
 
   // Backpropagates one micro-batch.
   //   grads:    views (compute dtype) parallel to params; ACCUMULATED (+=),
-  //             so micro-batches and the tied weight's two uses compose.
-  //   grad_out: last unit: a 1-element f32 holding d(objective)/d(mean loss)
-  //             (the engine passes loss_scale / accumulation_steps);
-  //             otherwise (B,T,C) = d(objective)/d(out).
-  //   grad_in:  allocated here as kActivations and WRITTEN with
-  //             d(objective)/d(in), (B,T,C); the first unit leaves it empty.
+  //             so micro-batches and a tied weight's two uses compose. A
+  //             frozen parameter's view has data == nullptr: skip it.
+  //   grad_out: the last unit: one f32[1] HOST tensor holding
+  //             d(objective)/d(loss sum); otherwise parallel to Forward's
+  //             out->activations: d(objective)/d(out).
+  //   grad_in:  filled with d(objective)/d(in), parallel to `in`
+  //             (kActivations); the first unit leaves it empty.
   //   saved:    what this unit's Forward returned for the same batch and
   //             params.
-  virtual absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
-                                absl::Span<const TensorView> grads, const TokenBatch& batch,
-                                const SavedActivations& saved, const TensorView& grad_out, Buffer* grad_in) = 0;
+  virtual absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> params,
+                                absl::Span<const TensorView> grads, const Batch& batch,
+                                const SavedActivations& saved, absl::Span<const TensorView> grad_out,
+                                ActivationPack* grad_in) const = 0;
+
+  // Zero-bubble pipeline schedules split Backward into the input gradient
+  // (BackwardInput) and the parameter gradients (BackwardWeight), run in
+  // that order on the same `saved`. Units that can say so return true.
+  virtual bool SupportsSplitBackward() const { return false; }
+  virtual absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params,
+                                     const Batch& batch, const SavedActivations& saved,
+                                     absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const;
+  virtual absl::Status BackwardWeight(const UnitContext& ctx, absl::Span<const TensorView> params,
+                                      absl::Span<const TensorView> grads, const Batch& batch,
+                                      const SavedActivations& saved, absl::Span<const TensorView> grad_out) const;
 };
 
 // A Unit that keeps its name and parameter list; a subclass fills params_

@@ -1,19 +1,46 @@
 #include "sharding/grad_reducer.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "comm/traced_wait.h"
 #include "core/status_macros.h"
+#include "kernels/accumulate.h"
 #include "kernels/cast.h"
 
 namespace zeroshard {
 
+std::vector<GradBucket> FormGradBuckets(const std::vector<const FlatParamLayout*>& layouts, int64_t bucket_bytes,
+                                        DType reduce_dtype) {
+  std::vector<GradBucket> buckets;
+  const int64_t reduce_size = static_cast<int64_t>(DTypeSize(reduce_dtype));
+  int64_t open_bytes = 0;
+  for (int u = static_cast<int>(layouts.size()) - 1; u >= 0; --u) {
+    if (layouts[u] == nullptr) continue;
+    // The bytes the reduce-scatter moves for this unit: its padded buffer in
+    // the reduce dtype.
+    const int64_t bytes = layouts[u]->padded_numel() * reduce_size;
+    if (buckets.empty() || open_bytes + bytes > bucket_bytes) {
+      buckets.emplace_back();
+      open_bytes = 0;
+    }
+    GradBucket& b = buckets.back();
+    b.units.insert(b.units.begin(), u);
+    b.shard_numel += layouts[u]->shard_numel();
+    open_bytes += bytes;
+  }
+  for (GradBucket& b : buckets) {
+    b.label = layouts[b.units.front()]->unit_name();
+    if (b.units.size() > 1) absl::StrAppend(&b.label, "..", layouts[b.units.back()]->unit_name());
+  }
+  return buckets;
+}
+
 absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<UnitShard*> units, int64_t bucket_bytes,
                                                                  Communicator* dp, MemoryTracker* tracker,
-                                                                 DType reduce_dtype) {
+                                                                 DType reduce_dtype,
+                                                                 const kernels::KernelContext& kernels) {
   if (bucket_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat("bucket_bytes is ", bucket_bytes, ", expected >= 0"));
   }
@@ -23,36 +50,83 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<Uni
   }
   std::unique_ptr<GradReducer> r(new GradReducer());
   r->reduce_dtype_ = reduce_dtype;
-  if (!units.empty()) r->compute_dtype_ = units.front()->compute_dtype();
+  r->kernels_ = kernels;
+  const UnitShard* first = nullptr;
   for (const UnitShard* u : units) {
-    if (u->compute_dtype() != r->compute_dtype_) {
+    if (u == nullptr) continue;
+    if (first == nullptr) first = u;
+    if (u->compute_dtype() != first->compute_dtype()) {
       return absl::InvalidArgumentError(absl::StrCat("unit '", u->layout().unit_name(), "' computes in ",
                                                      DTypeName(u->compute_dtype()), ", expected ",
-                                                     DTypeName(r->compute_dtype_), " like the first unit"));
+                                                     DTypeName(first->compute_dtype()), " like unit '",
+                                                     first->layout().unit_name(), "'"));
     }
   }
+  if (first != nullptr) r->compute_dtype_ = first->compute_dtype();
   r->units_ = std::move(units);
   r->dp_ = dp;
   r->tracker_ = tracker;
   r->bucket_of_.assign(r->units_.size(), -1);
-  int64_t open_bytes = 0;
-  for (int u = static_cast<int>(r->units_.size()) - 1; u >= 0; --u) {
-    const int64_t bytes = r->units_[u]->layout().padded_numel() * static_cast<int64_t>(sizeof(float));
-    if (r->buckets_.empty() || open_bytes + bytes > bucket_bytes) {
-      r->buckets_.emplace_back();
-      open_bytes = 0;
-    }
-    Bucket& b = r->buckets_.back();
-    b.units.insert(b.units.begin(), u);
-    b.shard_numel += r->units_[u]->layout().shard_numel();
-    open_bytes += bytes;
-    r->bucket_of_[u] = static_cast<int>(r->buckets_.size()) - 1;
-  }
-  for (Bucket& b : r->buckets_) {
-    b.label = r->units_[b.units.front()]->layout().unit_name();
-    if (b.units.size() > 1) absl::StrAppend(&b.label, "..", r->units_[b.units.back()]->layout().unit_name());
+  std::vector<const FlatParamLayout*> layouts;
+  for (const UnitShard* u : r->units_) layouts.push_back(u == nullptr ? nullptr : &u->layout());
+  for (GradBucket& g : FormGradBuckets(layouts, bucket_bytes, reduce_dtype)) {
+    Bucket b;
+    b.units = std::move(g.units);
+    b.shard_numel = g.shard_numel;
+    b.label = std::move(g.label);
+    b.stages_input = b.units.size() > 1 || reduce_dtype != r->compute_dtype_;
+    for (int u : b.units) r->bucket_of_[u] = static_cast<int>(r->buckets_.size());
+    r->buckets_.push_back(std::move(b));
   }
   return r;
+}
+
+int64_t GradReducer::reduce_bytes(int b) const {
+  return buckets_[b].shard_numel * static_cast<int64_t>(DTypeSize(reduce_dtype_));
+}
+
+absl::Status GradReducer::SetStagingSlots(std::vector<int> slot_of_bucket) {
+  if (static_cast<int>(slot_of_bucket.size()) != num_buckets()) {
+    return absl::InvalidArgumentError(absl::StrCat("staging plan lists ", slot_of_bucket.size(), " buckets, expected ",
+                                                   num_buckets()));
+  }
+  int slots = 0;
+  for (int s : slot_of_bucket) {
+    if (s < 0) return absl::InvalidArgumentError(absl::StrCat("staging slot ", s, " is negative"));
+    slots = std::max(slots, s + 1);
+  }
+  slots_.clear();
+  slots_.resize(slots);
+  const int n = dp_->size();
+  for (int b = 0; b < num_buckets(); ++b) {
+    Slot& slot = slots_[slot_of_bucket[b]];
+    slot.out_numel = std::max(slot.out_numel, buckets_[b].shard_numel);
+    if (buckets_[b].stages_input) slot.in_numel = std::max(slot.in_numel, buckets_[b].shard_numel * n);
+  }
+  slot_of_bucket_ = std::move(slot_of_bucket);
+  return absl::OkStatus();
+}
+
+absl::Status GradReducer::ReserveStaging() {
+  const Device device = dp_->device();
+  for (Slot& slot : slots_) {
+    if (slot.out.empty() && slot.out_numel > 0) {
+      ASSIGN_OR_RETURN(slot.out, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, reduce_dtype_,
+                                                  slot.out_numel));
+    }
+    if (slot.in.empty() && slot.in_numel > 0) {
+      ASSIGN_OR_RETURN(slot.in, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, reduce_dtype_,
+                                                 slot.in_numel));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void GradReducer::FreeStaging() {
+  for (Slot& slot : slots_) {
+    slot.in.Reset();
+    slot.out.Reset();
+  }
 }
 
 absl::Status GradReducer::Launch(int bucket) {
@@ -67,36 +141,45 @@ absl::Status GradReducer::Launch(int bucket) {
     }
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(b.staging_out, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, reduce_dtype_,
-                                                   b.shard_numel));
-  const void* in = nullptr;
-  if (b.units.size() == 1 && reduce_dtype_ == compute_dtype_) {
-    in = units_[b.units.front()]->full_grads();
+  const int n = dp_->size();
+  Slot* slot = slot_of_bucket_.empty() ? nullptr : &slots_[slot_of_bucket_[bucket]];
+  if (slot != nullptr && (slot->out.empty() || (b.stages_input && slot->in.empty()))) {
+    return absl::FailedPreconditionError(absl::StrCat("gradient bucket ", b.label,
+                                                      ": staging slot not reserved (ReserveStaging)"));
+  }
+  if (slot != nullptr) {
+    b.out = slot->out.data();
   } else {
-    const int n = dp_->size();
+    ASSIGN_OR_RETURN(b.staging_out, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, reduce_dtype_,
+                                                     b.shard_numel));
+    b.out = b.staging_out.data();
+  }
+  if (!b.stages_input) {
+    b.in = units_[b.units.front()]->full_grads();
+  } else {
+    if (slot != nullptr) {
+      b.in = slot->in.data();
+    } else {
+      ASSIGN_OR_RETURN(b.staging_in, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, reduce_dtype_,
+                                                      b.shard_numel * n));
+      b.in = b.staging_in.data();
+    }
     const int64_t in_size = static_cast<int64_t>(DTypeSize(compute_dtype_));
     const int64_t out_size = static_cast<int64_t>(DTypeSize(reduce_dtype_));
-    const kernels::KernelContext host = kernels::KernelContext::Cpu(1);
-    ASSIGN_OR_RETURN(b.staging_in, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, reduce_dtype_,
-                                                    b.shard_numel * n));
-    char* dst = b.staging_in.as<char>();
+    char* dst = static_cast<char*>(b.in);
     for (int r = 0; r < n; ++r) {
       for (int u : b.units) {
         const int64_t S = units_[u]->layout().shard_numel();
         if (S == 0) continue;
         const char* src = static_cast<const char*>(units_[u]->full_grads()) + r * S * in_size;
-        if (reduce_dtype_ == compute_dtype_) {
-          RETURN_IF_ERROR(DeviceCopy(dst, device, src, device, S * in_size));
-        } else {
-          RETURN_IF_ERROR(kernels::Cast(host, dst, reduce_dtype_, src, compute_dtype_, S));
-        }
+        // Cast to the same dtype is a copy.
+        RETURN_IF_ERROR(kernels::Cast(kernels_, dst, reduce_dtype_, src, compute_dtype_, S));
         dst += S * out_size;
       }
     }
-    in = b.staging_in.data();
   }
   b.issued = std::chrono::steady_clock::now();
-  b.work = dp_->ReduceScatter(in, b.staging_out.data(), b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
+  b.work = dp_->ReduceScatter(b.in, b.out, b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
   launched_.push_back(bucket);
   return absl::OkStatus();
 }
@@ -113,23 +196,13 @@ absl::Status GradReducer::Finish(int bucket) {
     b.staging_out.Reset();
     return s;
   }
-  // Host loop: the MPI backend's buffers are host memory.
   int64_t at = 0;
+  const int64_t out_size = static_cast<int64_t>(DTypeSize(reduce_dtype_));
   for (int u : b.units) {
     UnitShard* unit = units_[u];
     const int64_t S = unit->layout().shard_numel();
-    float* dst = unit->grad_shard();
-    if (reduce_dtype_ == DType::kF32) {
-      const float* src = b.staging_out.as<float>() + at;
-      for (int64_t i = 0; i < S; ++i) dst[i] += src[i];
-    } else {
-      const uint16_t* src = b.staging_out.as<uint16_t>() + at;
-      if (reduce_dtype_ == DType::kBF16) {
-        for (int64_t i = 0; i < S; ++i) dst[i] += BF16ToF32(src[i]);
-      } else {
-        for (int64_t i = 0; i < S; ++i) dst[i] += F16ToF32(src[i]);
-      }
-    }
+    const char* src = static_cast<const char*>(b.out) + at * out_size;
+    RETURN_IF_ERROR(kernels::AccumulateInto(kernels_, unit->grad_shard(), src, reduce_dtype_, S));
     at += S;
     if (unit->stage() >= 2) {
       unit->FreeFullGrads();
@@ -138,6 +211,7 @@ absl::Status GradReducer::Finish(int bucket) {
     }
   }
   b.staging_out.Reset();
+  b.in = b.out = nullptr;
   return absl::OkStatus();
 }
 

@@ -2,18 +2,29 @@
 // shards, fusing small consecutive units into buckets.
 //
 // Buckets are formed once, walking units in backward order (last unit
-// first): a unit joins the open bucket while the bucket's full gradient bytes
-// stay <= bucket_bytes; a larger unit gets a bucket of its own. A bucket is
-// complete after the backward of its lowest-index unit. The bucket layout
-// depends only on the layouts and bucket_bytes, never on the ZeRO stage, so
-// every stage issues the same reduce-scatters: the sums are bitwise equal.
+// first): a unit joins the open bucket while the bytes the bucket's
+// reduce-scatter moves (its units' padded numel in the reduce dtype) stay
+// <= bucket_bytes; a larger unit gets a bucket of its own. Units without
+// gradients (frozen: null in `units`) are in no bucket. When a bucket is
+// launched is the step program's business (engine/data_parallel_program.h).
+// The bucket layout depends only on the layouts, bucket_bytes and the reduce
+// dtype, never on the ZeRO stage, so every stage issues the same
+// reduce-scatters: the sums are bitwise equal.
 //
 // Launch(b): one ReduceScatter(kAvg over dp) of the bucket. A one-unit bucket
 // reduces straight from the unit's full gradients; a fused one first copies
 // the units' slices rank-major into a staging buffer (kCommBuffers) so rank r
 // receives [unit u's shard r for u in bucket]. Finish(b): waits, adds each
-// unit's part into its gradient shard (+=, so micro-batches accumulate), frees
-// the staging, then frees (stages 2-3) or zeroes (stages 0-1) the full grads.
+// unit's part into its gradient shard (+=, so micro-batches accumulate, by
+// kernels/accumulate.h), then frees (stages 2-3) or zeroes (stages 0-1) the
+// full grads.
+//
+// Staging: by default each Launch allocates its bucket's staging and Finish
+// frees it. With a slot plan (SetStagingSlots), ReserveStaging allocates one
+// buffer pair per slot up front, sized for the largest bucket of the slot,
+// and buckets sharing a slot reuse it — the engine reserves at the start of
+// a step, where every rank agrees on the allocation, so no rank fails alone
+// in the middle of the step's collectives.
 //
 // Reduce dtype: the collective runs in reduce_dtype (f32, bf16, f16). When it
 // differs from the units' compute dtype, the gradients are cast into the
@@ -38,26 +49,53 @@
 #include "core/dtype.h"
 #include "core/memory_tracker.h"
 #include "core/timeline.h"
+#include "kernels/context.h"
 #include "sharding/unit_shard.h"
 
 namespace zeroshard {
 
+// One bucket: units (forward order) whose gradients one reduce-scatter
+// moves, and its label ("h.3", or "h.0..h.3" for a fused one).
+struct GradBucket {
+  std::vector<int> units;
+  int64_t shard_numel = 0;  // sum of the units' S
+  std::string label;
+};
+
+// The buckets as described above, for units laid out by `layouts` (by unit
+// index; null for a unit without gradients). Pure: the engine's reducer and
+// `zeroshard schedule` form the same buckets.
+std::vector<GradBucket> FormGradBuckets(const std::vector<const FlatParamLayout*>& layouts, int64_t bucket_bytes,
+                                        DType reduce_dtype);
+
 class GradReducer {
  public:
-  // `units` in forward order. kInvalidArgument for bucket_bytes < 0.
-  // reduce_dtype: f32, bf16 or f16 (kInvalidArgument otherwise). Every
-  // unit must have the same compute dtype.
-  static absl::StatusOr<std::unique_ptr<GradReducer>> Create(std::vector<UnitShard*> units, int64_t bucket_bytes,
-                                                             Communicator* dp, MemoryTracker* tracker,
-                                                             DType reduce_dtype = DType::kF32);
+  // `units` in forward order, null for a unit without gradients.
+  // kInvalidArgument for bucket_bytes < 0. reduce_dtype: f32, bf16 or f16
+  // (kInvalidArgument otherwise). Every unit must have the same compute
+  // dtype. `kernels` runs the casts and the accumulation.
+  static absl::StatusOr<std::unique_ptr<GradReducer>> Create(
+      std::vector<UnitShard*> units, int64_t bucket_bytes, Communicator* dp, MemoryTracker* tracker,
+      DType reduce_dtype = DType::kF32, const kernels::KernelContext& kernels = kernels::KernelContext::Cpu(1));
   DType reduce_dtype() const { return reduce_dtype_; }
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  // -1 for a unit without gradients.
   int bucket_of(int unit) const { return bucket_of_[unit]; }
   // Units of bucket b, in forward order.
   const std::vector<int>& bucket_units(int b) const { return buckets_[b].units; }
-  // Whether the backward of `unit` completes its bucket.
-  bool closes_bucket(int unit) const { return buckets_[bucket_of_[unit]].units.front() == unit; }
+  // Per-rank bytes of bucket b's reduce-scatter output (what CommStats
+  // counts for it).
+  int64_t reduce_bytes(int b) const;
+
+  // slot_of_bucket[b]: the staging slot bucket b uses; buckets in flight at
+  // the same time must use different slots. kInvalidArgument for a size
+  // other than num_buckets() or a negative slot.
+  absl::Status SetStagingSlots(std::vector<int> slot_of_bucket);
+  // Allocates every slot's staging (kCommBuffers); no-op without a plan.
+  absl::Status ReserveStaging();
+  // Frees it (after the step's last Finish).
+  void FreeStaging();
 
   // Preconditions: every unit of the bucket has full grads and a grad shard.
   absl::Status Launch(int bucket);
@@ -75,11 +113,20 @@ class GradReducer {
   struct Bucket {
     std::vector<int> units;  // forward order
     int64_t shard_numel = 0;  // sum of the units' S
-    Buffer staging_in;        // fused buckets only
+    bool stages_input = false;  // fused, or reduced in another dtype
+    Buffer staging_in;        // own staging (no slot plan)
     Buffer staging_out;
+    void* in = nullptr;       // what the in-flight reduce-scatter reads and writes
+    void* out = nullptr;
     std::unique_ptr<Work> work;
     std::chrono::steady_clock::time_point issued;
     std::string label;
+  };
+  struct Slot {
+    int64_t in_numel = 0;
+    int64_t out_numel = 0;
+    Buffer in;
+    Buffer out;
   };
   GradReducer() = default;
 
@@ -92,6 +139,9 @@ class GradReducer {
   DType reduce_dtype_ = DType::kF32;
   DType compute_dtype_ = DType::kF32;
   Timeline* timeline_ = nullptr;
+  kernels::KernelContext kernels_;
+  std::vector<int> slot_of_bucket_;  // empty: no slot plan
+  std::vector<Slot> slots_;
 };
 
 }  // namespace zeroshard

@@ -19,6 +19,10 @@ std::vector<FlatParamLayout> Layouts(int dp) {
   return out;
 }
 
+// Whether u is the lowest unit of its bucket (with no borrowing, where the
+// step program launches the bucket).
+bool ClosesBucket(const GradReducer& r, int u) { return r.bucket_units(r.bucket_of(u)).front() == u; }
+
 TEST(GradReducerTest, BucketsFormFromTheLastUnit) {
   std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(1);
   std::vector<FlatParamLayout> layouts = Layouts(1);
@@ -36,9 +40,8 @@ TEST(GradReducerTest, BucketsFormFromTheLastUnit) {
   EXPECT_EQ((*reducer)->bucket_units(0), std::vector<int>({3}));
   EXPECT_EQ((*reducer)->bucket_units(1), std::vector<int>({1, 2}));
   EXPECT_EQ((*reducer)->bucket_units(2), std::vector<int>({0}));
-  EXPECT_TRUE((*reducer)->closes_bucket(1));
-  EXPECT_FALSE((*reducer)->closes_bucket(2));
-  EXPECT_TRUE((*reducer)->closes_bucket(0));
+  EXPECT_EQ((*reducer)->bucket_label(1), "u1..u2");
+  EXPECT_EQ((*reducer)->reduce_bytes(1), (16 + 16) * 4);
   EXPECT_EQ(GradReducer::Create(raw, -1, comms[0].get(), &tracker).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -67,7 +70,7 @@ TEST(GradReducerTest, ReducesAveragesIntoShardsExactly) {
             ASSERT_TRUE(shards[u]->EnsureFullGrads().ok());
             float* g = static_cast<float*>(shards[u]->full_grads());
             for (int64_t i = 0; i < layouts[u].padded_numel(); ++i) g[i] = static_cast<float>(r * 1000 + u * 100 + i);
-            if ((*reducer)->closes_bucket(u)) {
+            if (ClosesBucket(**reducer, u)) {
               ASSERT_TRUE((*reducer)->Launch((*reducer)->bucket_of(u)).ok());
             }
           }
@@ -114,7 +117,7 @@ TEST(GradReducerTest, Bf16GradientsReduceInF32) {
           EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current % 2, 0);
           uint16_t* g = static_cast<uint16_t*>(shards[u]->full_grads());
           for (int64_t i = 0; i < layouts[u].padded_numel(); ++i) g[i] = F32ToBF16(static_cast<float>(2 * r + u + i % 8));
-          if ((*reducer)->closes_bucket(u)) {
+          if (ClosesBucket(**reducer, u)) {
             ASSERT_TRUE((*reducer)->Launch((*reducer)->bucket_of(u)).ok());
           }
         }
@@ -145,7 +148,61 @@ TEST(GradReducerTest, RejectsIntegerReduceDtypeAndMixedComputeDtypes) {
   EXPECT_EQ(s.message(), "reduce dtype is i32, expected f32, bf16 or f16");
   s = GradReducer::Create({a.get(), b.get()}, 0, comms[0].get(), &tracker).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "unit 'u1' computes in bf16, expected f32 like the first unit");
+  EXPECT_EQ(s.message(), "unit 'u1' computes in bf16, expected f32 like unit 'u0'");
+}
+
+// bucket_bytes counts what the reduce-scatter moves: in a bf16 reduce dtype
+// twice the elements fit; units without gradients (null) are in no bucket.
+TEST(GradReducerTest, BucketBytesAreTheReduceDtypesAndFrozenUnitsAreSkipped) {
+  std::vector<FlatParamLayout> layouts = Layouts(1);  // P = 112, 16, 16, 208
+  std::vector<const FlatParamLayout*> all = {&layouts[0], &layouts[1], &layouts[2], &layouts[3]};
+  // 130 bytes: in f32, u1 + u2 (128 bytes) share a bucket.
+  std::vector<GradBucket> f32 = FormGradBuckets(all, 130, DType::kF32);
+  ASSERT_EQ(f32.size(), 3u);
+  EXPECT_EQ(f32[1].units, std::vector<int>({1, 2}));
+  std::vector<GradBucket> bf16 = FormGradBuckets(all, 64, DType::kBF16);
+  ASSERT_EQ(bf16.size(), 3u);
+  EXPECT_EQ(bf16[1].units, std::vector<int>({1, 2})) << "16 + 16 elements are 64 bf16 bytes";
+  EXPECT_EQ(FormGradBuckets(all, 64, DType::kF32).size(), 4u) << "but 128 f32 bytes";
+  std::vector<const FlatParamLayout*> frozen = all;
+  frozen[1] = nullptr;
+  std::vector<GradBucket> skipped = FormGradBuckets(frozen, 1 << 20, DType::kF32);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].units, std::vector<int>({0, 2, 3}));
+  EXPECT_EQ(skipped[0].label, "u0..u3");
+}
+
+// With a slot plan the staging is allocated by ReserveStaging (sized for
+// the largest bucket of each slot), reused by every bucket of the slot and
+// freed by FreeStaging; a launch without a reservation fails.
+TEST(GradReducerTest, StagingSlotsAreReservedOnceAndShared) {
+  std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(1);
+  std::vector<FlatParamLayout> layouts = Layouts(1);
+  MemoryTracker tracker;
+  std::vector<std::unique_ptr<UnitShard>> shards;
+  std::vector<UnitShard*> raw;
+  for (auto& l : layouts) {
+    shards.push_back(*UnitShard::Create(&l, 2, comms[0].get(), &tracker));
+    raw.push_back(shards.back().get());
+  }
+  auto reducer = GradReducer::Create(raw, 150, comms[0].get(), &tracker);  // buckets {3}, {1, 2}, {0}
+  ASSERT_TRUE(reducer.ok());
+  EXPECT_EQ((*reducer)->SetStagingSlots({0, 1}).message(), "staging plan lists 2 buckets, expected 3");
+  ASSERT_TRUE((*reducer)->SetStagingSlots({0, 1, 0}).ok());
+  for (int u = 0; u < 4; ++u) ASSERT_TRUE(shards[u]->EnsureFullGrads().ok());
+  absl::Status s = (*reducer)->Launch(0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "gradient bucket u3: staging slot not reserved (ReserveStaging)");
+  ASSERT_TRUE((*reducer)->ReserveStaging().ok());
+  // Slot 0: outputs of u3 (208) and u0 (112); slot 1: u1..u2 fused, in and out of 32.
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, (208 + 32 + 32) * 4);
+  for (int b = 0; b < 3; ++b) {
+    ASSERT_TRUE((*reducer)->Launch(b).ok());
+    ASSERT_TRUE((*reducer)->Finish(b).ok());
+  }
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, (208 + 32 + 32) * 4) << "no allocation per launch";
+  (*reducer)->FreeStaging();
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, 0);
 }
 
 }  // namespace

@@ -52,15 +52,26 @@ absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(const
           region.layout == nullptr ? "<null>" : region.layout->unit_name(), "' of ",
           region.layout == nullptr ? 0 : region.layout->padded_numel(), " elements"));
     }
+    if (!region.groups.empty() && region.groups.size() != region.layout->params().size()) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer region of unit '", region.layout->unit_name(),
+                                                     "' has ", region.groups.size(), " parameter groups, expected ",
+                                                     region.layout->params().size()));
+    }
     std::vector<Segment> segments;
     for (const ShardSegment& s : region.layout->SegmentsInRange(region.begin, region.length)) {
-      const bool decay = policy.Decays(region.layout->params()[s.param_index].name);
-      // Neighbouring pieces with the same decay flag run as one kernel call.
-      if (!segments.empty() && segments.back().decay == decay &&
+      ParamGroup group;
+      if (region.groups.empty()) {
+        group.weight_decay_mult = policy.Decays(region.layout->params()[s.param_index].name) ? 1.0f : 0.0f;
+      } else {
+        group = region.groups[s.param_index];
+      }
+      // Neighbouring pieces of one group run as one kernel call.
+      if (!segments.empty() && segments.back().group.weight_decay_mult == group.weight_decay_mult &&
+          segments.back().group.lr_mult == group.lr_mult &&
           segments.back().offset + segments.back().length == s.offset_in_shard) {
         segments.back().length += s.length;
       } else {
-        segments.push_back(Segment{s.offset_in_shard, s.length, decay});
+        segments.push_back(Segment{s.offset_in_shard, s.length, group});
       }
     }
     opt->segments_.push_back(std::move(segments));
@@ -89,15 +100,16 @@ absl::Status ShardedOptimizer::Step(absl::Span<float* const> master, absl::Span<
   }
   for (size_t i = 0; i < regions_.size(); ++i) {
     for (const Segment& seg : segments_[i]) {
-      const float wd = seg.decay ? options_.weight_decay : 0.0f;
+      const float wd = options_.weight_decay * seg.group.weight_decay_mult;
+      const float seg_lr = lr * seg.group.lr_mult;
       float* p = master[i] + seg.offset;
       const float* g = grads[i] + seg.offset;
       if (options_.type == OptimizerType::kAdamW) {
-        kernels::AdamWHyper h{lr, options_.beta1, options_.beta2, options_.eps, wd, step};
+        kernels::AdamWHyper h{seg_lr, options_.beta1, options_.beta2, options_.eps, wd, step};
         RETURN_IF_ERROR(kernels::AdamWUpdate(ctx_, p, g, state_[i].first.as<float>() + seg.offset,
                                              state_[i].second.as<float>() + seg.offset, seg.length, h));
       } else {
-        kernels::SgdHyper h{lr, options_.momentum, options_.dampening, wd, options_.nesterov, step == 1};
+        kernels::SgdHyper h{seg_lr, options_.momentum, options_.dampening, wd, options_.nesterov, step == 1};
         float* buf = state_[i].first.empty() ? nullptr : state_[i].first.as<float>() + seg.offset;
         RETURN_IF_ERROR(kernels::SgdUpdate(ctx_, p, g, buf, seg.length, h));
       }

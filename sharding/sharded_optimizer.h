@@ -1,11 +1,11 @@
 // ShardedOptimizer: AdamW or SGD over the regions of the flat parameter
 // buffers a rank owns (its shard under ZeRO 1-3, the whole padded buffer
-// under stage 0), with per-parameter weight decay by name.
+// under stage 0), with a weight-decay and learning-rate multiplier per
+// parameter (its optimizer group).
 //
 // Each region is cut into the parameter segments it contains
 // (FlatParamLayout::SegmentsInRange); each segment is updated by the
-// element-wise kernels of kernels/optimizer.h with weight decay on or off
-// for its parameter. Padding elements are never touched, so they stay zero.
+// element-wise kernels of kernels/optimizer.h with its parameter's group. Padding elements are never touched, so they stay zero.
 // Because the kernels are element-wise, updating a shard gives bitwise the
 // same values as updating the whole tensor: the basis of the stage 0-3
 // equality.
@@ -48,11 +48,22 @@ struct OptimizerOptions {
   std::vector<std::string> no_decay_patterns;
 };
 
+// A parameter's optimizer group: its weight decay is
+// OptimizerOptions::weight_decay x weight_decay_mult and its learning rate
+// the schedule's x lr_mult.
+struct ParamGroup {
+  float weight_decay_mult = 1.0f;
+  float lr_mult = 1.0f;
+};
+
 // A region [begin, begin + length) of one unit's flat buffer.
 struct OptimizerRegion {
   const FlatParamLayout* layout = nullptr;  // must outlive the optimizer
   int64_t begin = 0;
   int64_t length = 0;
+  // Per parameter of the layout (params() order). Empty: decided by
+  // OptimizerOptions::no_decay_patterns (multiplier 0 or 1), lr_mult 1.
+  std::vector<ParamGroup> groups;
 };
 
 class ShardedOptimizer {
@@ -88,7 +99,7 @@ class ShardedOptimizer {
   struct Segment {
     int64_t offset = 0;  // within the region
     int64_t length = 0;
-    bool decay = true;
+    ParamGroup group;
   };
   ShardedOptimizer() = default;
 

@@ -6,12 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "comm/traced_wait.h"
 #include "core/status_macros.h"
+#include "kernels/cast.h"
 
 namespace zeroshard {
 
 absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayout* layout, int stage,
                                                              Communicator* dp, MemoryTracker* tracker,
-                                                             DType compute_dtype) {
+                                                             DType compute_dtype, const kernels::KernelContext& kernels,
+                                                             bool trainable) {
   if (compute_dtype != DType::kF32 && compute_dtype != DType::kBF16 && compute_dtype != DType::kF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("compute dtype is ", DTypeName(compute_dtype), ", expected f32, bf16 or f16"));
@@ -32,6 +34,8 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
   u->tracker_ = tracker;
   u->device_ = dp->device();
   u->compute_dtype_ = compute_dtype;
+  u->kernels_ = kernels;
+  u->trainable_ = trainable;
   const int64_t P = layout->padded_numel();
   const int64_t S = layout->shard_numel();
   const Device d = u->device_;
@@ -39,7 +43,9 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
                                                 stage == 3 ? S : P));
   ASSIGN_OR_RETURN(u->master_, Buffer::Allocate(tracker, MemoryCategory::kMasterParams, d, DType::kF32,
                                                 stage == 0 ? P : S));
-  if (stage <= 1) {
+  if (!trainable) {
+    // Frozen: no gradients at any stage.
+  } else if (stage <= 1) {
     ASSIGN_OR_RETURN(u->full_grads_, Buffer::Allocate(tracker, MemoryCategory::kGrads, d, compute_dtype, P));
   } else {
     ASSIGN_OR_RETURN(u->grad_shard_, Buffer::Allocate(tracker, MemoryCategory::kGrads, d, DType::kF32, S));
@@ -102,7 +108,7 @@ absl::Status UnitShard::Release() {
 }
 
 absl::Status UnitShard::EnsureFullGrads() {
-  if (!full_grads_.empty() || layout_->padded_numel() == 0) return absl::OkStatus();
+  if (!trainable_ || !full_grads_.empty() || layout_->padded_numel() == 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(full_grads_, Buffer::Allocate(tracker_, MemoryCategory::kGrads, device_, compute_dtype_,
                                                  layout_->padded_numel()));
   return absl::OkStatus();
@@ -118,7 +124,7 @@ absl::Status UnitShard::ZeroFullGrads() {
 }
 
 absl::Status UnitShard::EnsureGradShard() {
-  if (!grad_shard_.empty() || layout_->shard_numel() == 0) return absl::OkStatus();
+  if (!trainable_ || !grad_shard_.empty() || layout_->shard_numel() == 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(grad_shard_, Buffer::Allocate(tracker_, MemoryCategory::kGrads, device_, DType::kF32,
                                                  layout_->shard_numel()));
   return absl::OkStatus();
@@ -134,13 +140,9 @@ absl::Status UnitShard::ZeroGradShard() {
 }
 
 absl::Status UnitShard::CopyMasterTo(void* dst) {
-  if (compute_dtype_ == DType::kF32) {
-    return DeviceCopy(dst, device_, master_.data(), device_, master_.bytes());
-  }
-  // Host loop: the engine runs on the CPU (CUDA is gated in EngineOptions).
-  ConvertF32ToHalf(master_.as<float>(), static_cast<uint16_t*>(dst), static_cast<size_t>(master_.numel()),
-                   compute_dtype_);
-  return absl::OkStatus();
+  if (master_.empty()) return absl::OkStatus();
+  // A cast to the same dtype is a copy; on the kernels' device and threads.
+  return kernels::Cast(kernels_, dst, compute_dtype_, master_.data(), DType::kF32, master_.numel());
 }
 
 absl::StatusOr<std::unique_ptr<Work>> UnitShard::PublishMaster() {

@@ -15,7 +15,8 @@
 // until its reduction; stage 0-1's S·4 gradient shard (kGrads) during a step.
 // Compute-dtype parameters are rounded from the f32 master once per
 // PublishMaster; gathers move compute-dtype shards, so a gathered unit is
-// never cast again before use.
+// never cast again before use. A frozen unit (trainable false) has params
+// and master only: no gradient buffer is ever allocated.
 //
 // Thread-compatible: the engine drives it from one thread; collectives run on
 // the communicator's own progress thread until their Work completes.
@@ -33,6 +34,7 @@
 #include "core/dtype.h"
 #include "core/memory_tracker.h"
 #include "core/timeline.h"
+#include "kernels/context.h"
 #include "sharding/flat_param_layout.h"
 
 namespace zeroshard {
@@ -42,15 +44,18 @@ class UnitShard {
   // `layout` must outlive the shard; layout->dp() must equal dp->size().
   // Allocates the at-rest buffers above (zeroed). kInvalidArgument for a
   // stage outside [0, 3] or a dp size mismatch.
-  // compute_dtype: f32, bf16 or f16 (kInvalidArgument otherwise).
-  static absl::StatusOr<std::unique_ptr<UnitShard>> Create(const FlatParamLayout* layout, int stage,
-                                                           Communicator* dp, MemoryTracker* tracker,
-                                                           DType compute_dtype = DType::kF32);
+  // compute_dtype: f32, bf16 or f16 (kInvalidArgument otherwise). `kernels`
+  // runs the master -> parameter rounding.
+  static absl::StatusOr<std::unique_ptr<UnitShard>> Create(
+      const FlatParamLayout* layout, int stage, Communicator* dp, MemoryTracker* tracker,
+      DType compute_dtype = DType::kF32, const kernels::KernelContext& kernels = kernels::KernelContext::Cpu(1),
+      bool trainable = true);
 
   const FlatParamLayout& layout() const { return *layout_; }
   int stage() const { return stage_; }
   int rank() const { return rank_; }
   DType compute_dtype() const { return compute_dtype_; }
+  bool trainable() const { return trainable_; }
 
   // The region of the flat buffer the master copy, the optimizer and the
   // reduced gradient cover: [0, P) for stage 0, this rank's shard otherwise.
@@ -82,7 +87,7 @@ class UnitShard {
 
   // Full gradients (compute dtype, accumulated by Backward). Stages 0-1:
   // always there; stages 2-3: allocated zeroed by EnsureFullGrads, freed by
-  // FreeFullGrads (after their reduction).
+  // FreeFullGrads (after their reduction). Never for a frozen unit (null).
   absl::Status EnsureFullGrads();
   void* full_grads() { return full_grads_.empty() ? nullptr : full_grads_.data(); }
   void FreeFullGrads();
@@ -117,6 +122,8 @@ class UnitShard {
   MemoryTracker* tracker_ = nullptr;
   Device device_ = Device::kCpu;
   DType compute_dtype_ = DType::kF32;
+  kernels::KernelContext kernels_;
+  bool trainable_ = true;
 
   Buffer params_;       // full (stages 0-2) or shard (stage 3)
   Buffer gathered_;     // stage 3 full buffer while gathered

@@ -70,7 +70,7 @@ int Main() {
   const DTypeProto compute = dtype == "bf16" ? BF16 : dtype == "f16" ? F16 : F32;
   const std::vector<int32_t> tokens = RandomTokens(3, B, mc.seq_len, mc.vocab_size);
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, B, mc.seq_len, 1, 1, 0);
-  const std::vector<TokenBatch> views = Views(batches);
+  const std::vector<Batch> views = Views(batches);
 
   const std::vector<Policy> policies = {{"none", ActivationCheckpointingConfig::NONE, 2},
                                         {"every unit", ActivationCheckpointingConfig::EVERY_UNIT, 2},

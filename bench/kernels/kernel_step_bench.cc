@@ -168,10 +168,12 @@ class Gpt2KernelStep {
       return kernels::Gemm(ctx, Transpose::kNo, Transpose::kYes, n, v, c, 1.0f, lnf_.data(), c, wte_, c, 0.0f,
                            logits_.data(), v, kF32);
     }));
+    float loss_sums[2];  // sum, count
     RETURN_IF_ERROR(tm.Run("cross entropy", [&] {
-      return kernels::CrossEntropyForward(ctx, losses_.data(), lse_.data(), loss, logits_.data(), targets_.data(), n, v,
-                                          kF32);
+      return kernels::CrossEntropyForward(ctx, losses_.data(), lse_.data(), loss_sums, logits_.data(), targets_.data(),
+                                          n, v, kF32);
     }));
+    *loss = loss_sums[0] / loss_sums[1];
     // ---- backward
     RETURN_IF_ERROR(tm.Run("cross entropy", [&] {
       return kernels::CrossEntropyBackward(ctx, logits_.data(), logits_.data(), lse_.data(), targets_.data(),

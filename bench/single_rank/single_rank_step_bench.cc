@@ -129,8 +129,8 @@ int Run() {
   std::vector<int32_t> inputs(b * t), targets(b * t);
   for (auto& x : inputs) x = static_cast<int32_t>(rng() % cfg.vocab_size);
   for (auto& x : targets) x = static_cast<int32_t>(rng() % cfg.vocab_size);
-  const TokenBatch batch{TensorView{inputs.data(), DType::kI32, {b, t}, Device::kCpu},
-                         TensorView{targets.data(), DType::kI32, {b, t}, Device::kCpu}};
+  const Batch batch = Gpt2Batch(TensorView{inputs.data(), DType::kI32, {b, t}, Device::kCpu},
+                                TensorView{targets.data(), DType::kI32, {b, t}, Device::kCpu});
 
   std::vector<GemmOperands> gemms;
   for (const GemmShape& g : Gpt2StepGemms(cfg, b, t)) gemms.emplace_back(g);
@@ -146,9 +146,9 @@ int Run() {
     const auto t0 = Clock::now();
     Check(rm.ZeroGrads(), "ZeroGrads");
     const auto t1 = Clock::now();
-    auto l = rm.ForwardBackward(batch, 1.0f);
+    auto l = rm.ForwardBackward(batch, 1.0f / static_cast<float>(b * t));
     Check(l.status(), "ForwardBackward");
-    if (r == 0) first_loss = *l;
+    if (r == 0) first_loss = static_cast<float>(l->loss.sum / l->loss.weight);
     const auto t2 = Clock::now();
     const kernels::AdamWHyper h{6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, r + 1};
     for (int u = 0; u < rm.num_units(); ++u) {

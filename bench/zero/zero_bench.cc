@@ -109,7 +109,7 @@ struct MemoryBenchInput {
   }
   Gpt2Config model;
   std::vector<HostBatch> batches;
-  std::vector<TokenBatch> views;
+  std::vector<Batch> views;
 };
 
 void MemoryAndComm(ProcessGrid& grid, int threads) {
@@ -117,7 +117,7 @@ void MemoryAndComm(ProcessGrid& grid, int threads) {
   const bool root = grid.dp_rank() == 0;
   const MemoryBenchInput input(grid);
   const Gpt2Config& mc = input.model;
-  const std::vector<TokenBatch>& views = input.views;
+  const std::vector<Batch>& views = input.views;
   if (root) {
     std::printf("\n## Model-state memory per rank, GPT-2 124M-shaped with %d of 12 layers, dp = %d (f32 compute)\n\n",
                 mc.n_layer, n);
@@ -176,7 +176,7 @@ void PrecisionMemory(ProcessGrid& grid, int threads) {
   const bool root = grid.dp_rank() == 0;
   const MemoryBenchInput input(grid);
   const Gpt2Config& mc = input.model;
-  const std::vector<TokenBatch>& views = input.views;
+  const std::vector<Batch>& views = input.views;
   if (root) {
     std::printf("\n## Params and grads per rank, f32 vs bf16 compute, GPT-2 124M-shaped with %d of 12 layers, dp = %d"
                 "\n\nAfter one step (grads peak: during it).\n\n",
@@ -248,7 +248,7 @@ void StepTime(ProcessGrid& grid, int threads) {
   const int B = absl::GetFlag(FLAGS_time_batch);
   const std::vector<int32_t> tokens = RandomTokens(2, B * n, mc.seq_len, mc.vocab_size);
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, B * n, mc.seq_len, n, 1, grid.dp_rank());
-  const std::vector<TokenBatch> views = Views(batches);
+  const std::vector<Batch> views = Views(batches);
   std::vector<std::unique_ptr<Engine>> engines;
   for (int stage = 0; stage <= 3; ++stage) {
     auto engine = Engine::Create(Config(stage, n, threads), &grid, std::move(BuildGpt2(mc)).value());

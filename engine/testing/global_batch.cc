@@ -14,14 +14,14 @@ std::vector<HostBatch> MicroBatchesForRank(const std::vector<int32_t>& tokens, i
       hb.inputs.insert(hb.inputs.end(), seq, seq + T);
       hb.targets.insert(hb.targets.end(), seq + 1, seq + T + 1);
     }
-    hb.view.inputs = TensorView{hb.inputs.data(), DType::kI32, {B, T}, Device::kCpu};
-    hb.view.targets = TensorView{hb.targets.data(), DType::kI32, {B, T}, Device::kCpu};
+    hb.view = Batch{{"inputs", TensorView{hb.inputs.data(), DType::kI32, {B, T}, Device::kCpu}},
+                    {"targets", TensorView{hb.targets.data(), DType::kI32, {B, T}, Device::kCpu}}};
   }
   return out;
 }
 
-std::vector<TokenBatch> Views(const std::vector<HostBatch>& batches) {
-  std::vector<TokenBatch> views;
+std::vector<Batch> Views(const std::vector<HostBatch>& batches) {
+  std::vector<Batch> views;
   for (const HostBatch& hb : batches) views.push_back(hb.view);
   return views;
 }

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "nn/unit.h"
+#include "nn/batch.h"
 
 namespace zeroshard {
 
@@ -17,7 +17,7 @@ namespace zeroshard {
 // HostBatch after taking the view: move the vector that holds it instead).
 struct HostBatch {
   std::vector<int32_t> inputs, targets;
-  TokenBatch view;
+  Batch view;  // "inputs" and "targets", i32 (B, T)
 };
 
 // `tokens` holds global_batch sequences of seq_len + 1 tokens. Precondition:
@@ -26,7 +26,7 @@ std::vector<HostBatch> MicroBatchesForRank(const std::vector<int32_t>& tokens, i
                                            int k, int rank);
 
 // Views of every micro-batch, in order.
-std::vector<TokenBatch> Views(const std::vector<HostBatch>& batches);
+std::vector<Batch> Views(const std::vector<HostBatch>& batches);
 
 // global_batch * (seq_len + 1) uniform tokens in [0, vocab) from `seed`.
 std::vector<int32_t> RandomTokens(uint32_t seed, int global_batch, int seq_len, int vocab);

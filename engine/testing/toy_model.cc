@@ -18,9 +18,16 @@ class Saved : public SavedActivations {
   int64_t bytes() const override { return static_cast<int64_t>((a.size() + b.size()) * sizeof(float)); }
 };
 
-absl::Status Alloc(const ComputeContext& ctx, int64_t n, Buffer* out) {
-  ASSIGN_OR_RETURN(*out, Buffer::Allocate(ctx.tracker, MemoryCategory::kActivations, Device::kCpu, DType::kF32, n));
+absl::Status Alloc(const UnitContext& ctx, int64_t n, Buffer* out) {
+  ASSIGN_OR_RETURN(*out, Buffer::Allocate(ctx.compute.tracker, MemoryCategory::kActivations, Device::kCpu,
+                                          DType::kF32, n));
   return absl::OkStatus();
+}
+
+// One (rows, C) activation of n*C floats as a pack.
+void AddActivation(ActivationPack* pack, Buffer buf, int64_t c) {
+  const int64_t rows = buf.numel() / c;
+  pack->Add(std::move(buf), {rows, c});
 }
 
 class Embed : public NamedUnit {
@@ -28,34 +35,39 @@ class Embed : public NamedUnit {
   Embed(int v, int t, int c) : NamedUnit("embed"), v_(v), c_(c) {
     params_ = {{"wte.weight", {v, c}, InitKind::kNormal, 0.02f}, {"wpe.weight", {t, c}, InitKind::kNormal, 0.02f}};
   }
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch& batch,
-                       const TensorView&, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
-    const int64_t B = batch.inputs.shape[0], T = batch.inputs.shape[1];
-    const int32_t* tok = batch.inputs.as<int32_t>();
+  absl::Status Forward(const UnitContext& ctx, absl::Span<const TensorView> p, const Batch& batch,
+                       absl::Span<const TensorView>, UnitOutput* unit_out,
+                       std::unique_ptr<SavedActivations>* saved) const override {
+    ASSIGN_OR_RETURN(const TensorView inputs, batch.Get("inputs"));
+    const int64_t B = inputs.shape[0], T = inputs.shape[1];
+    const int32_t* tok = inputs.as<int32_t>();
     for (int64_t i = 0; i < B * T; ++i) {
       if (tok[i] < 0 || tok[i] >= v_) {
         return absl::InvalidArgumentError(absl::StrCat("token ", tok[i], " at ", i, " is outside [0, ", v_, ")"));
       }
     }
-    RETURN_IF_ERROR(Alloc(ctx, B * T * c_, out));
+    Buffer out;
+    RETURN_IF_ERROR(Alloc(ctx, B * T * c_, &out));
     const float* wte = p[0].as<float>();
     const float* wpe = p[1].as<float>();
-    float* x = out->as<float>();
+    float* x = out.as<float>();
     for (int64_t i = 0; i < B * T; ++i) {
       const int64_t t = i % T;
       for (int c = 0; c < c_; ++c) x[i * c_ + c] = wte[tok[i] * c_ + c] + wpe[t * c_ + c];
     }
+    AddActivation(&unit_out->activations, std::move(out), c_);
     *saved = std::make_unique<Saved>();
     return absl::OkStatus();
   }
-  absl::Status Backward(const ComputeContext&, absl::Span<const TensorView>, absl::Span<const TensorView> g,
-                        const TokenBatch& batch, const SavedActivations&, const TensorView& grad_out,
-                        Buffer*) override {
-    const int64_t B = batch.inputs.shape[0], T = batch.inputs.shape[1];
-    const int32_t* tok = batch.inputs.as<int32_t>();
+  absl::Status Backward(const UnitContext&, absl::Span<const TensorView>, absl::Span<const TensorView> g,
+                        const Batch& batch, const SavedActivations&, absl::Span<const TensorView> grad_out,
+                        ActivationPack*) const override {
+    ASSIGN_OR_RETURN(const TensorView inputs, batch.Get("inputs"));
+    const int64_t B = inputs.shape[0], T = inputs.shape[1];
+    const int32_t* tok = inputs.as<int32_t>();
     float* dwte = g[0].as<float>();
     float* dwpe = g[1].as<float>();
-    const float* dx = grad_out.as<float>();
+    const float* dx = grad_out[0].as<float>();
     for (int64_t i = 0; i < B * T; ++i) {
       const int64_t t = i % T;
       for (int c = 0; c < c_; ++c) {
@@ -76,12 +88,16 @@ class Block : public NamedUnit {
     params_ = {{absl::StrCat(name_, ".fc.weight"), {c, c}, InitKind::kNormal, 0.3f},
                {absl::StrCat(name_, ".fc.bias"), {c}, InitKind::kNormal, 0.1f}};
   }
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch&,
-                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
+  absl::Status Forward(const UnitContext& ctx, absl::Span<const TensorView> p, const Batch&,
+                       absl::Span<const TensorView> ins, UnitOutput* unit_out,
+                       std::unique_ptr<SavedActivations>* saved) const override {
+    const TensorView& in = ins[0];
     const int64_t n = in.numel() / c_;
     const float* x = in.as<float>();
     const float* w = p[0].as<float>();
     const float* b = p[1].as<float>();
+    Buffer out_buf;
+    Buffer* out = &out_buf;
     RETURN_IF_ERROR(Alloc(ctx, n * c_, out));
     auto s = std::make_unique<Saved>();
     s->a.assign(x, x + n * c_);
@@ -96,20 +112,22 @@ class Block : public NamedUnit {
         y[i * c_ + o] = x[i * c_ + o] + h;
       }
     }
+    AddActivation(&unit_out->activations, std::move(out_buf), c_);
     *saved = std::move(s);
     return absl::OkStatus();
   }
-  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> p, absl::Span<const TensorView> g,
-                        const TokenBatch&, const SavedActivations& saved, const TensorView& grad_out,
-                        Buffer* grad_in) override {
+  absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> p, absl::Span<const TensorView> g,
+                        const Batch&, const SavedActivations& saved, absl::Span<const TensorView> grad_out,
+                        ActivationPack* grad_in) const override {
     const Saved& s = static_cast<const Saved&>(saved);
     const int64_t n = static_cast<int64_t>(s.a.size()) / c_;
     const float* w = p[0].as<float>();
     float* dw = g[0].as<float>();
     float* db = g[1].as<float>();
-    const float* dy = grad_out.as<float>();
-    RETURN_IF_ERROR(Alloc(ctx, n * c_, grad_in));
-    float* dx = grad_in->as<float>();
+    const float* dy = grad_out[0].as<float>();
+    Buffer dx_buf;
+    RETURN_IF_ERROR(Alloc(ctx, n * c_, &dx_buf));
+    float* dx = dx_buf.as<float>();
     std::vector<float> dz(c_);
     for (int64_t i = 0; i < n; ++i) {
       for (int o = 0; o < c_; ++o) {
@@ -126,6 +144,7 @@ class Block : public NamedUnit {
         dx[i * c_ + k] = acc;
       }
     }
+    AddActivation(grad_in, std::move(dx_buf), c_);
     return absl::OkStatus();
   }
 
@@ -136,18 +155,27 @@ class Block : public NamedUnit {
 class Head : public NamedUnit {
  public:
   Head(int v, int c, int nan_target, bool has_scale)
-      : NamedUnit("head"), v_(v), c_(c), nan_target_(nan_target), ones_(c, 1.0f), scratch_(c) {
+      : NamedUnit("head"), v_(v), c_(c), nan_target_(nan_target), ones_(c, 1.0f) {
     if (has_scale) params_ = {{"ln_f.weight", {c}, InitKind::kOnes, 0}};
   }
   std::vector<std::string> borrowed_params() const override { return {"wte.weight"}; }
+  double NominalLossWeight(const Batch& batch) const override {
+    const TensorView* t = batch.Find("targets");
+    return t == nullptr ? 0.0 : static_cast<double>(t->numel());
+  }
 
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch& batch,
-                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
+  // Cross-entropy summed over the targets >= 0 (a negative one is padding).
+  absl::Status Forward(const UnitContext&, absl::Span<const TensorView> p, const Batch& batch,
+                       absl::Span<const TensorView> ins, UnitOutput* out,
+                       std::unique_ptr<SavedActivations>* saved) const override {
+    const TensorView& in = ins[0];
     const int64_t n = in.numel() / c_;
     const float* x = in.as<float>();
     const float* scale = params_.empty() ? ones_.data() : p[0].as<float>();
     const float* wte = p.back().as<float>();
-    const int32_t* target = batch.targets.as<int32_t>();
+    ASSIGN_OR_RETURN(const TensorView targets, batch.Get("targets"));
+    const int32_t* target = targets.as<int32_t>();
+    int64_t valid = 0;
     auto s = std::make_unique<Saved>();
     s->a.assign(x, x + n * c_);
     s->b.resize(n * v_);  // probabilities
@@ -169,32 +197,40 @@ class Head : public NamedUnit {
         sum += prob[v];
       }
       for (int v = 0; v < v_; ++v) prob[v] /= sum;
+      if (target[i] < 0) continue;
       loss -= std::log(prob[target[i]]);
+      ++valid;
     }
-    RETURN_IF_ERROR(Alloc(ctx, 1, out));
-    out->as<float>()[0] = static_cast<float>(loss / n);
+    out->loss.loss = WeightedSum{loss, static_cast<double>(valid)};
     *saved = std::move(s);
     return absl::OkStatus();
   }
-  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> p, absl::Span<const TensorView> g,
-                        const TokenBatch& batch, const SavedActivations& saved, const TensorView& grad_out,
-                        Buffer* grad_in) override {
+  absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> p, absl::Span<const TensorView> g,
+                        const Batch& batch, const SavedActivations& saved, absl::Span<const TensorView> grad_out,
+                        ActivationPack* grad_in) const override {
     const Saved& s = static_cast<const Saved&>(saved);
     const int64_t n = static_cast<int64_t>(s.a.size()) / c_;
     const float* scale = params_.empty() ? ones_.data() : p[0].as<float>();
     const float* wte = p.back().as<float>();
-    float* dscale = params_.empty() ? scratch_.data() : g[0].as<float>();
+    std::vector<float> scratch(c_);  // sink for the scale gradient when there is no scale
+    float* dscale = params_.empty() ? scratch.data() : g[0].as<float>();
     float* dwte = g.back().as<float>();
-    const int32_t* target = batch.targets.as<int32_t>();
-    const float dloss = grad_out.as<float>()[0] / static_cast<float>(n);
-    RETURN_IF_ERROR(Alloc(ctx, n * c_, grad_in));
-    float* dx = grad_in->as<float>();
+    ASSIGN_OR_RETURN(const TensorView targets, batch.Get("targets"));
+    const int32_t* target = targets.as<int32_t>();
+    const float dloss = grad_out[0].as<float>()[0];
+    Buffer dx_buf;
+    RETURN_IF_ERROR(Alloc(ctx, n * c_, &dx_buf));
+    float* dx = dx_buf.as<float>();
     std::vector<float> xs(c_), dxs(c_);
     for (int64_t i = 0; i < n; ++i) {
       const float* x = &s.a[i * c_];
       for (int c = 0; c < c_; ++c) {
         xs[c] = x[c] * scale[c];
         dxs[c] = 0;
+      }
+      if (target[i] < 0) {
+        for (int c = 0; c < c_; ++c) dx[i * c_ + c] = 0;
+        continue;
       }
       for (int v = 0; v < v_; ++v) {
         const float dz = (s.b[i * v_ + v] - (v == target[i] ? 1.0f : 0.0f)) * dloss;
@@ -209,13 +245,13 @@ class Head : public NamedUnit {
       }
       if (target[i] == nan_target_) dscale[0] += NAN;
     }
+    AddActivation(grad_in, std::move(dx_buf), c_);
     return absl::OkStatus();
   }
 
  private:
   int v_, c_, nan_target_;
   std::vector<float> ones_;
-  std::vector<float> scratch_;  // sink for the scale gradient when there is no scale
 };
 
 }  // namespace

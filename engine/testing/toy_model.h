@@ -5,7 +5,9 @@
 //   "embed":  wte.weight [V,C], wpe.weight [T,C];  x = wte[tok] + wpe[t]
 //   "blk.i":  blk.i.fc.weight [C,C], blk.i.fc.bias [C];  x = x + tanh(x·W + b)
 //   "head":   ln_f.weight [C] (a per-channel scale, init ones), borrows
-//             wte.weight;  logits = (x ⊙ s)·wteᵀ, loss = mean cross-entropy.
+//             wte.weight;  logits = (x ⊙ s)·wteᵀ; loss = cross-entropy summed over
+//             the targets >= 0, weight = their count (a negative target is padding).
+// The batch: "inputs" and "targets", i32 (B, T).
 // Parameters named like GPT-2's so the default no-decay patterns apply.
 #ifndef ZEROSHARD_ENGINE_TESTING_TOY_MODEL_H_
 #define ZEROSHARD_ENGINE_TESTING_TOY_MODEL_H_

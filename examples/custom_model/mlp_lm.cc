@@ -122,18 +122,21 @@ class Head : public UnitWithParams {
                        const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
     const int64_t n = batch.targets.numel();
     auto kept = std::make_unique<Kept>();
-    kept->buffers.resize(4);  // x, logits, per-token losses, log-sum-exp
+    kept->buffers.resize(5);  // x, logits, per-token losses, log-sum-exp, {loss sum, rows with a target}
     ASSIGN_OR_RETURN(kept->buffers[0], Activation(ctx, n * c_));
     ASSIGN_OR_RETURN(kept->buffers[1], Activation(ctx, n * v_));
     ASSIGN_OR_RETURN(kept->buffers[2], Activation(ctx, n));
     ASSIGN_OR_RETURN(kept->buffers[3], Activation(ctx, n));
+    ASSIGN_OR_RETURN(kept->buffers[4], Activation(ctx, 2));
     ASSIGN_OR_RETURN(*out, Activation(ctx, 1));
     const TensorView x = ViewOf(kept->buffers[0], {n, c_}), logits = ViewOf(kept->buffers[1], {n, v_});
     const TensorView targets = {batch.targets.data, DType::kI32, {n}, batch.targets.device};
     RETURN_IF_ERROR(DeviceCopy(x.data, x.device, in.data, in.device, x.bytes()));
     RETURN_IF_ERROR(out_.Forward(ctx, p[0], p[1], x, logits));
     RETURN_IF_ERROR(loss_.Forward(ctx, logits, targets, ViewOf(kept->buffers[2], {n}), ViewOf(kept->buffers[3], {n}),
-                                  ViewOf(*out, {1})));
+                                  ViewOf(kept->buffers[4], {2})));
+    const float* sums = kept->buffers[4].as<float>();  // CPU f32, like the residuals
+    out->as<float>()[0] = sums[0] / sums[1];           // the mean loss
     *saved = std::move(kept);
     return absl::OkStatus();
   }
@@ -149,8 +152,9 @@ class Head : public UnitWithParams {
     ASSIGN_OR_RETURN(Buffer dlogits_buf, Activation(ctx, n * v_));
     ASSIGN_OR_RETURN(*grad_in, Activation(ctx, n * c_));
     const TensorView dlogits = ViewOf(dlogits_buf, {n, v_});
+    const float valid_rows = kept.buffers[4].as<float>()[1];  // d(mean)/d(each row's loss) = 1 / valid_rows
     RETURN_IF_ERROR(loss_.Backward(ctx, logits, ViewOf((kept.buffers[3]), {n}), targets,
-                                   dloss.as<float>()[0], dlogits));
+                                   dloss.as<float>()[0] / valid_rows, dlogits));
     return out_.Backward(ctx, p[0], x, dlogits, ViewOf(*grad_in, {n, c_}), grads[0], grads[1]);
   }
 

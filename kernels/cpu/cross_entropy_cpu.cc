@@ -8,7 +8,7 @@
 
 namespace zeroshard::kernels::cpu {
 
-absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* mean_loss, const void* logits,
+absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* loss_sums, const void* logits,
                                  const int32_t* targets, int64_t rows, int64_t vocab, DType dtype) {
   return DispatchFloatDType(dtype, "CrossEntropyForward", [&](auto tag) {
     using T = decltype(tag);
@@ -23,13 +23,19 @@ absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* 
         for (int64_t v = 0; v < vocab; ++v) sum += std::exp(Load(zr[v]) - mx);  // f32 exp, f64 sum
         const float row_lse = mx + static_cast<float>(std::log(sum));
         lse[r] = row_lse;
-        losses[r] = row_lse - Load(zr[targets[r]]);
+        losses[r] = targets[r] < 0 ? 0.0f : row_lse - Load(zr[targets[r]]);
       }
     });
-    if (mean_loss != nullptr) {
+    if (loss_sums != nullptr) {
       double total = 0.0;
-      for (int64_t r = 0; r < rows; ++r) total += losses[r];
-      *mean_loss = static_cast<float>(total / static_cast<double>(rows));
+      int64_t count = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        if (targets[r] < 0) continue;
+        total += losses[r];
+        ++count;
+      }
+      loss_sums[0] = static_cast<float>(total);
+      loss_sums[1] = static_cast<float>(count);
     }
     return absl::OkStatus();
   });
@@ -47,6 +53,10 @@ absl::Status CrossEntropyBackward(int threads, void* dlogits, const void* logits
         T* dzr = dz + r * vocab;
         const float row_lse = lse[r];
         const int64_t target = targets[r];
+        if (target < 0) {
+          for (int64_t v = 0; v < vocab; ++v) dzr[v] = Store<T>(0.0f);
+          continue;
+        }
         for (int64_t v = 0; v < vocab; ++v) {
           dzr[v] = Store<T>(CrossEntropyLogitGrad(Load(zr[v]), row_lse, v == target, dloss));
         }

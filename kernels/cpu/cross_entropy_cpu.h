@@ -1,6 +1,6 @@
 // CPU fused softmax cross-entropy (contract in kernels/cross_entropy.h).
 // Rows are spread over threads; each row is computed the same way at any
-// thread count. Targets are validated by the caller.
+// thread count. Targets are validated by the caller (negative = ignored).
 #ifndef ZEROSHARD_KERNELS_CPU_CROSS_ENTROPY_CPU_H_
 #define ZEROSHARD_KERNELS_CPU_CROSS_ENTROPY_CPU_H_
 
@@ -11,7 +11,7 @@
 
 namespace zeroshard::kernels::cpu {
 
-absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* mean_loss, const void* logits,
+absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* loss_sums, const void* logits,
                                  const int32_t* targets, int64_t rows, int64_t vocab, DType dtype);
 
 absl::Status CrossEntropyBackward(int threads, void* dlogits, const void* logits, const float* lse,

@@ -73,6 +73,17 @@ absl::Status Cast(int threads, void* out, DType out_dtype, const void* in, DType
   });
 }
 
+absl::Status AccumulateInto(int threads, float* dst, const void* src, DType src_dtype, int64_t n) {
+  return DispatchFloatDType(src_dtype, "AccumulateInto", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(src);
+    ParallelFor(threads, n, MinItems(1), [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) dst[i] += Load(x[i]);
+    });
+    return absl::OkStatus();
+  });
+}
+
 absl::Status ScaleInPlace(int threads, void* x, int64_t n, DType dtype, float scale, bool* found_nonfinite) {
   return DispatchFloatDType(dtype, "ScaleInPlace", [&](auto tag) {
     using T = decltype(tag);

@@ -1,5 +1,5 @@
-// CPU element-wise kernels: GELU, residual, cast, scale, sum of squares
-// (contracts in the matching kernels/*.h). Arguments are already validated.
+// CPU element-wise kernels: GELU, residual, cast, widening accumulation,
+// scale, sum of squares (contracts in the matching kernels/*.h). Arguments are already validated.
 // Every kernel here is thread-count independent: outputs are partitioned by
 // element, and SumOfSquares reduces fixed chunks whose partials are added in
 // order.
@@ -20,6 +20,8 @@ absl::Status ResidualForward(int threads, void* out, const void* a, const void* 
 absl::Status AddInPlace(int threads, void* y, const void* x, int64_t n, DType dtype);
 
 absl::Status Cast(int threads, void* out, DType out_dtype, const void* in, DType in_dtype, int64_t n);
+
+absl::Status AccumulateInto(int threads, float* dst, const void* src, DType src_dtype, int64_t n);
 
 // Fixed chunk of SumOfSquares (kernels/sum_squares.h documents it).
 inline constexpr int64_t kSumOfSquaresChunk = 4096;

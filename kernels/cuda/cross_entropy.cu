@@ -1,6 +1,6 @@
 // Fused softmax cross-entropy: one block per row for the forward reductions,
-// one thread per logit for the backward; the mean by a single block in a
-// fixed order (f64).
+// one thread per logit for the backward; the loss sum and valid-row count by
+// a single block in a fixed order (f64). A negative target is an ignored row.
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/launchers.h"
 #include "kernels/float_types.h"
@@ -25,16 +25,28 @@ __global__ void CrossEntropyForwardKernel(float* losses, float* lse, const T* lo
   if (threadIdx.x == 0) {
     const float row_lse = mx + static_cast<float>(log(sum));
     lse[r] = row_lse;
-    losses[r] = row_lse - Load(z[targets[r]]);
+    const int32_t target = targets[r];
+    losses[r] = target < 0 ? 0.0f : row_lse - Load(z[target]);
   }
 }
 
-__global__ void MeanKernel(const float* losses, int64_t rows, float* mean) {
+// sums[0] = sum of the valid rows' losses, sums[1] = their count.
+__global__ void LossSumsKernel(const float* losses, const int32_t* targets, int64_t rows, float* sums) {
   __shared__ double shared[32];
+  __shared__ long long shared_count[32];
   double acc = 0.0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) acc += losses[r];
+  long long count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    if (targets[r] < 0) continue;
+    acc += losses[r];
+    ++count;
+  }
   acc = BlockSum(acc, shared);
-  if (threadIdx.x == 0) *mean = static_cast<float>(acc / static_cast<double>(rows));
+  count = BlockSum(count, shared_count);
+  if (threadIdx.x == 0) {
+    sums[0] = static_cast<float>(acc);
+    sums[1] = static_cast<float>(count);
+  }
 }
 
 template <typename T>
@@ -43,13 +55,14 @@ __global__ void CrossEntropyBackwardKernel(T* dlogits, const T* logits, const fl
   const int64_t n = rows * vocab;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / vocab, v = i % vocab;
-    dlogits[i] = Store<T>(CrossEntropyLogitGrad(Load(logits[i]), lse[r], v == targets[r], dloss));
+    const int32_t target = targets[r];
+    dlogits[i] = Store<T>(target < 0 ? 0.0f : CrossEntropyLogitGrad(Load(logits[i]), lse[r], v == target, dloss));
   }
 }
 
 }  // namespace
 
-absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float* lse, float* mean_loss,
+absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float* lse, float* loss_sums,
                                  const void* logits, const int32_t* targets, int64_t rows, int64_t vocab,
                                  DType dtype) {
   cudaStream_t stream = StreamOf(ctx);
@@ -59,9 +72,9 @@ absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float*
         losses, lse, static_cast<const T*>(logits), targets, vocab);
     return CheckLaunch("CrossEntropyForward");
   });
-  if (!s.ok() || mean_loss == nullptr) return s;
-  MeanKernel<<<1, 1024, 0, stream>>>(losses, rows, mean_loss);
-  return CheckLaunch("CrossEntropyForward (mean)");
+  if (!s.ok() || loss_sums == nullptr) return s;
+  LossSumsKernel<<<1, 1024, 0, stream>>>(losses, targets, rows, loss_sums);
+  return CheckLaunch("CrossEntropyForward (loss sums)");
 }
 
 absl::Status CrossEntropyBackward(const KernelContext& ctx, void* dlogits, const void* logits, const float* lse,

@@ -1,5 +1,5 @@
-// Element-wise CUDA kernels (GELU, residual, cast, scale) and the sum of
-// squares. The per-element math is kernels/pointwise_math.h, shared with CPU.
+// Element-wise CUDA kernels (GELU, residual, cast, widening accumulation,
+// scale) and the sum of squares. The per-element math is kernels/pointwise_math.h, shared with CPU.
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/launchers.h"
 #include "kernels/float_types.h"
@@ -29,6 +29,11 @@ __global__ void AddKernel(T* out, const T* a, const T* b, int64_t n) {
 template <typename In, typename Out>
 __global__ void CastKernel(Out* out, const In* in, int64_t n) {
   ZS_GRID_STRIDE(i, n) { out[i] = Store<Out>(Load(in[i])); }
+}
+
+template <typename T>
+__global__ void AccumulateKernel(float* dst, const T* src, int64_t n) {
+  ZS_GRID_STRIDE(i, n) { dst[i] += Load(src[i]); }
 }
 
 template <typename T>
@@ -109,6 +114,14 @@ absl::Status Cast(const KernelContext& ctx, void* out, DType out_dtype, const vo
                                                                        static_cast<const In*>(in), n);
       return CheckLaunch("Cast");
     });
+  });
+}
+
+absl::Status AccumulateInto(const KernelContext& ctx, float* dst, const void* src, DType src_dtype, int64_t n) {
+  return DispatchFloatDType(src_dtype, "AccumulateInto", [&](auto tag) {
+    using T = decltype(tag);
+    AccumulateKernel<T><<<GridFor(n), kThreads, 0, StreamOf(ctx)>>>(dst, static_cast<const T*>(src), n);
+    return CheckLaunch("AccumulateInto");
   });
 }
 

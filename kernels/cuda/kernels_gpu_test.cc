@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "gtest/gtest.h"
+#include "kernels/accumulate.h"
 #include "kernels/attention.h"
 #include "kernels/bias.h"
 #include "kernels/cast.h"
@@ -267,21 +268,29 @@ TEST_P(GpuKernelTest, CrossEntropy) {
   const int64_t n = 19, v = 5003;
   HostTensor z = HostTensor::From(dt, rng_.Uniform(n * v, -6, 6));
   std::vector<int32_t> targets = rng_.Ints(n, 0, v);
-  std::vector<float> losses(n), lse(n), mean(1);
-  HostTensor dz(dt, n * v);
-  DeviceArray gz(z), gtargets(targets), glosses(losses), glse(lse), gmean(mean), gdz(dz);
-  ASSERT_TRUE(CrossEntropyForward(cpu_, losses.data(), lse.data(), mean.data(), z.data(), targets.data(), n, v, dt).ok());
-  ASSERT_TRUE(CrossEntropyForward(gpu_, glosses.as<float>(), glse.as<float>(), gmean.as<float>(), gz.get(),
+  for (int64_t r : {0, 7, 8, 18}) targets[r] = -100;  // ignored rows
+  std::vector<float> losses(n, NAN), lse(n, NAN), sums(2, NAN);
+  HostTensor dz = HostTensor::Poisoned(dt, n * v);  // copied to gdz: the GPU must write every row
+  DeviceArray gz(z), gtargets(targets), glosses(losses), glse(lse), gsums(sums), gdz(dz);
+  ASSERT_TRUE(
+      CrossEntropyForward(cpu_, losses.data(), lse.data(), sums.data(), z.data(), targets.data(), n, v, dt).ok());
+  ASSERT_TRUE(CrossEntropyForward(gpu_, glosses.as<float>(), glse.as<float>(), gsums.as<float>(), gz.get(),
                                   gtargets.as<int32_t>(), n, v, dt)
                   .ok());
-  ASSERT_TRUE(CrossEntropyBackward(cpu_, dz.data(), z.data(), lse.data(), targets.data(), 1.0f / n, n, v, dt).ok());
-  ASSERT_TRUE(CrossEntropyBackward(gpu_, gdz.get(), gz.get(), glse.as<float>(), gtargets.as<int32_t>(), 1.0f / n, n, v,
+  ASSERT_TRUE(CrossEntropyBackward(cpu_, dz.data(), z.data(), lse.data(), targets.data(), 0.125f, n, v, dt).ok());
+  ASSERT_TRUE(CrossEntropyBackward(gpu_, gdz.get(), gz.get(), glse.as<float>(), gtargets.as<int32_t>(), 0.125f, n, v,
                                    dt)
                   .ok());
   Sync();
   ExpectAllClose(glosses.ToDoubles<float>(), Doubles(losses), 1e-5, 1e-5, "losses");
-  ExpectAllClose(gmean.ToDoubles<float>(), Doubles(mean), 1e-5, 1e-5, "mean");
-  ExpectAllClose(Fetch(gdz, dt, n * v), dz.Values(), Tol(1e-7), Tol(1e-5), "dlogits");
+  const std::vector<double> gpu_sums = gsums.ToDoubles<float>();
+  ExpectAllClose({gpu_sums[0]}, {sums[0]}, 1e-5, 1e-5, "loss sum");
+  EXPECT_EQ(gpu_sums[1], n - 4);  // the count is exact
+  const std::vector<double> gpu_dz = Fetch(gdz, dt, n * v);
+  ExpectAllClose(gpu_dz, dz.Values(), Tol(1e-7), Tol(1e-5), "dlogits");
+  for (int64_t r : {0, 7, 8, 18}) {
+    for (int64_t j = 0; j < v; ++j) ASSERT_EQ(gpu_dz[r * v + j], 0.0) << "ignored row " << r << " logit " << j;
+  }
 }
 
 // The reductions promise run-to-run identical bits (fixed shapes, no atomics).
@@ -322,6 +331,38 @@ TEST_P(GpuKernelTest, ReductionsAreRunToRunDeterministic) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuKernelTest, ::testing::Values(DType::kF32, DType::kBF16),
                          testing::DTypeParamName);
+
+// One f32 add of an exactly widened value: the GPU must match bit for bit
+// (NaN payloads aside: the GPU makes its own NaN).
+TEST_F(GpuTest, AccumulateIntoMatchesCpuExactly) {
+  const int64_t n = 100003;
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dt));
+    std::vector<double> values = rng_.Uniform(n, -300, 300);
+    values[5] = std::numeric_limits<double>::infinity();
+    values[6] = -std::numeric_limits<double>::infinity();
+    values[7] = std::numeric_limits<double>::quiet_NaN();
+    values[n - 1] = 1e-6;  // an f16 subnormal
+    HostTensor src = HostTensor::From(dt, values);
+    std::vector<double> start = rng_.Uniform(n, -1e4, 1e4);
+    std::vector<float> dst(start.begin(), start.end());
+    dst[8] = std::numeric_limits<float>::infinity();
+    dst[9] = std::numeric_limits<float>::quiet_NaN();
+    DeviceArray gsrc(src), gdst(dst);
+    ASSERT_TRUE(AccumulateInto(cpu_, dst.data(), src.data(), dt, n).ok());
+    ASSERT_TRUE(AccumulateInto(gpu_, gdst.as<float>(), gsrc.get(), dt, n).ok());
+    Sync();
+    const std::vector<double> got = gdst.ToDoubles<float>();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool same = std::isnan(dst[i]) ? std::isnan(got[i]) : got[i] == dst[i];
+      if (!same && bad++ < 5) ADD_FAILURE() << "element " << i << ": gpu " << got[i] << ", cpu " << dst[i];
+    }
+    EXPECT_EQ(bad, 0);
+    EXPECT_TRUE(std::isnan(got[7]) && std::isnan(got[9]));
+    EXPECT_EQ(got[5], std::numeric_limits<double>::infinity());
+  }
+}
 
 TEST_F(GpuTest, AdamWAndSgdMatchCpu) {
   const int64_t n = 300007;

@@ -49,6 +49,7 @@ absl::Status GeluBackward(const KernelContext& ctx, void* dinp, const void* inp,
 absl::Status ResidualForward(const KernelContext& ctx, void* out, const void* a, const void* b, int64_t n,
                              DType dtype);
 absl::Status Cast(const KernelContext& ctx, void* out, DType out_dtype, const void* in, DType in_dtype, int64_t n);
+absl::Status AccumulateInto(const KernelContext& ctx, float* dst, const void* src, DType src_dtype, int64_t n);
 absl::Status ScaleInPlace(const KernelContext& ctx, void* x, int64_t n, DType dtype, float scale,
                           bool* found_nonfinite);
 absl::Status SumOfSquares(const KernelContext& ctx, const void* x, int64_t n, DType dtype, double* result);
@@ -61,7 +62,7 @@ absl::Status AttentionBackward(const KernelContext& ctx, void* dqkv, float* scra
                                int64_t num_heads, DType dtype);
 
 // cross_entropy.cu
-absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float* lse, float* mean_loss,
+absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float* lse, float* loss_sums,
                                  const void* logits, const int32_t* targets, int64_t rows, int64_t vocab,
                                  DType dtype);
 absl::Status CrossEntropyBackward(const KernelContext& ctx, void* dlogits, const void* logits, const float* lse,

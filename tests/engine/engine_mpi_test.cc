@@ -92,7 +92,7 @@ EngineRun RunEngine(int stage, int k, const std::vector<int32_t>& tokens) {
   if (!engine.ok()) return run;
   std::vector<HostBatch> batches =
       MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, k, Grid().dp_rank());
-  const std::vector<TokenBatch> views = Views(batches);
+  const std::vector<Batch> views = Views(batches);
   for (int s = 0; s < kSteps; ++s) {
     absl::StatusOr<StepResult> r = (*engine)->TrainStep(views);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -283,7 +283,7 @@ TEST(EngineMpiTest, Gpt2MemoryAndCommAccounting) {
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches =
         MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, 1, Grid().dp_rank());
-    const std::vector<TokenBatch> views = Views(batches);
+    const std::vector<Batch> views = Views(batches);
     const CommStats before = (*engine)->comm_stats();
     (*engine)->memory().ResetPeaks();
     ASSERT_TRUE((*engine)->TrainStep(views).ok());
@@ -344,7 +344,7 @@ TEST(EngineMpiTest, WrongBatchShapeAndUnknownNameFailEverywhere) {
   auto engine = Engine::Create(MakeConfig(3, dp, 1), &Grid(), std::move(BuildGpt2(Tiny())).value());
   ASSERT_TRUE(engine.ok()) << engine.status();
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, 1, Grid().dp_rank());
-  TokenBatch bad = batches[0].view;
+  Batch bad = batches[0].view;
   const bool culprit = Grid().dp_rank() == dp - 1;
   if (culprit) bad.inputs.shape = {bad.inputs.shape[0], bad.inputs.shape[1], 1};
   absl::StatusOr<StepResult> r = (*engine)->TrainStep({&bad, 1});

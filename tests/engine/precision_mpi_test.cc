@@ -160,7 +160,7 @@ TrainedRun Train(const Spec& s, const std::vector<int32_t>& tokens) {
   if (!engine.ok()) return run;
   const int dp = Grid().dp().size();
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, 1, Grid().dp_rank());
-  const std::vector<TokenBatch> views = Views(batches);
+  const std::vector<Batch> views = Views(batches);
   for (int i = 0; i < s.steps; ++i) {
     (*engine)->memory().ResetPeaks();
     absl::StatusOr<StepResult> r = (*engine)->TrainStep(views);
@@ -260,7 +260,7 @@ TEST(PrecisionMpiTest, InfOnOneRankSkipsTheStepEverywhereAndScaleFollowsHysteres
     });
     std::vector<HostBatch> batches =
         MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, 1, Grid().dp_rank());
-    const std::vector<TokenBatch> views = Views(batches);
+    const std::vector<Batch> views = Views(batches);
     std::vector<double> scales;
     std::vector<int> skipped;
     std::vector<int64_t> steps, overflows, skipped_total;
@@ -316,7 +316,7 @@ TEST(PrecisionMpiTest, OverflowAtTheFloorStopsTheRunOnEveryRank) {
     if (poisoner && unit == 1 && n > 0) g[0] = NAN;
   });
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, 1, Grid().dp_rank());
-  const std::vector<TokenBatch> views = Views(batches);
+  const std::vector<Batch> views = Views(batches);
   // Hysteresis 2 at scale 4: spend, back off to 2, spend nothing more (the
   // streak of overflows keeps hysteresis at 1), then the floor.
   std::vector<double> scales;

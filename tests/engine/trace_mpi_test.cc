@@ -108,7 +108,7 @@ TEST_P(TraceTest, OneFileFromEveryRankWithTheWindowNestedAndAligned) {
   const int L = engine->num_units();
   std::vector<HostBatch> batches = MicroBatchesForRank(RandomTokens(5, kGlobalBatch, Tiny().seq_len, Tiny().vocab_size),
                                                        kGlobalBatch, Tiny().seq_len, n, 1, Grid().dp_rank());
-  const std::vector<TokenBatch> views = Views(batches);
+  const std::vector<Batch> views = Views(batches);
   int64_t gathers_before = 0, gathers_after = 0;
   for (int u = 0; u < L; ++u) gathers_before += engine->unit_shard(u).gathers();
   for (int s = 1; s <= kTraceSteps + 1; ++s) {

@@ -1,5 +1,6 @@
-#include "checkpoint/rank_agreement.h"
+#include "comm/status_agreement.h"
 
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +8,9 @@
 namespace zeroshard {
 
 absl::Status AgreeAcrossRanks(Communicator& comm, const absl::Status& local, absl::string_view what) {
+  // "dp.control" agrees for the dp group: name the group, not the channel.
+  const std::string& name = comm.name();
+  const std::string group = name.substr(0, name.find('.'));
   const int n = comm.size();
   // codes[r] = status code of rank r (0 = OK); kMax leaves each rank's own.
   std::vector<int32_t> codes(static_cast<size_t>(n), 0);
@@ -17,8 +21,8 @@ absl::Status AgreeAcrossRanks(Communicator& comm, const absl::Status& local, abs
   for (int r = 0; r < n; ++r) {
     if (codes[r] != 0) {
       return absl::Status(static_cast<absl::StatusCode>(codes[r]),
-                          absl::StrCat(what, " failed on dp rank ", r, " (see its error); this rank (", comm.rank(),
-                                       ") was fine"));
+                          absl::StrCat(what, " failed on ", group, " rank ", r, " (see its error); this rank (",
+                                       comm.rank(), ") was fine"));
     }
   }
   return absl::OkStatus();

@@ -1,0 +1,90 @@
+// Evaluation (the forward-only program) and GatherParam.
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "comm/status_agreement.h"
+#include "comm/traced_wait.h"
+#include "core/status_macros.h"
+#include "engine/engine_impl.h"
+
+namespace zeroshard {
+
+absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {
+  RETURN_IF_ERROR(CheckUsable());
+  TraceScope span(timeline_.get(), "pass", "eval pass");
+  absl::Status local = batch.Validate();
+  for (const NamedTensor& t : batch.tensors()) {
+    if (local.ok() && t.view.device != Device::kCpu) {
+      local = absl::InvalidArgumentError(absl::StrCat("batch tensor '", t.name, "' is on ", DeviceName(t.view.device),
+                                                      ", expected host (cpu) memory"));
+    }
+  }
+  double nominal = 0;
+  RETURN_IF_ERROR(AgreeOnBatches({&batch, 1}, local, &nominal));
+  RunContext run;
+  run.batches = {&batch, 1};
+  run.training = false;
+  absl::Status s = RunProgram(plan_.eval, &run);
+  const LossTerms& terms = run.losses.empty() ? LossTerms() : run.losses[0];
+  std::vector<float> sums(2 + 2 * plan_.metric_names.size(), 0.0f);
+  if (s.ok()) {
+    sums[0] = static_cast<float>(terms.loss.sum);
+    sums[1] = static_cast<float>(terms.loss.weight);
+    for (size_t i = 0; i < plan_.metric_names.size() && i < terms.metrics.size(); ++i) {
+      sums[2 + 2 * i] = static_cast<float>(terms.metrics[i].sum);
+      sums[3 + 2 * i] = static_cast<float>(terms.metrics[i].weight);
+    }
+    const auto issued = std::chrono::steady_clock::now();
+    std::unique_ptr<Work> summed = dp_->AllReduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kF32,
+                                                  ReduceOp::kSum);
+    s = WaitTraced(*summed, timeline_.get(), "allreduce", "AllReduce", "eval loss", issued,
+                   static_cast<int64_t>(sums.size() * sizeof(float)));
+  }
+  if (!s.ok()) {
+    broken_ = s;
+    return s;
+  }
+  EvalResult result;
+  result.loss = sums[0] / sums[1];
+  result.loss_weight = sums[1];
+  for (size_t i = 0; i < plan_.metric_names.size(); ++i) {
+    result.metrics.push_back({plan_.metric_names[i], static_cast<double>(sums[2 + 2 * i]) / sums[3 + 2 * i]});
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view name) {
+  RETURN_IF_ERROR(CheckUsable());
+  for (int u = 0; u < num_units(); ++u) {
+    absl::StatusOr<int> p = plan_.layouts[u].FindParam(name);
+    if (!p.ok()) continue;
+    const FlatParamInfo& info = plan_.layouts[u].params()[*p];
+    UnitShard& shard = *shards_[u];
+    std::vector<float> out(info.numel);
+    if (options_.stage == 0) {
+      std::memcpy(out.data(), shard.master() + info.offset, info.numel * sizeof(float));
+      return out;
+    }
+    // Every rank allocates, then agrees before the gather, so a rank that
+    // cannot leaves none waiting in it.
+    absl::StatusOr<Buffer> full = Buffer::Allocate(&tracker_, MemoryCategory::kWorkspace, Device::kCpu, DType::kF32,
+                                                   plan_.layouts[u].padded_numel());
+    RETURN_IF_ERROR(AgreeAcrossRanks(*control_, full.status(), absl::StrCat("GatherParam('", name, "')")));
+    absl::Status s =
+        dp_->AllGather(shard.master(), full->data(), plan_.layouts[u].shard_numel(), DType::kF32)->Wait();
+    if (!s.ok()) {
+      broken_ = s;
+      return s;
+    }
+    std::memcpy(out.data(), full->as<float>() + info.offset, info.numel * sizeof(float));
+    return out;
+  }
+  return absl::NotFoundError(absl::StrCat("no parameter named '", name, "' in the model (", num_units(),
+                                          " units; e.g. '", plan_.layouts.empty() || plan_.layouts[0].params().empty()
+                                                                ? std::string()
+                                                                : plan_.layouts[0].params()[0].name,
+                                          "')"));
+}
+
+}  // namespace zeroshard

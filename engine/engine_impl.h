@@ -1,0 +1,204 @@
+// EngineImpl: the engine's internals behind engine/engine.h — the step
+// program and its executor, the per-unit shards, the reducer and the
+// optimizer. Trainers use engine.h; the checkpoint code and tests reach in
+// here through Internals(engine) for the state they save, load and check.
+//
+// The executor runs the step program (engine/step_program.h) one action at a
+// time. Its state is keyed by (micro-batch, unit): the output of a FORWARD
+// until the next unit consumed it, the saved activations (or, for a
+// checkpointed unit, the kept input) until the BACKWARD, and the gradient
+// of the unit's output until the unit's BACKWARD consumed it.
+//
+// Thread-compatible, like Engine.
+#ifndef ZEROSHARD_ENGINE_ENGINE_IMPL_H_
+#define ZEROSHARD_ENGINE_ENGINE_IMPL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "core/memory_tracker.h"
+#include "core/timeline.h"
+#include "engine/engine.h"
+#include "engine/engine_options.h"
+#include "engine/step_plan.h"
+#include "engine/step_program.h"
+#include "nn/model.h"
+#include "nn/unit.h"
+#include "proto/config.pb.h"
+#include "sharding/flat_param_layout.h"
+#include "sharding/grad_reducer.h"
+#include "sharding/loss_scaler.h"
+#include "sharding/lr_schedule.h"
+#include "sharding/sharded_optimizer.h"
+#include "sharding/unit_shard.h"
+
+namespace zeroshard {
+
+// The communicators an engine runs on. `dp` carries tensors (gathers,
+// reductions, the norm); `control` carries the agreements (fingerprints,
+// batch signatures, error codes) in host memory. They may be the same
+// communicator when it works on host memory.
+struct EngineComms {
+  Communicator* dp = nullptr;
+  Communicator* control = nullptr;
+};
+
+class EngineImpl final : public Engine {
+ public:
+  // Collective over comms.dp and comms.control (see Engine::Create).
+  static absl::StatusOr<std::unique_ptr<EngineImpl>> Create(const EngineConfig& config, EngineComms comms,
+                                                            std::unique_ptr<Model> model);
+  ~EngineImpl() override;
+
+  // Engine.
+  absl::StatusOr<StepResult> TrainStep(absl::Span<const Batch> micro_batches) override;
+  absl::StatusOr<EvalResult> Evaluate(const Batch& batch) override;
+  absl::StatusOr<std::vector<float>> GatherParam(absl::string_view name) override;
+  const Model& model() const override { return *model_; }
+  std::vector<std::string> ParamNames() const override;
+  EngineStats stats() const override;
+  const MemoryTracker& memory() const override { return tracker_; }
+  MemoryTracker& memory() override { return tracker_; }
+  CommStats comm_stats() const override { return dp_->Stats(); }
+  Timeline* timeline() override { return timeline_.get(); }
+  bool trace_due() const override {
+    return timeline_ != nullptr && !trace_written_ && trace_steps_ > 0 && traced_steps_ >= trace_steps_;
+  }
+  absl::StatusOr<TraceFileInfo> WriteTrace() override;
+
+  // Internals.
+  const EngineOptions& options() const { return options_; }
+  int num_units() const { return static_cast<int>(plan_.layouts.size()); }
+  const FlatParamLayout& layout(int unit) const { return plan_.layouts[unit]; }
+  UnitShard& unit_shard(int unit) { return *shards_[unit]; }
+  bool trainable(int unit) const { return plan_.units[unit].trainable; }
+  // The optimizer, and the region of `unit` in it: -1 for a frozen unit
+  // (no optimizer state).
+  ShardedOptimizer& optimizer() { return *optimizer_; }
+  int optimizer_region(int unit) const { return regions_[unit]; }
+  LossScaler& loss_scaler() { return *scaler_; }
+  int64_t step() const { return step_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  // Checkpoint loading: optimizer steps (AdamW bias correction and the LR
+  // schedule continue from them) and skipped steps.
+  void RestoreCounters(int64_t step, int64_t skipped_steps);
+  Communicator& dp() { return *dp_; }
+  Communicator& control() { return *control_; }
+  // Collective over dp: rounds every unit's master weights into its compute
+  // parameters, as a step's publication does (after a checkpoint load).
+  absl::Status PublishMasterWeights();
+  // Whether each unit's activations are recomputed (activation checkpointing).
+  std::vector<bool> checkpointed_units() const;
+  const StepPlan& plan() const { return plan_; }
+  const GradReducer& reducer() const { return *reducer_; }
+  const StepProgram& train_program() const { return plan_.train; }
+  const StepProgram& eval_program() const { return plan_.eval; }
+
+  // Test hook: called on every rank after the step's gradient reduction and
+  // before the overflow check, once per trainable unit, with the count of
+  // steps attempted before this one (skipped ones included), the unit, and
+  // this rank's f32 reduced (still scaled) gradient shard. Tests poison it.
+  using GradHook = std::function<void(int64_t attempt, int unit, float* grad_shard, int64_t numel)>;
+  void SetGradHookForTesting(GradHook hook) { grad_hook_ = std::move(hook); }
+
+ private:
+  // Executor state of one (micro-batch, unit).
+  struct UnitState {
+    ActivationPack output;      // FORWARD's output until the next unit consumed it
+    std::unique_ptr<SavedActivations> saved;
+    ActivationPack kept_input;  // checkpointed: the input RECOMPUTE reads
+    bool awaiting_backward = false;
+    ActivationPack output_grad;  // d(objective)/d(output), written by the next unit's BACKWARD
+  };
+  // Per-run executor context (one TrainStep or Evaluate).
+  struct RunContext {
+    absl::Span<const Batch> batches;
+    bool training = true;
+    float loss_seed = 0;  // d(objective)/d(loss sum) the last unit's BACKWARD starts from
+    double nominal_weight = 0;  // Σ over ranks and micro-batches of Unit::NominalLossWeight
+    StepResult* result = nullptr;
+    std::vector<LossTerms> losses;   // per micro-batch
+    std::vector<std::vector<UnitState>> state;  // [micro-batch][unit]
+    StepTimings* timings = nullptr;
+    bool in_backward = false;
+  };
+  // A collective of the optimizer phase and what it moves, for WaitAll.
+  struct IssuedWork {
+    std::chrono::steady_clock::time_point issued;
+    const UnitShard* shard;
+    int64_t bytes;
+    std::unique_ptr<Work> work;
+  };
+
+  EngineImpl() = default;
+  // engine.cc: set-up.
+  absl::Status Init(const EngineConfig& config);
+  absl::Status CheckFingerprints(const EngineConfig& config, const absl::Status& local);
+  absl::Status Allocate();
+  absl::Status InitParams();
+  // engine_step.cc: the executor.
+  absl::Status AgreeOnBatches(absl::Span<const Batch> batches, const absl::Status& local, double* nominal_weight);
+  absl::Status RunProgram(const StepProgram& program, RunContext* run);
+  absl::Status RunAction(const Action& action, RunContext* run);
+  absl::Status ParamViews(int unit, std::vector<TensorView>* params, std::vector<TensorView>* grads);
+  UnitContext ContextFor(const RunContext& run, int micro_batch, int unit) const;
+  void CountLive();
+  absl::Status RunStep(absl::Span<const Batch> micro_batches, double nominal_weight, StepResult* result);
+  // engine_optimizer.cc: OPTIMIZER.
+  absl::Status FinishStep(const RunContext& run, StepResult* result);
+  absl::Status WaitAll(std::vector<IssuedWork>& works, absl::string_view what);
+  // engine_trace.cc.
+  absl::Status InitTrace(const LoggingConfig& logging);
+  void TraceMemory();
+  // kFailedPrecondition quoting broken_ once a failure left collectives or
+  // buffers half done.
+  absl::Status CheckUsable() const;
+
+  EngineOptions options_;
+  Communicator* dp_ = nullptr;
+  Communicator* control_ = nullptr;
+  std::unique_ptr<Model> model_;
+  MemoryTracker tracker_;
+  // Before the shards and the reducer, which point to it: destroyed after them.
+  std::unique_ptr<Timeline> timeline_;
+  ComputeContext compute_;
+  // Layouts, unit roles, buckets and the programs (engine/step_plan.h).
+  StepPlan plan_;
+  // Per unit: its optimizer region, -1 when frozen or without parameters.
+  std::vector<int> regions_;
+  std::vector<std::unique_ptr<UnitShard>> shards_;
+  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<ShardedOptimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<LossScaler> scaler_;
+  int64_t step_ = 0;
+  int64_t skipped_steps_ = 0;
+  int64_t attempts_ = 0;
+  int peak_gathered_ = 0;
+  int peak_kept_ = 0;
+  int kept_now_ = 0;
+  GradHook grad_hook_;
+  absl::Status broken_;
+  std::string trace_path_;
+  int64_t trace_steps_ = 0;
+  int64_t traced_steps_ = 0;
+  bool trace_written_ = false;
+  absl::StatusOr<TraceFileInfo> trace_result_;
+};
+
+// The internals of an engine made by Engine::Create (every engine is one).
+EngineImpl& Internals(Engine& engine);
+const EngineImpl& Internals(const Engine& engine);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_ENGINE_ENGINE_IMPL_H_

@@ -1,0 +1,188 @@
+// OPTIMIZER: norm, overflow and loss in one all-reduce, unscale and clip,
+// the sharded update, parameter publication and the loss scaler.
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "comm/traced_wait.h"
+#include "core/status_macros.h"
+#include "engine/engine_impl.h"
+#include "kernels/scale.h"
+#include "kernels/sum_squares.h"
+#include "sharding/grad_clip.h"
+
+namespace zeroshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Indices into the optimizer phase's all-reduce.
+enum SumIndex { kSumSq, kLossSum, kLossWeight, kNonFinite, kFailedAllocations, kFirstMetric };
+
+}  // namespace
+
+absl::Status EngineImpl::WaitAll(std::vector<IssuedWork>& works, absl::string_view what) {
+  for (IssuedWork& w : works) {
+    RETURN_IF_ERROR(WaitTraced(*w.work, timeline_.get(), "publish", what, w.shard->layout().unit_name(), w.issued,
+                               w.bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
+  const int L = num_units();
+  if (grad_hook_) {
+    for (int u = 0; u < L; ++u) {
+      if (regions_[u] < 0) continue;
+      grad_hook_(attempts_, u, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel());
+    }
+  }
+  ++attempts_;
+  const double scale = scaler_->scale();
+  result->loss_scale = scale;
+  // One summation order: each shard's sum of squares by the kernel's fixed
+  // chunks, the shards added in unit order.
+  double sumsq = 0;
+  for (int u = 0; u < L; ++u) {
+    if (regions_[u] < 0 || plan_.layouts[u].shard_numel() == 0) continue;
+    double x = 0;
+    RETURN_IF_ERROR(kernels::SumOfSquares(compute_.kernels, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel(),
+                                          DType::kF32, &x));
+    sumsq += x;
+  }
+  // Stage 0 with low-precision compute: the f32 reduced gradients need a full
+  // buffer of their own (the compute-dtype one is too narrow). Allocated
+  // before the all-reduce, which tells every rank whether any rank failed.
+  std::vector<Buffer> full_f32(L);
+  absl::Status allocated;
+  if (options_.stage == 0 && options_.compute_dtype != DType::kF32) {
+    for (int u = 0; u < L && allocated.ok(); ++u) {
+      if (regions_[u] < 0) continue;
+      absl::StatusOr<Buffer> f = Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, Device::kCpu, DType::kF32,
+                                                  plan_.layouts[u].padded_numel());
+      if (f.ok()) {
+        full_f32[u] = std::move(*f);
+      } else {
+        allocated = f.status();
+      }
+    }
+  }
+  WeightedSum loss;
+  std::vector<WeightedSum> metrics(plan_.metric_names.size());
+  for (const LossTerms& terms : run.losses) {
+    loss.sum += terms.loss.sum;
+    loss.weight += terms.loss.weight;
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      metrics[i].sum += terms.metrics[i].sum;
+      metrics[i].weight += terms.metrics[i].weight;
+    }
+  }
+  // The overflow check is a 0/1 flag summed over the group, never the raw
+  // values (MPI's MAX over NaN depends on the order).
+  std::vector<float> sums(kFirstMetric + 2 * metrics.size(), 0.0f);
+  sums[kSumSq] = static_cast<float>(sumsq / (scale * scale));
+  sums[kLossSum] = static_cast<float>(loss.sum);
+  sums[kLossWeight] = static_cast<float>(loss.weight);
+  sums[kNonFinite] = std::isfinite(sumsq) ? 0.0f : 1.0f;
+  sums[kFailedAllocations] = allocated.ok() ? 0.0f : 1.0f;
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    sums[kFirstMetric + 2 * i] = static_cast<float>(metrics[i].sum);
+    sums[kFirstMetric + 2 * i + 1] = static_cast<float>(metrics[i].weight);
+  }
+  Clock::time_point t0 = Clock::now();
+  std::unique_ptr<Work> summed = dp_->AllReduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kF32,
+                                                ReduceOp::kSum);
+  RETURN_IF_ERROR(WaitTraced(*summed, timeline_.get(), "allreduce", "AllReduce", "grad norm, loss, overflow", t0,
+                             static_cast<int64_t>(sums.size() * sizeof(float))));
+  result->timings.publish_wait += SecondsSince(t0);
+  if (!allocated.ok()) return allocated;
+  if (sums[kFailedAllocations] != 0.0f) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the optimizer's stage-0 gradient buffers could not be allocated on ", sums[kFailedAllocations],
+        " dp rank(s) (see their errors); this rank (dp rank ", dp_->rank(), ") was fine"));
+  }
+  result->overflow = sums[kNonFinite] != 0.0f;
+  result->loss_weight = sums[kLossWeight];
+  result->loss = sums[kLossSum] / sums[kLossWeight];
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    result->metrics.push_back(
+        {plan_.metric_names[i], static_cast<double>(sums[kFirstMetric + 2 * i]) / sums[kFirstMetric + 2 * i + 1]});
+  }
+  // The reduced shard is the gradient of Σsum / nominal weight (the seed);
+  // this ratio makes it that of the mean over the actual weight.
+  const double ratio = run.nominal_weight / static_cast<double>(sums[kLossWeight]);
+  result->grad_norm = static_cast<float>(std::sqrt(sums[kSumSq]) * ratio);
+  result->lr = static_cast<float>(schedule_->LearningRate(step_ + 1));
+  const float coeff = ClipCoefficient(result->grad_norm, options_.grad_clip);
+  result->skipped = result->overflow || !std::isfinite(result->grad_norm);
+  if (result->skipped) ++skipped_steps_;
+  if (!result->skipped) {
+    // Unscale, reweigh and clip in one multiply; nothing at all when it is 1.
+    const float factor = static_cast<float>(static_cast<double>(coeff) * ratio / scale);
+    if (coeff < 1.0f || scale != 1.0 || ratio != 1.0) {
+      for (int u = 0; u < L; ++u) {
+        if (regions_[u] < 0 || plan_.layouts[u].shard_numel() == 0) continue;
+        bool nonfinite = false;
+        RETURN_IF_ERROR(kernels::ScaleInPlace(compute_.kernels, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel(),
+                                              DType::kF32, factor, &nonfinite));
+      }
+    }
+    ++step_;
+    if (options_.stage == 0) {
+      // Second half of the all-reduce: every rank gets every reduced shard.
+      std::vector<IssuedWork> works;
+      for (int u = 0; u < L; ++u) {
+        UnitShard& shard = *shards_[u];
+        if (regions_[u] < 0 || plan_.layouts[u].shard_numel() == 0) continue;
+        void* dst = full_f32[u].empty() ? shard.full_grads() : full_f32[u].data();
+        works.push_back({Clock::now(), &shard, plan_.layouts[u].padded_numel() * 4, nullptr});
+        works.back().work = dp_->AllGather(shard.grad_shard(), dst, plan_.layouts[u].shard_numel(), DType::kF32);
+      }
+      t0 = Clock::now();
+      RETURN_IF_ERROR(WaitAll(works, "AllGather grads"));
+      result->timings.publish_wait += SecondsSince(t0);
+    }
+    std::vector<float*> masters;
+    std::vector<const float*> grads;
+    for (int u = 0; u < L; ++u) {
+      if (regions_[u] < 0) continue;
+      UnitShard& shard = *shards_[u];
+      masters.push_back(shard.master());
+      if (options_.stage != 0) {
+        grads.push_back(shard.grad_shard());
+      } else {
+        grads.push_back(full_f32[u].empty() ? static_cast<const float*>(shard.full_grads()) : full_f32[u].as<float>());
+      }
+    }
+    {
+      TraceScope span(timeline_.get(), "optimizer", "update");
+      RETURN_IF_ERROR(optimizer_->Step(masters, grads, result->lr, step_));
+    }
+    std::vector<IssuedWork> works;
+    for (int u = 0; u < L; ++u) {
+      if (regions_[u] < 0) continue;  // frozen: nothing changed
+      UnitShard& shard = *shards_[u];
+      const Clock::time_point issued = Clock::now();
+      ASSIGN_OR_RETURN(std::unique_ptr<Work> w, shard.PublishMaster());
+      const int64_t bytes = plan_.layouts[u].padded_numel() * static_cast<int64_t>(DTypeSize(options_.compute_dtype));
+      if (w != nullptr) works.push_back({issued, &shard, bytes, std::move(w)});
+    }
+    t0 = Clock::now();
+    RETURN_IF_ERROR(WaitAll(works, "AllGather params"));
+    result->timings.publish_wait += SecondsSince(t0);
+  }
+  for (auto& shard : shards_) shard->FreeGradShard();
+  reducer_->FreeStaging();
+  result->step = step_;
+  result->skipped_steps = skipped_steps_;
+  // Every rank updates its scaler with the same all-reduced flag.
+  absl::Status scaled = scaler_->Update(result->overflow);
+  result->overflows = scaler_->overflows();
+  result->next_loss_scale = scaler_->scale();
+  return scaled;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,393 @@
+// The step executor: the batch agreement that starts a step, then the step
+// program's actions one after another (engine/step_program.h).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "comm/traced_wait.h"
+#include "core/status_macros.h"
+#include "engine/engine_impl.h"
+
+namespace zeroshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+uint64_t Fnv1a(absl::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// The per-rank record of the batch agreement, in i32 words.
+constexpr int kRecordWords = 9;
+
+void PutU64(uint64_t v, int32_t* words) {
+  words[0] = static_cast<int32_t>(static_cast<uint32_t>(v & 0xffffffffu));
+  words[1] = static_cast<int32_t>(static_cast<uint32_t>(v >> 32));
+}
+
+uint64_t GetU64(const int32_t* words) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(words[0])) |
+         (static_cast<uint64_t>(static_cast<uint32_t>(words[1])) << 32);
+}
+
+std::string BatchesSignature(absl::Span<const Batch> batches) {
+  std::vector<std::string> parts;
+  for (size_t m = 0; m < batches.size(); ++m) parts.push_back(absl::StrCat("[", m, "] ", batches[m].Signature()));
+  return absl::StrJoin(parts, "; ");
+}
+
+// OK when every batch is well formed and on the host.
+absl::Status CheckBatches(absl::Span<const Batch> batches) {
+  for (size_t m = 0; m < batches.size(); ++m) {
+    absl::Status s = batches[m].Validate();
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("micro-batch ", m, ": ", s.message()));
+    for (const NamedTensor& t : batches[m].tensors()) {
+      if (t.view.device != Device::kCpu) {
+        return absl::InvalidArgumentError(absl::StrCat("micro-batch ", m, " tensor '", t.name, "' is on ",
+                                                       DeviceName(t.view.device), ", expected host (cpu) memory"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const absl::Status& local,
+                                        double* nominal_weight) {
+  const int n = control_->size();
+  const int me = control_->rank();
+  const std::string signature = BatchesSignature(batches);
+  double nominal = 0;
+  int64_t rows = 0;
+  if (local.ok()) {
+    const Unit& last = *model_->units.back();
+    for (const Batch& b : batches) {
+      nominal += last.NominalLossWeight(b);
+      rows += b.rows();
+    }
+  }
+  std::vector<int32_t> mine(kRecordWords, 0), all(static_cast<size_t>(kRecordWords) * n, 0);
+  mine[0] = static_cast<int32_t>(local.code());
+  PutU64(Fnv1a(signature), &mine[1]);
+  uint64_t bits = 0;
+  std::memcpy(&bits, &nominal, sizeof(bits));
+  PutU64(bits, &mine[3]);
+  PutU64(static_cast<uint64_t>(rows), &mine[5]);
+  const Clock::time_point issued = Clock::now();
+  std::unique_ptr<Work> agree = control_->AllGather(mine.data(), all.data(), kRecordWords, DType::kI32);
+  absl::Status waited = WaitTraced(*agree, timeline_.get(), "allgather", "AllGather", "batch signatures", issued,
+                                   static_cast<int64_t>(all.size()) * 4);
+  if (!local.ok()) return local;
+  RETURN_IF_ERROR(waited);
+  for (int r = 0; r < n; ++r) {
+    const int32_t code = all[static_cast<size_t>(r) * kRecordWords];
+    if (code != 0) {
+      return absl::Status(static_cast<absl::StatusCode>(code),
+                          absl::StrCat("the step could not start on dp rank ", r,
+                                       " (see its error); this rank (dp rank ", me, ") was fine"));
+    }
+  }
+  std::vector<int> differ;
+  const uint64_t first = GetU64(&all[1]);
+  for (int r = 1; r < n; ++r) {
+    if (GetU64(&all[static_cast<size_t>(r) * kRecordWords + 1]) != first) differ.push_back(r);
+  }
+  if (!differ.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the micro-batches differ across dp ranks: dp rank(s) ", absl::StrJoin(differ, ", "),
+        " have other names, dtypes or shapes than dp rank 0; this rank (dp rank ", me, ") has ", signature));
+  }
+  double total = 0;
+  for (int r = 0; r < n; ++r) {
+    double w = 0;
+    const uint64_t b = GetU64(&all[static_cast<size_t>(r) * kRecordWords + 3]);
+    std::memcpy(&w, &b, sizeof(w));
+    total += w;
+  }
+  *nominal_weight = total;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_batches) {
+  RETURN_IF_ERROR(CheckUsable());
+  Clock::time_point start = Clock::now();
+  StepResult result;
+  // Closes (and is recorded) before the window may close below.
+  std::optional<TraceScope> step_span;
+  if (timeline_ != nullptr && timeline_->recording()) {
+    // Named after the optimizer step it makes (a skipped attempt repeats it).
+    step_span.emplace(timeline_.get(), "step", "step", absl::StrCat(step_ + 1),
+                      std::initializer_list<TraceArg>{{"step", step_ + 1}});
+  }
+  absl::Status local =
+      static_cast<int>(micro_batches.size()) == options_.accumulation_steps
+          ? CheckBatches(micro_batches)
+          : absl::InvalidArgumentError(absl::StrCat("got ", micro_batches.size(),
+                                                    " micro-batches, expected gradient_accumulation_steps=",
+                                                    options_.accumulation_steps));
+  // The step's staging buffers are allocated before the agreement, so an
+  // allocation that fails on one rank stops every rank here.
+  if (local.ok()) local = reducer_->ReserveStaging();
+  for (auto& shard : shards_) {
+    if (local.ok() && options_.stage <= 1) local = shard->EnsureGradShard();
+  }
+  double nominal = 0;
+  absl::Status agreed = AgreeOnBatches(micro_batches, local, &nominal);
+  if (!agreed.ok()) {
+    reducer_->FreeStaging();
+    for (auto& shard : shards_) shard->FreeGradShard();
+    return agreed;
+  }
+  absl::Status s = RunStep(micro_batches, nominal, &result);
+  if (!s.ok()) {
+    broken_ = s;
+    return s;
+  }
+  step_span.reset();
+  if (timeline_ != nullptr && timeline_->recording()) {
+    ++traced_steps_;
+    if (trace_steps_ > 0 && traced_steps_ >= trace_steps_) timeline_->set_recording(false);
+  }
+  result.timings.total = SecondsSince(start);
+  return result;
+}
+
+absl::Status EngineImpl::RunStep(absl::Span<const Batch> micro_batches, double nominal_weight, StepResult* result) {
+  for (auto& shard : shards_) {
+    if (options_.stage <= 1) {
+      RETURN_IF_ERROR(shard->ZeroFullGrads());
+    } else {
+      RETURN_IF_ERROR(shard->ZeroGradShard());
+    }
+  }
+  RunContext run;
+  run.batches = micro_batches;
+  run.training = true;
+  // Gradients keep the magnitude of a mean: the seed is the loss scale over
+  // the per-rank share of the nominal weight; FinishStep corrects by
+  // nominal / actual weight once.
+  run.loss_seed = static_cast<float>(scaler_->scale() * static_cast<double>(dp_->size()) / nominal_weight);
+  run.nominal_weight = nominal_weight;
+  run.result = result;
+  run.timings = &result->timings;
+  for (const Batch& b : micro_batches) result->rows += b.rows();
+  result->rows *= dp_->size();
+  return RunProgram(plan_.train, &run);
+}
+
+absl::Status EngineImpl::RunProgram(const StepProgram& program, RunContext* run) {
+  const int L = num_units();
+  run->losses.assign(run->batches.size(), LossTerms());
+  run->state.clear();
+  run->state.resize(run->batches.size());
+  for (auto& per_mb : run->state) per_mb.resize(L);
+  kept_now_ = 0;
+  for (const Action& action : program.actions) RETURN_IF_ERROR(RunAction(action, run));
+  return absl::OkStatus();
+}
+
+UnitContext EngineImpl::ContextFor(const RunContext& run, int micro_batch, int unit) const {
+  UnitContext ctx;
+  ctx.compute = compute_;
+  ctx.training = run.training;
+  ctx.rng_key = UnitRngKey(options_.seed, run.training ? attempts_ : -1, micro_batch, unit);
+  ctx.micro_batch = micro_batch;
+  ctx.input_grad = plan_.units[unit].input_grad;
+  return ctx;
+}
+
+void EngineImpl::CountLive() {
+  if (options_.stage != 3) return;
+  int live = 0;
+  for (const auto& shard : shards_) live += (shard->gathered() || shard->gather_in_flight()) ? 1 : 0;
+  peak_gathered_ = std::max(peak_gathered_, live);
+}
+
+absl::Status EngineImpl::ParamViews(int unit, std::vector<TensorView>* params, std::vector<TensorView>* grads) {
+  params->clear();
+  if (grads != nullptr) grads->clear();
+  const DType dt = options_.compute_dtype;
+  const int64_t size = static_cast<int64_t>(DTypeSize(dt));
+  auto view = [&](void* base, int64_t offset, const std::vector<int64_t>& shape) {
+    TensorView v;
+    v.data = base == nullptr ? nullptr : static_cast<char*>(base) + offset * size;
+    v.dtype = dt;
+    v.shape = shape;
+    v.device = Device::kCpu;
+    return v;
+  };
+  UnitShard& own = *shards_[unit];
+  for (const FlatParamInfo& p : plan_.layouts[unit].params()) {
+    if (own.full_params() == nullptr) {
+      return absl::InternalError(absl::StrCat("unit '", plan_.layouts[unit].unit_name(),
+                                              "' runs without its parameters gathered (the step program must "
+                                              "WAIT_GATHER it first)"));
+    }
+    params->push_back(view(own.full_params(), p.offset, p.shape));
+    if (grads != nullptr) grads->push_back(view(own.full_grads(), p.offset, p.shape));
+  }
+  for (const UnitPlan::Borrowed& b : plan_.units[unit].borrowed) {
+    UnitShard& owner = *shards_[b.owner];
+    if (owner.full_params() == nullptr) {
+      return absl::InternalError(absl::StrCat("unit '", plan_.layouts[unit].unit_name(), "' borrows from unit '",
+                                              plan_.layouts[b.owner].unit_name(), "', which is not gathered"));
+    }
+    params->push_back(view(owner.full_params(), b.offset, b.shape));
+    if (grads != nullptr) grads->push_back(view(owner.full_grads(), b.offset, b.shape));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
+  const Clock::time_point t0 = Clock::now();
+  StepTimings* t = run->timings;
+  auto charge = [&](double* extra) {
+    const double dt = SecondsSince(t0);
+    if (t == nullptr) return;
+    (run->in_backward ? t->backward : t->forward) += dt;
+    if (extra != nullptr) *extra += dt;
+  };
+  const int L = num_units();
+  switch (a.kind) {
+    case ActionKind::kGather:
+      RETURN_IF_ERROR(shards_[a.unit]->StartGather());
+      CountLive();
+      charge(nullptr);
+      return absl::OkStatus();
+    case ActionKind::kWaitGather:
+      RETURN_IF_ERROR(shards_[a.unit]->WaitGather());
+      CountLive();
+      charge(t == nullptr ? nullptr : &t->gather_wait);
+      return absl::OkStatus();
+    case ActionKind::kRelease:
+      RETURN_IF_ERROR(shards_[a.unit]->Release());
+      charge(nullptr);
+      return absl::OkStatus();
+    case ActionKind::kForward:
+    case ActionKind::kRecompute: {
+      const bool recompute = a.kind == ActionKind::kRecompute;
+      if (!recompute) run->in_backward = false;
+      const int u = a.unit, m = a.micro_batch;
+      UnitState& st = run->state[m][u];
+      std::vector<TensorView> params;
+      RETURN_IF_ERROR(ParamViews(u, &params, nullptr));
+      std::vector<TensorView> in;
+      if (u > 0) in = recompute ? st.kept_input.views() : run->state[m][u - 1].output.views();
+      UnitOutput out;
+      {
+        TraceScope span(timeline_.get(), recompute ? "recompute" : "forward", recompute ? "recompute" : "forward",
+                        model_->units[u]->name(), {{"unit", u}, {"micro_batch", m}});
+        RETURN_IF_ERROR(
+            model_->units[u]->Forward(ContextFor(*run, m, u), params, run->batches[m], in, &out, &st.saved));
+      }
+      if (recompute) {
+        // The same kernels on the same input rebuild the same activations.
+        st.kept_input.Clear();
+        charge(nullptr);
+        return absl::OkStatus();
+      }
+      if (u == L - 1) {
+        if (out.loss.metrics.size() != plan_.metric_names.size()) {
+          return absl::InternalError(absl::StrCat("the last unit '", model_->units[u]->name(), "' returned ",
+                                                  out.loss.metrics.size(), " metrics, it declares ",
+                                                  plan_.metric_names.size()));
+        }
+        run->losses[m] = out.loss;
+      } else {
+        st.output = std::move(out.activations);
+      }
+      if (run->training && plan_.units[u].backward) {
+        if (plan_.units[u].checkpointed) {
+          // Keep only the input; RECOMPUTE rebuilds the rest from it.
+          st.saved.reset();
+          if (u > 0) st.kept_input = std::move(run->state[m][u - 1].output);
+        }
+        st.awaiting_backward = true;
+        peak_kept_ = std::max(peak_kept_, ++kept_now_);
+      } else {
+        st.saved.reset();
+      }
+      if (u > 0) run->state[m][u - 1].output.Clear();  // Backward never reads it
+      TraceMemory();
+      charge(nullptr);
+      return absl::OkStatus();
+    }
+    case ActionKind::kBackward: {
+      run->in_backward = true;
+      const int u = a.unit, m = a.micro_batch;
+      UnitState& st = run->state[m][u];
+      if (st.saved == nullptr) {
+        return absl::InternalError(absl::StrCat("BACKWARD of unit '", model_->units[u]->name(), "' micro-batch ", m,
+                                                " has no saved activations (no FORWARD or RECOMPUTE before it)"));
+      }
+      for (int o : plan_.units[u].needs) RETURN_IF_ERROR(shards_[o]->EnsureFullGrads());
+      std::vector<TensorView> params, grads;
+      RETURN_IF_ERROR(ParamViews(u, &params, &grads));
+      float seed = run->loss_seed;
+      std::vector<TensorView> grad_out;
+      if (u == L - 1) {
+        TensorView s;
+        s.data = &seed;
+        s.dtype = DType::kF32;
+        s.shape = {1};
+        grad_out.push_back(s);
+      } else {
+        grad_out = st.output_grad.views();
+      }
+      ActivationPack grad_in;
+      {
+        TraceScope span(timeline_.get(), "backward", "backward", model_->units[u]->name(),
+                        {{"unit", u}, {"micro_batch", m}});
+        RETURN_IF_ERROR(model_->units[u]->Backward(ContextFor(*run, m, u), params, grads, run->batches[m], *st.saved,
+                                                   grad_out, &grad_in));
+      }
+      st.saved.reset();
+      st.output_grad.Clear();
+      st.awaiting_backward = false;
+      --kept_now_;
+      if (u > 0) run->state[m][u - 1].output_grad = std::move(grad_in);
+      TraceMemory();
+      charge(nullptr);
+      return absl::OkStatus();
+    }
+    case ActionKind::kReduce:
+      RETURN_IF_ERROR(reducer_->Launch(a.bucket));
+      charge(nullptr);
+      return absl::OkStatus();
+    case ActionKind::kWaitReduce:
+      RETURN_IF_ERROR(reducer_->Finish(a.bucket));
+      charge(t == nullptr ? nullptr : &t->reduce_wait);
+      return absl::OkStatus();
+    case ActionKind::kOptimizer: {
+      {
+        TraceScope span(timeline_.get(), "optimizer", "optimizer");
+        RETURN_IF_ERROR(FinishStep(*run, run->result));
+      }
+      if (t != nullptr) t->optimizer += SecondsSince(t0);
+      return absl::OkStatus();
+    }
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kSendAct:
+    case ActionKind::kRecvAct:
+    case ActionKind::kSendGrad:
+    case ActionKind::kRecvGrad:
+      break;
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("the executor does not run ", ActionKindName(a.kind), " actions yet"));
+}
+
+}  // namespace zeroshard

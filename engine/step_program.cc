@@ -1,0 +1,106 @@
+#include "engine/step_program.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zeroshard {
+namespace {
+
+constexpr ActionKind kAllKinds[kNumActionKinds] = {
+    ActionKind::kForward,   ActionKind::kBackward,   ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
+    ActionKind::kRecompute, ActionKind::kGather,     ActionKind::kWaitGather,    ActionKind::kRelease,
+    ActionKind::kReduce,    ActionKind::kWaitReduce, ActionKind::kSendAct,       ActionKind::kRecvAct,
+    ActionKind::kSendGrad,  ActionKind::kRecvGrad,   ActionKind::kOptimizer,
+};
+
+// The name at `index` when there is one, else the index itself.
+std::string NameOr(const std::vector<std::string>& names, int index) {
+  if (index >= 0 && index < static_cast<int>(names.size()) && !names[index].empty()) return names[index];
+  return absl::StrCat(index);
+}
+
+}  // namespace
+
+const char* ActionKindName(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return "FORWARD";
+    case ActionKind::kBackward:
+      return "BACKWARD";
+    case ActionKind::kBackwardInput:
+      return "BACKWARD_INPUT";
+    case ActionKind::kBackwardWeight:
+      return "BACKWARD_WEIGHT";
+    case ActionKind::kRecompute:
+      return "RECOMPUTE";
+    case ActionKind::kGather:
+      return "GATHER";
+    case ActionKind::kWaitGather:
+      return "WAIT_GATHER";
+    case ActionKind::kRelease:
+      return "RELEASE";
+    case ActionKind::kReduce:
+      return "REDUCE";
+    case ActionKind::kWaitReduce:
+      return "WAIT_REDUCE";
+    case ActionKind::kSendAct:
+      return "SEND_ACT";
+    case ActionKind::kRecvAct:
+      return "RECV_ACT";
+    case ActionKind::kSendGrad:
+      return "SEND_GRAD";
+    case ActionKind::kRecvGrad:
+      return "RECV_GRAD";
+    case ActionKind::kOptimizer:
+      return "OPTIMIZER";
+  }
+  return "UNKNOWN_ACTION";
+}
+
+absl::StatusOr<ActionKind> ParseActionKind(absl::string_view name) {
+  std::vector<std::string> names;
+  for (ActionKind kind : kAllKinds) {
+    if (name == ActionKindName(kind)) return kind;
+    names.push_back(ActionKindName(kind));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown action kind '", name, "', expected one of ", absl::StrJoin(names, ", ")));
+}
+
+std::string FormatAction(const StepProgram& program, const Action& action) {
+  std::string line = ActionKindName(action.kind);
+  if (action.micro_batch >= 0) absl::StrAppend(&line, " mb=", action.micro_batch);
+  if (action.unit >= 0) absl::StrAppend(&line, " unit=", NameOr(program.names.units, action.unit));
+  if (action.bucket >= 0) absl::StrAppend(&line, " bucket=", NameOr(program.names.buckets, action.bucket));
+  if (action.peer_stage >= 0) absl::StrAppend(&line, " peer=", action.peer_stage);
+  if (!action.issues.empty()) {
+    int64_t bytes = 0;
+    for (const IssuedCollective& c : action.issues) bytes += c.bytes_per_rank;
+    absl::StrAppend(&line, " bytes=", bytes);
+  }
+  return line;
+}
+
+std::string FormatProgram(const StepProgram& program) {
+  std::string text;
+  for (const Action& action : program.actions) absl::StrAppend(&text, FormatAction(program, action), "\n");
+  return text;
+}
+
+CollectivesByGroup CountCollectives(const StepProgram& program, const std::map<std::string, int>& group_sizes) {
+  CollectivesByGroup totals;
+  for (const Action& action : program.actions) {
+    for (const IssuedCollective& c : action.issues) {
+      auto size = group_sizes.find(c.group);
+      CommStats stats;
+      stats.Record(c.op, size == group_sizes.end() ? 1 : size->second, c.bytes_per_rank, /*is_root=*/false);
+      CollectiveTotals& t = totals[{c.group, c.op}];
+      ++t.calls;
+      t.bytes_sent += stats[c.op].bytes_sent;
+    }
+  }
+  return totals;
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,59 @@
+#include "nn/unit.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace zeroshard {
+namespace {
+
+uint64_t Mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+uint64_t UnitRngKey(uint64_t seed, int64_t step, int micro_batch, int unit) {
+  uint64_t h = Mix64(seed);
+  h = Mix64(h ^ static_cast<uint64_t>(step));
+  h = Mix64(h ^ static_cast<uint64_t>(static_cast<int64_t>(micro_batch)));
+  return Mix64(h ^ static_cast<uint64_t>(static_cast<int64_t>(unit)));
+}
+
+void ActivationPack::Add(Buffer buffer, std::vector<int64_t> shape) {
+  buffers_.push_back(std::move(buffer));
+  shapes_.push_back(std::move(shape));
+}
+
+std::vector<TensorView> ActivationPack::views() const {
+  std::vector<TensorView> v;
+  v.reserve(buffers_.size());
+  for (size_t i = 0; i < buffers_.size(); ++i) v.push_back(ViewOf(buffers_[i], shapes_[i]));
+  return v;
+}
+
+int64_t ActivationPack::bytes() const {
+  int64_t n = 0;
+  for (const Buffer& b : buffers_) n += b.bytes();
+  return n;
+}
+
+void ActivationPack::Clear() {
+  buffers_.clear();
+  shapes_.clear();
+}
+
+absl::Status Unit::BackwardInput(const UnitContext&, absl::Span<const TensorView>, const Batch&,
+                                 const SavedActivations&, absl::Span<const TensorView>, ActivationPack*) const {
+  return absl::UnimplementedError(absl::StrCat("unit '", name(), "' does not split its backward (BackwardInput)"));
+}
+
+absl::Status Unit::BackwardWeight(const UnitContext&, absl::Span<const TensorView>, absl::Span<const TensorView>,
+                                  const Batch&, const SavedActivations&, absl::Span<const TensorView>) const {
+  return absl::UnimplementedError(absl::StrCat("unit '", name(), "' does not split its backward (BackwardWeight)"));
+}
+
+}  // namespace zeroshard
