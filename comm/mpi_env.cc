@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "comm/status_agreement.h"
 
 namespace zeroshard {
 namespace {
@@ -43,6 +45,21 @@ absl::Status EnsureMpiInitialized() {
                                                       "thread per communicator)"));
   }
   return absl::OkStatus();
+}
+
+bool ShouldReportError(const absl::Status& status) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return !status.ok();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int none = std::numeric_limits<int>::max();
+  int mine[2] = {!status.ok() && !IsRelayedError(status) ? rank : none, !status.ok() ? rank : none};
+  int lowest[2] = {none, none};
+  if (MPI_Allreduce(mine, lowest, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS) return !status.ok();
+  if (status.ok()) return false;
+  return lowest[0] != none ? lowest[0] == rank : lowest[1] == rank;
 }
 
 void FinalizeMpi() {

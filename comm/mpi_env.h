@@ -22,6 +22,14 @@ inline constexpr int kWatchdogExitCode = 70;
 // a lower thread level than MPI_THREAD_MULTIPLE (naming both levels).
 absl::Status EnsureMpiInitialized();
 
+// Collective over MPI_COMM_WORLD, for a program's last words: whether this
+// rank should print `status` (its result; OK on ranks that succeeded) so
+// that an error the ranks agreed on is printed once — by the lowest rank
+// whose error is its own (comm/status_agreement.h: not relayed), or, if
+// every error is relayed, by the lowest failing rank. True without MPI
+// (not initialised, or finalised). Call before FinalizeMpi, on every rank.
+bool ShouldReportError(const absl::Status& status);
+
 // MPI_Finalize if MPI is initialised and not yet finalised. Every
 // communicator must be destroyed before.
 void FinalizeMpi();

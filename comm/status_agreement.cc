@@ -3,9 +3,23 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace zeroshard {
+namespace {
+
+constexpr char kRelayedUrl[] = "type.zeroshard/relayed";
+
+}  // namespace
+
+absl::Status RelayedError(absl::StatusCode code, absl::string_view message) {
+  absl::Status s(code, message);
+  s.SetPayload(kRelayedUrl, absl::Cord("1"));
+  return s;
+}
+
+bool IsRelayedError(const absl::Status& status) { return status.GetPayload(kRelayedUrl).has_value(); }
 
 absl::Status AgreeAcrossRanks(Communicator& comm, const absl::Status& local, absl::string_view what) {
   // "dp.control" agrees for the dp group: name the group, not the channel.
@@ -20,7 +34,7 @@ absl::Status AgreeAcrossRanks(Communicator& comm, const absl::Status& local, abs
   if (!comm_status.ok()) return comm_status;
   for (int r = 0; r < n; ++r) {
     if (codes[r] != 0) {
-      return absl::Status(static_cast<absl::StatusCode>(codes[r]),
+      return RelayedError(static_cast<absl::StatusCode>(codes[r]),
                           absl::StrCat(what, " failed on ", group, " rank ", r, " (see its error); this rank (",
                                        comm.rank(), ") was fine"));
     }

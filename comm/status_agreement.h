@@ -18,6 +18,13 @@ namespace zeroshard {
 // duplicate "dp.control" says "dp"). OK only when every rank passed OK.
 absl::Status AgreeAcrossRanks(Communicator& comm, const absl::Status& local, absl::string_view what);
 
+// The error a rank returns for ANOTHER rank's failure ("... failed on dp
+// rank 2 (see its error)"). It carries a mark, so that a launcher printing
+// one error per job prints the failing rank's own (ShouldReportError in
+// comm/mpi_env.h) rather than a pointer to it.
+absl::Status RelayedError(absl::StatusCode code, absl::string_view message);
+bool IsRelayedError(const absl::Status& status);
+
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_COMM_STATUS_AGREEMENT_H_

@@ -142,9 +142,9 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
       control_->AllReduce(v.data(), static_cast<int64_t>(v.size()), DType::kI32, ReduceOp::kMax)->Wait());
   if (!local.ok()) return local;
   if (v[0] != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Engine::Create failed on another of the ", dp_->size(), " dp ranks (see its error); this rank (dp rank ",
-        dp_->rank(), ") was fine"));
+    return RelayedError(absl::StatusCode::kFailedPrecondition,
+                        absl::StrCat("Engine::Create failed on another of the ", dp_->size(),
+                                     " dp ranks (see its error); this rank (dp rank ", dp_->rank(), ") was fine"));
   }
   bool model_same = true, config_same = true;
   for (int i = 0; i < 4; ++i) {

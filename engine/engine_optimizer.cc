@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/status_agreement.h"
 #include "comm/traced_wait.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
@@ -100,7 +101,7 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   result->timings.publish_wait += SecondsSince(t0);
   if (!allocated.ok()) return allocated;
   if (sums[kFailedAllocations] != 0.0f) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return RelayedError(absl::StatusCode::kResourceExhausted, absl::StrCat(
         "the optimizer's stage-0 gradient buffers could not be allocated on ", sums[kFailedAllocations],
         " dp rank(s) (see their errors); this rank (dp rank ", dp_->rank(), ") was fine"));
   }

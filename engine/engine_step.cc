@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/status_agreement.h"
 #include "comm/traced_wait.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
@@ -94,7 +95,7 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
   for (int r = 0; r < n; ++r) {
     const int32_t code = all[static_cast<size_t>(r) * kRecordWords];
     if (code != 0) {
-      return absl::Status(static_cast<absl::StatusCode>(code),
+      return RelayedError(static_cast<absl::StatusCode>(code),
                           absl::StrCat("the step could not start on dp rank ", r,
                                        " (see its error); this rank (dp rank ", me, ") was fine"));
     }

@@ -50,9 +50,11 @@ int Main(int argc, char** argv) {
   flags.steps = *steps;
 
   absl::Status status = zeroshard::RunGpt2Training(flags, std::cout);
+  // An error every rank hits is printed once, by the rank it came from.
+  const bool report = zeroshard::ShouldReportError(status);
   zeroshard::FinalizeMpi();
   if (!status.ok()) {
-    std::cerr << "train_gpt2: " << status.message() << "\n";
+    if (report) std::cerr << "train_gpt2: " << status.message() << "\n";
     return status.code() == absl::StatusCode::kInvalidArgument || status.code() == absl::StatusCode::kNotFound ? 2 : 1;
   }
   return 0;
