@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/engine.h"
+#include "sharding/sharded_optimizer.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/config.pb.h"
 

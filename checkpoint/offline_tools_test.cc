@@ -179,20 +179,30 @@ TrainConfig TinyConfig(int dp) {
   return c;
 }
 
-// Random full GPT-2 weights with the model's names, as a safetensors file.
-std::map<std::string, std::vector<float>> WriteRandomWeights(const std::string& path, const TrainConfig& c,
-                                                             const std::string& extra = "") {
+std::unique_ptr<Model> Gpt2Of(const TrainConfig& c) {
   Gpt2Config gc;
   gc.n_layer = c.model().n_layer();
   gc.n_head = c.model().n_head();
   gc.n_embd = c.model().n_embd();
   gc.vocab_size = c.model().vocab_size();
   gc.seq_len = c.model().seq_len();
-  auto model = BuildGpt2(gc);
-  std::mt19937 rng(std::random_device{}());
+  return std::move(BuildGpt2(gc)).value();
+}
+
+absl::StatusOr<std::string> Import(const std::string& in, const TrainConfig& c, const std::string& out) {
+  return ImportCheckpoint(in, *Gpt2Of(c), c, out);
+}
+
+// Random full GPT-2 weights with the model's names, as a safetensors file.
+std::map<std::string, std::vector<float>> WriteRandomWeights(const std::string& path, const TrainConfig& c,
+                                                             const std::string& extra = "") {
+  std::unique_ptr<Model> model = Gpt2Of(c);
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "weights seed " << seed);
+  std::mt19937 rng(seed);
   std::map<std::string, std::vector<float>> weights;
   std::vector<SafetensorsTensorData> tensors;
-  for (const auto& unit : (*model)->units) {
+  for (const auto& unit : model->units) {
     for (const ParamSpec& p : unit->params()) {
       int64_t n = 1;
       for (int64_t d : p.shape) n *= d;
@@ -213,7 +223,7 @@ TEST(OfflineToolsTest, ImportOfAConsolidatedFileReproducesTheWeightsExactly) {
   const std::string in = JoinPath(root, "in.safetensors");
   const TrainConfig config = TinyConfig(3);
   std::map<std::string, std::vector<float>> weights = WriteRandomWeights(in, config);
-  absl::StatusOr<std::string> dir = ImportCheckpoint(in, config, JoinPath(root, "ckpt"));
+  absl::StatusOr<std::string> dir = Import(in, config, JoinPath(root, "ckpt"));
   ASSERT_TRUE(dir.ok()) << dir.status();
   absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(JoinPath(root, "ckpt"));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -230,7 +240,7 @@ TEST(OfflineToolsTest, ImportOfAConsolidatedFileReproducesTheWeightsExactly) {
   // consolidate -> import -> consolidate is the identity on the file.
   const std::string c1 = JoinPath(root, "c1.safetensors"), c2 = JoinPath(root, "c2.safetensors");
   ASSERT_TRUE(ConsolidateCheckpoint(*r, c1, {}).ok());
-  ASSERT_TRUE(ImportCheckpoint(c1, TinyConfig(2), JoinPath(root, "ckpt2")).ok());
+  ASSERT_TRUE(Import(c1, TinyConfig(2), JoinPath(root, "ckpt2")).ok());
   absl::StatusOr<CheckpointReader> r2 = CheckpointReader::Open(JoinPath(root, "ckpt2"));
   ASSERT_TRUE(r2.ok());
   ASSERT_TRUE(ConsolidateCheckpoint(*r2, c2, {}).ok());
@@ -241,20 +251,20 @@ TEST(OfflineToolsTest, ImportErrorsNameTheTensor) {
   const std::string root = testing::FreshTempDir("tools_import_errors");
   const std::string in = JoinPath(root, "in.safetensors");
   WriteRandomWeights(in, TinyConfig(1), "h.0.attn.extra");
-  absl::StatusOr<std::string> d = ImportCheckpoint(in, TinyConfig(1), JoinPath(root, "a"));
+  absl::StatusOr<std::string> d = Import(in, TinyConfig(1), JoinPath(root, "a"));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(d.status().message().find("tensor 'h.0.attn.extra' is not a parameter"), std::string::npos) << d.status();
   TrainConfig wider = TinyConfig(1);
   wider.mutable_model()->set_n_embd(16);
   WriteRandomWeights(in, TinyConfig(1));
-  d = ImportCheckpoint(in, wider, JoinPath(root, "b"));
+  d = Import(in, wider, JoinPath(root, "b"));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(d.status().message().find("tensor 'wte.weight' has shape [13, 8], the config's model expects [13, 16]"),
             std::string::npos)
       << d.status();
   TrainConfig deeper = TinyConfig(1);
   deeper.mutable_model()->set_n_layer(2);
-  d = ImportCheckpoint(in, deeper, JoinPath(root, "c"));
+  d = Import(in, deeper, JoinPath(root, "c"));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(d.status().message().find("has no tensor 'h.1.ln_1.weight'"), std::string::npos) << d.status();
   EXPECT_FALSE(PathExists(JoinPath(root, "c/latest")));

@@ -46,19 +46,20 @@ TEST(Gpt2GpuTest, ForwardBackwardMatchesCpu) {
   std::vector<int32_t> tokens(b * t), targets(b * t);
   for (auto& x : tokens) x = static_cast<int32_t>(rng() % cfg.vocab_size);
   for (auto& x : targets) x = static_cast<int32_t>(rng() % cfg.vocab_size);
-  const Batch host_batch{testing::HostView(tokens, {b, t}), testing::HostView(targets, {b, t})};
+  const Batch host_batch = Gpt2Batch(testing::HostView(tokens, {b, t}), testing::HostView(targets, {b, t}));
   void* d_tokens = DeviceAlloc(Device::kCuda, tokens.size() * 4).value();
   void* d_targets = DeviceAlloc(Device::kCuda, targets.size() * 4).value();
   ASSERT_TRUE(DeviceCopy(d_tokens, Device::kCuda, tokens.data(), Device::kCpu, tokens.size() * 4).ok());
   ASSERT_TRUE(DeviceCopy(d_targets, Device::kCuda, targets.data(), Device::kCpu, targets.size() * 4).ok());
-  const Batch gpu_batch{TensorView{d_tokens, DType::kI32, {b, t}, Device::kCuda},
-                             TensorView{d_targets, DType::kI32, {b, t}, Device::kCuda}};
+  const Batch gpu_batch = Gpt2Batch(TensorView{d_tokens, DType::kI32, {b, t}, Device::kCuda},
+                                    TensorView{d_targets, DType::kI32, {b, t}, Device::kCuda});
 
-  auto cpu_loss = cpu.ForwardBackward(host_batch, 1.0f);
-  auto gpu_loss = gpu.ForwardBackward(gpu_batch, 1.0f);
+  auto cpu_loss = cpu.ForwardBackward(host_batch, 1.0f / (b * t));
+  auto gpu_loss = gpu.ForwardBackward(gpu_batch, 1.0f / (b * t));
   ASSERT_TRUE(cpu_loss.ok()) << cpu_loss.status();
   ASSERT_TRUE(gpu_loss.ok()) << gpu_loss.status();
-  EXPECT_NEAR(*gpu_loss, *cpu_loss, 1e-5 * std::fabs(*cpu_loss));
+  EXPECT_EQ(gpu_loss->loss.weight, cpu_loss->loss.weight);
+  EXPECT_NEAR(gpu_loss->loss.sum, cpu_loss->loss.sum, 1e-5 * std::fabs(cpu_loss->loss.sum));
   for (int u = 0; u < cpu.num_units(); ++u) {
     std::vector<float> from_gpu(gpu.unit_grads(u).numel());
     ASSERT_TRUE(DeviceCopy(from_gpu.data(), Device::kCpu, gpu.unit_grads(u).data(), Device::kCuda,

@@ -13,6 +13,9 @@
 namespace zeroshard {
 namespace {
 
+// The mean loss the last unit's terms describe.
+double Mean(const LossTerms& t) { return t.loss.sum / t.loss.weight; }
+
 using testing::ExpectAllClose;
 using testing::HostView;
 
@@ -103,7 +106,7 @@ class Gpt2GradientTest : public ::testing::Test {
     for (auto& t : targets_) t = static_cast<int32_t>(rng_() % cfg_.vocab_size);
   }
 
-  Batch Batch() { return Batch{HostView(tokens_, {kB, kT}), HostView(targets_, {kB, kT})}; }
+  zeroshard::Batch MakeBatch() { return Gpt2Batch(HostView(tokens_, {kB, kT}), HostView(targets_, {kB, kT})); }
 
   uint32_t seed_;
   std::mt19937 rng_;
@@ -123,9 +126,9 @@ TEST_F(Gpt2GradientTest, EveryParameterGradientMatchesF64FiniteDifferences) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   testing::Gpt2Reference ref(cfg_);
   const double ref_loss = ref.Loss(ref_params_, tokens_, targets_, kB, kT);
-  auto loss = rm_->ForwardBackward(Batch(), 1.0f);
+  auto loss = rm_->ForwardBackward(MakeBatch(), 1.0f / (kB * kT));
   ASSERT_TRUE(loss.ok()) << loss.status();
-  EXPECT_NEAR(*loss, ref_loss, 1e-5 * std::fabs(ref_loss));
+  EXPECT_NEAR(Mean(*loss), ref_loss, 1e-5 * std::fabs(ref_loss));
 
   int checked = 0;
   for (const auto& unit : model_->units) {
@@ -152,12 +155,12 @@ TEST_F(Gpt2GradientTest, EveryParameterGradientMatchesF64FiniteDifferences) {
 }
 
 TEST_F(Gpt2GradientTest, GradientsAccumulateAcrossCallsAndScaleWithDloss) {
-  ASSERT_TRUE(rm_->ForwardBackward(Batch(), 1.0f).ok());
+  ASSERT_TRUE(rm_->ForwardBackward(MakeBatch(), 1.0f / (kB * kT)).ok());
   std::vector<std::vector<float>> once;
   for (int u = 0; u < rm_->num_units(); ++u) {
     once.emplace_back(rm_->unit_grads(u).as<float>(), rm_->unit_grads(u).as<float>() + rm_->unit_grads(u).numel());
   }
-  ASSERT_TRUE(rm_->ForwardBackward(Batch(), 2.0f).ok());
+  ASSERT_TRUE(rm_->ForwardBackward(MakeBatch(), 2.0f / (kB * kT)).ok());
   for (int u = 0; u < rm_->num_units(); ++u) {
     const float* g = rm_->unit_grads(u).as<float>();
     for (size_t i = 0; i < once[u].size(); ++i) {
@@ -173,23 +176,24 @@ TEST_F(Gpt2GradientTest, GradientsAccumulateAcrossCallsAndScaleWithDloss) {
 // Activation checkpointing re-runs Forward: it must rebuild bitwise the same
 // output, and Backward from either copy must give identical gradients.
 TEST_F(Gpt2GradientTest, ForwardIsBitwiseRepeatable) {
-  auto first = rm_->ForwardBackward(Batch(), 1.0f);
+  auto first = rm_->ForwardBackward(MakeBatch(), 1.0f / (kB * kT));
   ASSERT_TRUE(first.ok());
   std::vector<std::vector<float>> grads;
   for (int u = 0; u < rm_->num_units(); ++u) {
     grads.emplace_back(rm_->unit_grads(u).as<float>(), rm_->unit_grads(u).as<float>() + rm_->unit_grads(u).numel());
   }
   ASSERT_TRUE(rm_->ZeroGrads().ok());
-  auto second = rm_->ForwardBackward(Batch(), 1.0f);
+  auto second = rm_->ForwardBackward(MakeBatch(), 1.0f / (kB * kT));
   ASSERT_TRUE(second.ok());
-  EXPECT_EQ(std::memcmp(&*first, &*second, sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(&first->loss.sum, &second->loss.sum, sizeof(double)), 0);
+  EXPECT_EQ(first->loss.weight, kB * kT);
   for (int u = 0; u < rm_->num_units(); ++u) {
     EXPECT_EQ(std::memcmp(grads[u].data(), rm_->unit_grads(u).data(), grads[u].size() * sizeof(float)), 0) << u;
   }
 }
 
 TEST_F(Gpt2GradientTest, ActivationsAreTrackedAndReleased) {
-  ASSERT_TRUE(rm_->ForwardBackward(Batch(), 1.0f).ok());
+  ASSERT_TRUE(rm_->ForwardBackward(MakeBatch(), 1.0f / (kB * kT)).ok());
   EXPECT_GT(tracker_.Usage(MemoryCategory::kActivations).peak, 0);
   EXPECT_EQ(tracker_.Usage(MemoryCategory::kActivations).current, 0);
   EXPECT_EQ(tracker_.Usage(MemoryCategory::kWorkspace).current, 0);
@@ -199,14 +203,14 @@ TEST_F(Gpt2GradientTest, ActivationsAreTrackedAndReleased) {
 // Saved activations are self-contained: poisoning every unit's input and
 // output after Forward changes no gradient bit.
 TEST_F(Gpt2GradientTest, BackwardReadsNeitherForwardInputNorOutput) {
-  ASSERT_TRUE(rm_->ForwardBackward(Batch(), 1.0f).ok());
+  ASSERT_TRUE(rm_->ForwardBackward(MakeBatch(), 1.0f / (kB * kT)).ok());
   std::vector<float> reference = rm_->CopyGradsToHost().value();
   ASSERT_TRUE(rm_->ZeroGrads().ok());
 
-  const Batch batch = Batch();
+  const zeroshard::Batch batch = MakeBatch();
   const int n = static_cast<int>(model_->units.size());
   std::vector<std::unique_ptr<SavedActivations>> saved(n);
-  std::vector<Buffer> outs(n);
+  std::vector<UnitOutput> outs(n);
   auto views = [&](int u, bool grads) {
     std::vector<TensorView> v;
     for (int i = 0; i < static_cast<int>(model_->units[u]->params().size()); ++i) {
@@ -218,25 +222,29 @@ TEST_F(Gpt2GradientTest, BackwardReadsNeitherForwardInputNorOutput) {
     }
     return v;
   };
-  auto poison = [](Buffer& b) {
-    for (int64_t i = 0; i < b.numel(); ++i) b.as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+  auto poison = [](ActivationPack& pack) {
+    for (int i = 0; i < pack.size(); ++i) {
+      Buffer& b = pack.buffer(i);
+      for (int64_t j = 0; j < b.numel(); ++j) b.as<float>()[j] = std::numeric_limits<float>::quiet_NaN();
+    }
   };
+  UnitContext uctx;
+  uctx.compute = ctx_;
   for (int u = 0; u < n; ++u) {
-    TensorView in;
-    if (u > 0) in = ViewOf(outs[u - 1], {kB, kT, cfg_.n_embd});
-    ASSERT_TRUE(model_->units[u]->Forward(ctx_, views(u, false), batch, in, &outs[u], &saved[u]).ok());
-    if (u > 0) poison(outs[u - 1]);
+    std::vector<TensorView> in;
+    if (u > 0) in = outs[u - 1].activations.views();
+    ASSERT_TRUE(model_->units[u]->Forward(uctx, views(u, false), batch, in, &outs[u], &saved[u]).ok());
+    if (u > 0) poison(outs[u - 1].activations);
   }
-  Buffer grad = Buffer::Allocate(nullptr, MemoryCategory::kActivations, Device::kCpu, DType::kF32, 1).value();
-  grad.as<float>()[0] = 1.0f;
-  poison(outs[n - 1]);
-  std::vector<int64_t> shape = {1};
+  float seed = 1.0f / (kB * kT);
+  TensorView seed_view{&seed, DType::kF32, {1}, Device::kCpu};
+  ActivationPack grad;
   for (int u = n - 1; u >= 0; --u) {
-    Buffer grad_in;
-    ASSERT_TRUE(model_->units[u]->Backward(ctx_, views(u, false), views(u, true), batch, *saved[u],
-                                           ViewOf(grad, shape), &grad_in).ok());
+    ActivationPack grad_in;
+    std::vector<TensorView> grad_out = u == n - 1 ? std::vector<TensorView>{seed_view} : grad.views();
+    ASSERT_TRUE(
+        model_->units[u]->Backward(uctx, views(u, false), views(u, true), batch, *saved[u], grad_out, &grad_in).ok());
     grad = std::move(grad_in);
-    shape = {kB, kT, cfg_.n_embd};
   }
   EXPECT_TRUE(grad.empty());  // the first unit writes no input gradient
   const std::vector<float> got = rm_->CopyGradsToHost().value();
@@ -245,11 +253,14 @@ TEST_F(Gpt2GradientTest, BackwardReadsNeitherForwardInputNorOutput) {
 }
 
 TEST_F(Gpt2GradientTest, WrongParameterCountIsInvalidArgument) {
-  Buffer out;
+  UnitOutput out;
   std::unique_ptr<SavedActivations> saved;
   std::vector<TensorView> too_few = {rm_->param({3, 0}), rm_->param({3, 1})};
   Buffer x = Buffer::Allocate(nullptr, MemoryCategory::kActivations, Device::kCpu, DType::kF32, kB * kT * 16).value();
-  absl::Status s = model_->units[3]->Forward(ctx_, too_few, Batch(), ViewOf(x, {kB, kT, 16}), &out, &saved);
+  UnitContext uctx;
+  uctx.compute = ctx_;
+  const std::vector<TensorView> in = {ViewOf(x, {kB, kT, 16})};
+  absl::Status s = model_->units[3]->Forward(uctx, too_few, MakeBatch(), in, &out, &saved);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "head: got 2 parameter (ln_f.weight, ln_f.bias, wte.weight) views, expected 3");
 }
@@ -269,16 +280,16 @@ TEST(Gpt2ThreadsTest, GradientsAreBitwiseIndependentOfThreadCount) {
   std::vector<int32_t> tokens(b * t), targets(b * t);
   for (auto& x : tokens) x = static_cast<int32_t>(rng() % cfg.vocab_size);
   for (auto& x : targets) x = static_cast<int32_t>(rng() % cfg.vocab_size);
-  const Batch batch{HostView(tokens, {b, t}), HostView(targets, {b, t})};
+  const Batch batch = Gpt2Batch(HostView(tokens, {b, t}), HostView(targets, {b, t}));
   const int saved_threads = kernels::CpuThreads();
   std::vector<std::vector<float>> grads;
   std::vector<float> losses;
   for (int threads : {1, 2, 3}) {
     kernels::SetCpuThreads(threads);
     ASSERT_TRUE(rm.ZeroGrads().ok());
-    auto loss = rm.ForwardBackward(batch, 1.0f);
+    auto loss = rm.ForwardBackward(batch, 1.0f / (b * t));
     ASSERT_TRUE(loss.ok()) << loss.status();
-    losses.push_back(*loss);
+    losses.push_back(Mean(*loss));
     grads.push_back(rm.CopyGradsToHost().value());
   }
   kernels::SetCpuThreads(saved_threads);
@@ -299,9 +310,9 @@ TEST(Gpt2InitTest, InitialLossIsNearLnVocab) {
   std::vector<int32_t> tokens(4 * 16), targets(4 * 16);
   for (auto& t : tokens) t = rng() % 128;
   for (auto& t : targets) t = rng() % 128;
-  auto loss = rm.Forward(Batch{HostView(tokens, {4, 16}), HostView(targets, {4, 16})});
+  auto loss = rm.Forward(Gpt2Batch(HostView(tokens, {4, 16}), HostView(targets, {4, 16})));
   ASSERT_TRUE(loss.ok()) << loss.status();
-  EXPECT_NEAR(*loss, std::log(128.0), 0.05);  // std 0.02 init: nearly uniform predictions
+  EXPECT_NEAR(Mean(*loss), std::log(128.0), 0.05);  // std 0.02 init: nearly uniform predictions
 }
 
 }  // namespace
@@ -359,12 +370,12 @@ TEST_P(Gpt2MixedPrecisionTest, LossAndGradientsTrackF32) {
   std::vector<int32_t> tokens(b * t), targets(b * t);
   for (auto& x : tokens) x = static_cast<int32_t>(rng() % cfg.vocab_size);
   for (auto& x : targets) x = static_cast<int32_t>(rng() % cfg.vocab_size);
-  const Batch batch{HostView(tokens, {b, t}), HostView(targets, {b, t})};
-  auto ref_loss = ref.ForwardBackward(batch, 1.0f);
-  auto low_loss = low.ForwardBackward(batch, 1.0f);
+  const Batch batch = Gpt2Batch(HostView(tokens, {b, t}), HostView(targets, {b, t}));
+  auto ref_loss = ref.ForwardBackward(batch, 1.0f / (b * t));
+  auto low_loss = low.ForwardBackward(batch, 1.0f / (b * t));
   ASSERT_TRUE(ref_loss.ok()) << ref_loss.status();
   ASSERT_TRUE(low_loss.ok()) << low_loss.status();
-  EXPECT_NEAR(*low_loss, *ref_loss, pc.loss_rtol * *ref_loss);
+  EXPECT_NEAR(Mean(*low_loss), Mean(*ref_loss), pc.loss_rtol * Mean(*ref_loss));
   const auto g32 = ref.CopyGradsToHost().value();
   const auto g16 = low.CopyGradsToHost().value();
   size_t offset = 0;

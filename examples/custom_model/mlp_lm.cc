@@ -40,16 +40,22 @@ class Embed : public UnitWithParams {
  public:
   Embed(int v, int t, int c)
       : UnitWithParams("embed", {{"wte.weight", {v, c}}, {"wpe.weight", {t, c}}}), layer_(v, t, c), c_(c) {}
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch& batch,
-                       const TensorView&, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
-    const int64_t n = batch.inputs.numel();
-    ASSIGN_OR_RETURN(*out, Activation(ctx, n * c_));
+  absl::Status Forward(const UnitContext& ctx, absl::Span<const TensorView> p, const Batch& batch,
+                       absl::Span<const TensorView>, UnitOutput* out,
+                       std::unique_ptr<SavedActivations>* saved) const override {
+    ASSIGN_OR_RETURN(const TensorView tokens, batch.Get("inputs"));
+    ASSIGN_OR_RETURN(Buffer x, Activation(ctx.compute, tokens.numel() * c_));
+    RETURN_IF_ERROR(
+        layer_.Forward(ctx.compute, p[0], p[1], tokens, ViewOf(x, {tokens.shape[0], tokens.shape[1], c_})));
+    out->activations.Add(std::move(x), {tokens.shape[0], tokens.shape[1], c_});
     *saved = std::make_unique<Kept>();
-    return layer_.Forward(ctx, p[0], p[1], batch.inputs, ViewOf(*out, {batch.inputs.shape[0], batch.inputs.shape[1], c_}));
+    return absl::OkStatus();
   }
-  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView>, absl::Span<const TensorView> g,
-                        const TokenBatch& batch, const SavedActivations&, const TensorView& dout, Buffer*) override {
-    return layer_.Backward(ctx, batch.inputs, dout, g[0], g[1]);
+  absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView>, absl::Span<const TensorView> g,
+                        const Batch& batch, const SavedActivations&, absl::Span<const TensorView> dout,
+                        ActivationPack*) const override {
+    ASSIGN_OR_RETURN(const TensorView tokens, batch.Get("inputs"));
+    return layer_.Backward(ctx.compute, tokens, dout[0], g[0], g[1]);
   }
 
  private:
@@ -67,42 +73,49 @@ class Mlp : public UnitWithParams {
                         {absl::StrCat("mlp.", i, ".proj.bias"), {c}, InitKind::kZeros}}),
         fc_(name() + ".fc", c, 4 * c), proj_(name() + ".proj", 4 * c, c), c_(c) {}
 
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch&,
-                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
+  absl::Status Forward(const UnitContext& uctx, absl::Span<const TensorView> p, const Batch&,
+                       absl::Span<const TensorView> ins, UnitOutput* out,
+                       std::unique_ptr<SavedActivations>* saved) const override {
+    const ComputeContext& ctx = uctx.compute;
+    const TensorView& in = ins[0];
     const int64_t n = in.numel() / c_;
     auto kept = std::make_unique<Kept>();
     kept->buffers.resize(3);  // x, fc(x), gelu(fc(x))
     ASSIGN_OR_RETURN(kept->buffers[0], Activation(ctx, n * c_));
     ASSIGN_OR_RETURN(kept->buffers[1], Activation(ctx, n * 4 * c_));
     ASSIGN_OR_RETURN(kept->buffers[2], Activation(ctx, n * 4 * c_));
-    ASSIGN_OR_RETURN(*out, Activation(ctx, n * c_));
+    ASSIGN_OR_RETURN(Buffer y_buf, Activation(ctx, n * c_));
     const TensorView x = ViewOf(kept->buffers[0], {n, c_}), h = ViewOf(kept->buffers[1], {n, 4 * c_}),
-                     g = ViewOf(kept->buffers[2], {n, 4 * c_}), y = ViewOf(*out, {n, c_});
+                     g = ViewOf(kept->buffers[2], {n, 4 * c_}), y = ViewOf(y_buf, {n, c_});
     RETURN_IF_ERROR(DeviceCopy(x.data, x.device, in.data, in.device, x.bytes()));
     RETURN_IF_ERROR(fc_.Forward(ctx, p[0], p[1], x, h));
     RETURN_IF_ERROR(gelu_.Forward(ctx, h, g));
     RETURN_IF_ERROR(proj_.Forward(ctx, p[2], p[3], g, y));
     for (int64_t i = 0; i < n * c_; ++i) y.as<float>()[i] += x.as<float>()[i];  // residual (CPU f32)
+    out->activations.Add(std::move(y_buf), in.shape);
     *saved = std::move(kept);
     return absl::OkStatus();
   }
 
-  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> p, absl::Span<const TensorView> grads,
-                        const TokenBatch&, const SavedActivations& saved, const TensorView& dy,
-                        Buffer* grad_in) override {
+  absl::Status Backward(const UnitContext& uctx, absl::Span<const TensorView> p, absl::Span<const TensorView> grads,
+                        const Batch&, const SavedActivations& saved, absl::Span<const TensorView> douts,
+                        ActivationPack* grad_in) const override {
+    const ComputeContext& ctx = uctx.compute;
+    const TensorView& dy = douts[0];
     const Kept& kept = static_cast<const Kept&>(saved);
     const int64_t n = dy.numel() / c_;
     const TensorView x = ViewOf((kept.buffers[0]), {n, c_});
     const TensorView h = ViewOf((kept.buffers[1]), {n, 4 * c_});
     const TensorView g = ViewOf((kept.buffers[2]), {n, 4 * c_});
     ASSIGN_OR_RETURN(Buffer dg_buf, Activation(ctx, n * 4 * c_));
-    ASSIGN_OR_RETURN(*grad_in, Activation(ctx, n * c_));
-    const TensorView dg = ViewOf(dg_buf, {n, 4 * c_}), dx = ViewOf(*grad_in, {n, c_});
+    ASSIGN_OR_RETURN(Buffer dx_buf, Activation(ctx, n * c_));
+    const TensorView dg = ViewOf(dg_buf, {n, 4 * c_}), dx = ViewOf(dx_buf, {n, c_});
     const TensorView dy2 = {dy.data, dy.dtype, {n, c_}, dy.device};
     RETURN_IF_ERROR(proj_.Backward(ctx, p[2], g, dy2, dg, grads[2], grads[3]));
     RETURN_IF_ERROR(gelu_.Backward(ctx, h, dg, dg));
     RETURN_IF_ERROR(fc_.Backward(ctx, p[0], x, dg, dx, grads[0], grads[1]));
     for (int64_t i = 0; i < n * c_; ++i) dx.as<float>()[i] += dy.as<float>()[i];  // residual path
+    grad_in->Add(std::move(dx_buf), dy.shape);
     return absl::OkStatus();
   }
 
@@ -112,50 +125,62 @@ class Mlp : public UnitWithParams {
   int64_t c_;
 };
 
+// Cross-entropy summed over the targets >= 0 and their count: the engine
+// turns that into the mean over every rank's tokens.
 class Head : public UnitWithParams {
  public:
   Head(int v, int c)
       : UnitWithParams("head", {{"out.weight", {c, v}}, {"out.bias", {v}, InitKind::kZeros}}),
         out_("head.out", c, v), loss_(v), v_(v), c_(c) {}
 
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> p, const TokenBatch& batch,
-                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
-    const int64_t n = batch.targets.numel();
+  double NominalLossWeight(const Batch& batch) const override {
+    const TensorView* targets = batch.Find("targets");
+    return targets == nullptr ? 0.0 : static_cast<double>(targets->numel());
+  }
+
+  absl::Status Forward(const UnitContext& uctx, absl::Span<const TensorView> p, const Batch& batch,
+                       absl::Span<const TensorView> ins, UnitOutput* out,
+                       std::unique_ptr<SavedActivations>* saved) const override {
+    const ComputeContext& ctx = uctx.compute;
+    ASSIGN_OR_RETURN(const TensorView batch_targets, batch.Get("targets"));
+    const int64_t n = batch_targets.numel();
     auto kept = std::make_unique<Kept>();
-    kept->buffers.resize(5);  // x, logits, per-token losses, log-sum-exp, {loss sum, rows with a target}
+    kept->buffers.resize(4);  // x, logits, per-token losses, log-sum-exp
     ASSIGN_OR_RETURN(kept->buffers[0], Activation(ctx, n * c_));
     ASSIGN_OR_RETURN(kept->buffers[1], Activation(ctx, n * v_));
     ASSIGN_OR_RETURN(kept->buffers[2], Activation(ctx, n));
     ASSIGN_OR_RETURN(kept->buffers[3], Activation(ctx, n));
-    ASSIGN_OR_RETURN(kept->buffers[4], Activation(ctx, 2));
-    ASSIGN_OR_RETURN(*out, Activation(ctx, 1));
+    ASSIGN_OR_RETURN(Buffer sums, Activation(ctx, 2));  // {loss sum, rows with a target}
     const TensorView x = ViewOf(kept->buffers[0], {n, c_}), logits = ViewOf(kept->buffers[1], {n, v_});
-    const TensorView targets = {batch.targets.data, DType::kI32, {n}, batch.targets.device};
-    RETURN_IF_ERROR(DeviceCopy(x.data, x.device, in.data, in.device, x.bytes()));
+    const TensorView targets = {batch_targets.data, DType::kI32, {n}, batch_targets.device};
+    RETURN_IF_ERROR(DeviceCopy(x.data, x.device, ins[0].data, ins[0].device, x.bytes()));
     RETURN_IF_ERROR(out_.Forward(ctx, p[0], p[1], x, logits));
     RETURN_IF_ERROR(loss_.Forward(ctx, logits, targets, ViewOf(kept->buffers[2], {n}), ViewOf(kept->buffers[3], {n}),
-                                  ViewOf(kept->buffers[4], {2})));
-    const float* sums = kept->buffers[4].as<float>();  // CPU f32, like the residuals
-    out->as<float>()[0] = sums[0] / sums[1];           // the mean loss
+                                  ViewOf(sums, {2})));
+    out->loss.loss = WeightedSum{sums.as<float>()[0], sums.as<float>()[1]};  // CPU f32, like the residuals
     *saved = std::move(kept);
     return absl::OkStatus();
   }
 
-  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> p, absl::Span<const TensorView> grads,
-                        const TokenBatch& batch, const SavedActivations& saved, const TensorView& dloss,
-                        Buffer* grad_in) override {
+  absl::Status Backward(const UnitContext& uctx, absl::Span<const TensorView> p, absl::Span<const TensorView> grads,
+                        const Batch& batch, const SavedActivations& saved, absl::Span<const TensorView> dsum,
+                        ActivationPack* grad_in) const override {
+    const ComputeContext& ctx = uctx.compute;
     const Kept& kept = static_cast<const Kept&>(saved);
-    const int64_t n = batch.targets.numel();
+    ASSIGN_OR_RETURN(const TensorView batch_targets, batch.Get("targets"));
+    const int64_t n = batch_targets.numel();
     const TensorView x = ViewOf((kept.buffers[0]), {n, c_});
     const TensorView logits = ViewOf((kept.buffers[1]), {n, v_});
-    const TensorView targets = {batch.targets.data, DType::kI32, {n}, batch.targets.device};
+    const TensorView targets = {batch_targets.data, DType::kI32, {n}, batch_targets.device};
     ASSIGN_OR_RETURN(Buffer dlogits_buf, Activation(ctx, n * v_));
-    ASSIGN_OR_RETURN(*grad_in, Activation(ctx, n * c_));
+    ASSIGN_OR_RETURN(Buffer dx_buf, Activation(ctx, n * c_));
     const TensorView dlogits = ViewOf(dlogits_buf, {n, v_});
-    const float valid_rows = kept.buffers[4].as<float>()[1];  // d(mean)/d(each row's loss) = 1 / valid_rows
-    RETURN_IF_ERROR(loss_.Backward(ctx, logits, ViewOf((kept.buffers[3]), {n}), targets,
-                                   dloss.as<float>()[0] / valid_rows, dlogits));
-    return out_.Backward(ctx, p[0], x, dlogits, ViewOf(*grad_in, {n, c_}), grads[0], grads[1]);
+    // d(objective)/d(each row's loss) is d(objective)/d(loss sum).
+    RETURN_IF_ERROR(loss_.Backward(ctx, logits, ViewOf((kept.buffers[3]), {n}), targets, dsum[0].as<float>()[0],
+                                   dlogits));
+    RETURN_IF_ERROR(out_.Backward(ctx, p[0], x, dlogits, ViewOf(dx_buf, {n, c_}), grads[0], grads[1]));
+    grad_in->Add(std::move(dx_buf), {batch_targets.shape[0], batch_targets.shape[1], c_});
+    return absl::OkStatus();
   }
 
  private:

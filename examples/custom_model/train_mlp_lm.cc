@@ -41,15 +41,16 @@ absl::Status Train(const std::string& config_path, const std::string& checkpoint
   const int64_t rows = source.plan().micro_batch_size();
   std::vector<std::vector<int32_t>> in(ec.gradient_accumulation_steps(), std::vector<int32_t>(rows * m.seq_len()));
   std::vector<std::vector<int32_t>> tgt = in;
-  std::vector<TokenBatch> micro(in.size());
+  std::vector<Batch> micro(in.size());
 
   // 4. The loop: one TrainStep per optimizer step; the timeline trace when
   // the config names one (engine.logging.trace_path); a checkpoint at the end.
   for (int64_t step = 0; step < config.steps(); ++step) {
     for (size_t k = 0; k < in.size(); ++k) {
       RETURN_IF_ERROR(source.GetInputsTargets(step, k, grid.dp_rank(), absl::MakeSpan(in[k]), absl::MakeSpan(tgt[k])));
-      micro[k].inputs = {in[k].data(), DType::kI32, {rows, m.seq_len()}, Device::kCpu};
-      micro[k].targets = {tgt[k].data(), DType::kI32, {rows, m.seq_len()}, Device::kCpu};
+      // A batch is named tensors with rows on dimension 0; the units read them by name.
+      micro[k] = Batch{{"inputs", {in[k].data(), DType::kI32, {rows, m.seq_len()}, Device::kCpu}},
+                       {"targets", {tgt[k].data(), DType::kI32, {rows, m.seq_len()}, Device::kCpu}}};
     }
     ASSIGN_OR_RETURN(StepResult r, engine->TrainStep(micro));
     if (grid.world().rank() == 0 && (step + 1) % 10 == 0) {
@@ -70,7 +71,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   absl::Status s = zeroshard::Train(argv[1], argv[2]);
+  const bool report = zeroshard::ShouldReportError(s);  // an error every rank hits, printed once
   zeroshard::FinalizeMpi();
-  if (!s.ok()) std::cerr << "train_mlp_lm: " << s << "\n";
+  if (report) std::cerr << "train_mlp_lm: " << s << "\n";
   return s.ok() ? 0 : 1;
 }

@@ -122,12 +122,12 @@ struct TrainRun {
   std::vector<int64_t> skipped;     // StepResult::skipped_steps after each step
 
   absl::Status Step() {
-    const int dp = engine->dp().size();
+    const int dp = Internals(*engine).dp().size();
     const int k = config.engine().gradient_accumulation_steps();
-    const int64_t s = engine->step();
+    const int64_t s = Internals(*engine).step();
     const std::vector<int32_t> tokens =
         RandomTokens(static_cast<uint32_t>(data_seed + s), kGlobalBatch, Tiny().seq_len, Tiny().vocab_size);
-    std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, k, engine->dp().rank());
+    std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, k, Internals(*engine).dp().rank());
     absl::StatusOr<StepResult> r = engine->TrainStep(Views(batches));
     if (!r.ok()) return r.status();
     losses.push_back(r->loss);
@@ -152,7 +152,7 @@ struct TrainRun {
     return w;
   }
   absl::Status Save(const std::string& root, const SaveOptions& options = SaveOptions()) {
-    return SaveCheckpoint(*engine, root, engine->step(), config, {engine->step() * kGlobalBatch, 0}, options);
+    return SaveCheckpoint(*engine, root, Internals(*engine).step(), config, {Internals(*engine).step() * kGlobalBatch, 0}, options);
   }
 };
 
@@ -215,8 +215,8 @@ TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAccumulationAndF16LossS
         TrainRun first = MakeRun(&World(), stage, k, seed, 2, edit);
         ASSERT_TRUE(first.Steps(10).ok());
         ASSERT_TRUE(first.Save(root).ok());
-        const int64_t saved_at = first.engine->step();
-        const int64_t first_skipped = first.engine->skipped_steps();
+        const int64_t saved_at = Internals(*first.engine).step();
+        const int64_t first_skipped = Internals(*first.engine).skipped_steps();
         first.engine.reset();
 
         TrainRun second = MakeRun(&World(), stage, k, seed, 2, edit);
@@ -227,11 +227,11 @@ TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAccumulationAndF16LossS
         EXPECT_EQ(loaded->saved_dp, dp);
         EXPECT_EQ(loaded->data.sequences_consumed, saved_at * kGlobalBatch);
         EXPECT_EQ(loaded->seed, kSeed);
-        EXPECT_EQ(second.engine->step(), saved_at);
-        EXPECT_EQ(second.engine->skipped_steps(), first_skipped);
+        EXPECT_EQ(Internals(*second.engine).step(), saved_at);
+        EXPECT_EQ(Internals(*second.engine).skipped_steps(), first_skipped);
         if (f16) {
           EXPECT_EQ(loaded->loss_scaler.scale(), straight.next_scales[9]);
-          EXPECT_EQ(second.engine->loss_scaler().scale(), straight.next_scales[9]);
+          EXPECT_EQ(Internals(*second.engine).loss_scaler().scale(), straight.next_scales[9]);
           // The scale keeps moving after the save, so restoring it matters.
           EXPECT_NE(*std::min_element(straight.next_scales.begin() + 10, straight.next_scales.end()),
                     *std::max_element(straight.next_scales.begin() + 10, straight.next_scales.end()));
@@ -363,7 +363,7 @@ TEST(CheckpointMpiTest, ImportOfConsolidatedWeightsIsExact) {
     ASSERT_TRUE(reader.ok());
     ASSERT_TRUE(ConsolidateCheckpoint(*reader, file, {}).ok());
     TrainConfig config = MakeConfig(0, 2, 1);
-    absl::StatusOr<std::string> d = ImportCheckpoint(file, config, imported);
+    absl::StatusOr<std::string> d = ImportCheckpoint(file, *BuildGpt2(TinyGpt2()).value(), config, imported);
     ASSERT_TRUE(d.ok()) << d.status();
   }
   WorldBarrier();
@@ -413,7 +413,7 @@ TEST(CheckpointMpiTest, SgdMomentumResumesExactlyAndWeightsOnlyLoadsIntoAdamW) {
   weights_only.weights_only = true;
   absl::StatusOr<LoadedCheckpoint> init = LoadCheckpoint(*adam.engine, root, weights_only);
   ASSERT_TRUE(init.ok()) << init.status();
-  EXPECT_EQ(adam.engine->step(), 0);
+  EXPECT_EQ(Internals(*adam.engine).step(), 0);
   ExpectBitwiseEqual(at_save, adam.Gather(), "weights-only load");
   ASSERT_TRUE(adam.Steps(1).ok());
 }
