@@ -52,7 +52,7 @@ int Main(int argc, char** argv) {
   auto saver = make();
   if (!saver.ok()) return 1;
   int64_t params = 0;
-  for (int u = 0; u < (*saver)->num_units(); ++u) params += (*saver)->layout(u).numel();
+  params = (*saver)->model().num_params();
   const double bytes = 3.0 * 4.0 * static_cast<double>(params);  // master + m + v
   if (rank == 0) {
     RemoveTree(dir).IgnoreError();

@@ -2,7 +2,10 @@
 // and the loop-based toy model: parity, stage equality, repeatability,
 // memory and communication accounting, errors. The same claims for GPT-2
 // under mpirun live in tests/engine/.
+#include "comm/status_agreement.h"
 #include "engine/engine.h"
+#include "engine/engine_impl.h"
+#include "sharding/flat_param_layout.h"
 
 #include <cmath>
 #include <cstring>
@@ -140,7 +143,7 @@ RunOutput RunEngine(const RunSpec& spec, const std::vector<int32_t>& tokens) {
         out.step1_comm[rank] = (*engine)->comm_stats() - before;
       }
     }
-    out.peak_gathered_units[rank] = (*engine)->peak_gathered_units();
+    out.peak_gathered_units[rank] = (*engine)->stats().peak_gathered_units;
     for (const std::string& name : (*engine)->ParamNames()) {
       absl::StatusOr<std::vector<float>> w = (*engine)->GatherParam(name);
       ASSERT_TRUE(w.ok()) << w.status();
@@ -327,15 +330,19 @@ TEST(EngineTest, CommBytesPerStepMatchTheory) {
           const int64_t pass_bytes = 4 * z.S * (dp - 1);
           const int64_t reductions = mode == ZeroConfig::ACCUMULATE ? k : 1;
           const int64_t gathers = stage == 3 ? 2 * k : 1;
+          // The batch-signature agreement: an AllGather of 9 i32 words per
+          // rank (here on the same communicator as the data).
+          const int64_t agreement = 9 * 4 * (dp - 1);
           for (int r = 0; r < dp; ++r) {
             const CommStats& c = out.step1_comm[r];
             EXPECT_EQ(c[CommOp::kReduceScatter].bytes_sent, reductions * pass_bytes);
-            EXPECT_EQ(c[CommOp::kAllGather].bytes_sent, gathers * pass_bytes);
-            // Batch-shape agreement and [sum of squares, loss, overflow flag].
-            EXPECT_EQ(c[CommOp::kAllReduce].calls, 2);
+            EXPECT_EQ(c[CommOp::kAllGather].bytes_sent, gathers * pass_bytes + agreement);
+            // [sum of squares, loss sum, loss weight, overflow flag, failed allocations].
+            EXPECT_EQ(c[CommOp::kAllReduce].calls, 1);
+            EXPECT_EQ(c[CommOp::kAllReduce].bytes_sent, 2 * 5 * 4 * (dp - 1) / dp);
             if (k == 1) {
               const int64_t theory = (stage == 3 ? 3 : 2) * z.P * (dp - 1) / dp * 4;
-              EXPECT_EQ(c[CommOp::kReduceScatter].bytes_sent + c[CommOp::kAllGather].bytes_sent, theory);
+              EXPECT_EQ(c[CommOp::kReduceScatter].bytes_sent + c[CommOp::kAllGather].bytes_sent - agreement, theory);
             }
           }
         }
@@ -389,12 +396,13 @@ TEST(EngineTest, PersistentUnitsGatherOncePerStep) {
   const RunOutput base = RunEngine(spec, tokens);
   int64_t persistent_S = 0;
   for (size_t u = 1; u < z.unit_S.size(); ++u) persistent_S += z.unit_S[u];
+  const int64_t agreement = 9 * 4 * (dp - 1);  // the batch-signature AllGather
   for (int r = 0; r < dp; ++r) {
     // Persistent units once per step, embed twice (once per pass).
-    EXPECT_EQ(persistent.step1_comm[r][CommOp::kAllGather].bytes_sent,
+    EXPECT_EQ(persistent.step1_comm[r][CommOp::kAllGather].bytes_sent - agreement,
               4 * (dp - 1) * (persistent_S + 2 * z.unit_S[0]));
     // Without resharding every unit is gathered once.
-    EXPECT_EQ(no_reshard.step1_comm[r][CommOp::kAllGather].bytes_sent, 4 * (dp - 1) * z.S);
+    EXPECT_EQ(no_reshard.step1_comm[r][CommOp::kAllGather].bytes_sent - agreement, 4 * (dp - 1) * z.S);
     EXPECT_EQ(no_prefetch.peak_gathered_units[r], 2);  // the unit and the held tied owner
   }
   EXPECT_TRUE(BitwiseEqual(persistent, base));
@@ -488,7 +496,7 @@ TEST(EngineTest, CheckpointingPolicyPicksUnits) {
       for (const std::string& u : c.named) config.mutable_activation_checkpointing()->add_units(u);
       auto engine = Engine::CreateWithCommunicator(config, comm, BuildToyModel(toy));
       ASSERT_TRUE(engine.ok()) << engine.status();
-      EXPECT_EQ((*engine)->checkpointed_units(), c.expected)
+      EXPECT_EQ(Internals(**engine).checkpointed_units(), c.expected)
           << ActivationCheckpointingConfig::Policy_Name(c.policy) << " k " << c.k;
     });
   }
@@ -575,40 +583,46 @@ TEST(EngineTest, BadBatchFailsOnEveryRankAndEngineRecovers) {
     auto engine = CreateToyEngine(Stage3(2), comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
+    const TensorView inputs = *batches[0].view.Find("inputs"), targets = *batches[0].view.Find("targets");
     // Rank 1's targets have the wrong shape.
-    Batch bad = batches[0].view;
-    if (rank == 1) bad.targets.shape = {bad.targets.shape[0] * 2, bad.targets.shape[1] / 2};
+    TensorView reshaped = targets;
+    reshaped.shape = {targets.shape[0] * 2, targets.shape[1] / 2};
+    const Batch bad = rank == 1 ? Batch{{"inputs", inputs}, {"targets", reshaped}} : batches[0].view;
     absl::StatusOr<StepResult> r = (*engine)->TrainStep({&bad, 1});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     if (rank == 1) {
       EXPECT_EQ(r.status().message(),
-                "micro-batch 0 targets is i32[36, 4], expected i32[18, 8] like micro-batch 0 inputs (dp rank 1)");
+                "micro-batch 0: batch tensor 'targets' is i32[36, 4], expected 18 rows on dimension 0 like 'inputs'");
     } else {
-      EXPECT_EQ(r.status().message(), "dp rank(s) 1 rejected their batch (see their error)");
+      EXPECT_EQ(r.status().message(), "the step could not start on dp rank 1 (see its error); this rank (dp rank 0) "
+                                      "was fine");
+      EXPECT_TRUE(IsRelayedError(r.status()));
     }
     // Ranks disagree on B: rank 1 passes half its rows.
-    Batch shorter = batches[0].view;
-    if (rank == 1) {
-      shorter.inputs.shape[0] = 9;
-      shorter.targets.shape[0] = 9;
-    }
+    TensorView half_inputs = inputs, half_targets = targets;
+    half_inputs.shape[0] = half_targets.shape[0] = 9;
+    const Batch shorter = rank == 1 ? Batch{{"inputs", half_inputs}, {"targets", half_targets}} : batches[0].view;
     r = (*engine)->TrainStep({&shorter, 1});
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_TRUE(absl::StartsWith(r.status().message(), "micro-batch shapes differ across dp ranks: B in [9, 18]"))
-        << r.status();
+    EXPECT_EQ(r.status().message(),
+              absl::StrCat("the micro-batches differ across dp ranks: dp rank(s) 1 have other names, dtypes or shapes "
+                           "than dp rank 0; this rank (dp rank ",
+                           rank, ") has [0] inputs:i32[", rank == 1 ? 9 : 18, ", 8] targets:i32[", rank == 1 ? 9 : 18,
+                           ", 8]"));
     // Wrong number of micro-batches on rank 0.
     std::vector<Batch> two = {batches[0].view, batches[0].view};
     r = (*engine)->TrainStep(rank == 0 ? absl::MakeConstSpan(two) : absl::MakeConstSpan(two.data(), 1));
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     if (rank == 0) {
-      EXPECT_EQ(r.status().message(), "got 2 micro-batches, expected gradient_accumulation_steps=1 (dp rank 0)");
+      EXPECT_EQ(r.status().message(), "got 2 micro-batches, expected gradient_accumulation_steps=1");
     }
     // Nothing was changed: a good step still works and counts as step 1.
     r = (*engine)->TrainStep({&batches[0].view, 1});
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->step, 1);
-    EXPECT_EQ(r->tokens, kGlobalBatch * kToy.seq_len);
+    EXPECT_EQ(r->rows, kGlobalBatch);
+    EXPECT_EQ(r->loss_weight, kGlobalBatch * kToy.seq_len);
   });
 }
 
@@ -656,15 +670,16 @@ TEST(EngineTest, EvaluateMatchesFirstStepLossAndReleasesGathers) {
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches = SliceBatch(tokens, 3, 1, rank);
     const int64_t shard_bytes = (*engine)->memory().Usage(MemoryCategory::kParams).current;
-    absl::StatusOr<float> eval = (*engine)->Evaluate(batches[0].view);
+    absl::StatusOr<EvalResult> eval = (*engine)->Evaluate(batches[0].view);
     ASSERT_TRUE(eval.ok()) << eval.status();
     EXPECT_EQ((*engine)->memory().Usage(MemoryCategory::kParams).current, shard_bytes) << "a gather was kept";
     absl::StatusOr<StepResult> step = (*engine)->TrainStep({&batches[0].view, 1});
     ASSERT_TRUE(step.ok()) << step.status();
-    EXPECT_EQ(*eval, step->loss);  // same weights, same batch, same reduction
-    absl::StatusOr<float> after = (*engine)->Evaluate(batches[0].view);
+    EXPECT_EQ(eval->loss, step->loss);  // same weights, same batch, same reduction
+    EXPECT_EQ(eval->loss_weight, step->loss_weight);
+    absl::StatusOr<EvalResult> after = (*engine)->Evaluate(batches[0].view);
     ASSERT_TRUE(after.ok());
-    EXPECT_LT(*after, *eval);
+    EXPECT_LT(after->loss, eval->loss);
   });
 }
 
@@ -721,7 +736,7 @@ TEST(EngineTest, UnitWithoutParametersWorksInEveryStage) {
       spec.bucket_bytes = 0;
       auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(cfg));
       ASSERT_TRUE(engine.ok()) << engine.status();
-      EXPECT_EQ((*engine)->layout(3).padded_numel(), 0);
+      EXPECT_EQ(Internals(**engine).layout(3).padded_numel(), 0);
       std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
       for (int s = 0; s < 3; ++s) ASSERT_TRUE((*engine)->TrainStep({&batches[0].view, 1}).ok());
       for (const std::string& name : (*engine)->ParamNames()) {
@@ -769,14 +784,16 @@ class LoggingUnit : public Unit {
   const std::string& name() const override { return inner_->name(); }
   const std::vector<ParamSpec>& params() const override { return inner_->params(); }
   std::vector<std::string> borrowed_params() const override { return inner_->borrowed_params(); }
-  absl::Status Forward(const ComputeContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
-                       const TensorView& in, Buffer* out, std::unique_ptr<SavedActivations>* saved) override {
+  double NominalLossWeight(const Batch& batch) const override { return inner_->NominalLossWeight(batch); }
+  absl::Status Forward(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
+                       absl::Span<const TensorView> in, UnitOutput* out,
+                       std::unique_ptr<SavedActivations>* saved) const override {
     log_->events.push_back("F " + name());
     return inner_->Forward(ctx, params, batch, in, out, saved);
   }
-  absl::Status Backward(const ComputeContext& ctx, absl::Span<const TensorView> params,
+  absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> params,
                         absl::Span<const TensorView> grads, const Batch& batch, const SavedActivations& saved,
-                        const TensorView& grad_out, Buffer* grad_in) override {
+                        absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const override {
     log_->events.push_back("B " + name());
     return inner_->Backward(ctx, params, grads, batch, saved, grad_out, grad_in);
   }
@@ -850,7 +867,7 @@ std::vector<std::string> StepEvents(int stage) {
 
 TEST(EngineTest, Stage3GathersAheadAndReducesDuringBackward) {
   EXPECT_EQ(StepEvents(3), std::vector<std::string>({
-                               "AR 5",                                    // batch agreement
+                               "AG 9",                                    // batch signatures
                                "AG 1200", "AG 272", "F embed",            // embed + prefetch blk.0
                                "AG 272", "F blk.0",                       // prefetch blk.1
                                "AG 16", "F blk.1",                        // prefetch head (embed still held)
@@ -858,20 +875,20 @@ TEST(EngineTest, Stage3GathersAheadAndReducesDuringBackward) {
                                "AG 16", "AG 1200", "AG 272", "B head",    // head, embed, prefetch blk.1
                                "RS 16", "AG 272", "B blk.1",              // head's reduction; prefetch blk.0
                                "RS 272", "B blk.0", "RS 272", "B embed",  //
-                               "RS 1200", "AR 3",                         // embed's reduction; [sum sq, loss, overflow]
+                               "RS 1200", "AR 5",                         // embed's reduction; [sum sq, loss, weight, overflow, failures]
                            }));
 }
 
 TEST(EngineTest, Stage2ReducesDuringBackwardStage1AfterIt) {
   EXPECT_EQ(StepEvents(2), std::vector<std::string>({
-                               "AR 5", "F embed", "F blk.0", "F blk.1", "F head",               //
+                               "AG 9", "F embed", "F blk.0", "F blk.1", "F head",               //
                                "B head", "RS 16", "B blk.1", "RS 272", "B blk.0", "RS 272",     //
-                               "B embed", "RS 1200", "AR 3", "AG 1200", "AG 272", "AG 272", "AG 16",  // publish
+                               "B embed", "RS 1200", "AR 5", "AG 1200", "AG 272", "AG 272", "AG 16",  // publish
                            }));
   EXPECT_EQ(StepEvents(1), std::vector<std::string>({
-                               "AR 5", "F embed", "F blk.0", "F blk.1", "F head",     //
+                               "AG 9", "F embed", "F blk.0", "F blk.1", "F head",     //
                                "B head", "B blk.1", "B blk.0", "B embed",             //
-                               "RS 16", "RS 272", "RS 272", "RS 1200", "AR 3",        //
+                               "RS 16", "RS 272", "RS 272", "RS 1200", "AR 5",        //
                                "AG 1200", "AG 272", "AG 272", "AG 16",                //
                            }));
 }

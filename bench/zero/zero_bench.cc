@@ -29,6 +29,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
+#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "kernels/context.h"
 #include "nn/gpt2.h"
@@ -132,7 +133,7 @@ void MemoryAndComm(ProcessGrid& grid, int threads) {
     auto engine = Engine::Create(Config(stage, n, threads), &grid, std::move(model).value());
     Check(engine.status(), "Engine::Create");
     int64_t padded = 0;
-    for (int u = 0; u < (*engine)->num_units(); ++u) padded += (*engine)->layout(u).padded_numel();
+    for (int u = 0; u < Internals(**engine).num_units(); ++u) padded += Internals(**engine).layout(u).padded_numel();
     (*engine)->memory().ResetPeaks();
     const CommStats before = (*engine)->comm_stats();
     Check((*engine)->TrainStep(views).status(), "TrainStep");
@@ -215,7 +216,8 @@ double Median(std::vector<double> v) {
 }
 
 // The stage's collectives alone (no compute): what compute could hide.
-double CommOnlySeconds(Engine& engine, Communicator& dp, int stage) {
+double CommOnlySeconds(Engine& public_engine, Communicator& dp, int stage) {
+  const EngineImpl& engine = Internals(public_engine);
   std::vector<std::vector<float>> full, shard;
   for (int u = 0; u < engine.num_units(); ++u) {
     full.emplace_back(engine.layout(u).padded_numel());

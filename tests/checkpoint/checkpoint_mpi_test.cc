@@ -34,6 +34,7 @@
 #include "comm/process_grid.h"
 #include "core/file_io.h"
 #include "engine/engine.h"
+#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"

@@ -19,6 +19,8 @@
 #include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
+#include "engine/engine_impl.h"
+#include "sharding/flat_param_layout.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
@@ -142,7 +144,8 @@ Weights RunReference(const std::vector<int32_t>& tokens) {
   }
   for (int step = 1; step <= kSteps; ++step) {
     EXPECT_TRUE(rm->ZeroGrads().ok());
-    EXPECT_TRUE(rm->ForwardBackward(whole[0].view).ok());
+    // d(objective)/d(loss sum) of the mean over the global batch's tokens.
+    EXPECT_TRUE(rm->ForwardBackward(whole[0].view, 1.0f / (kGlobalBatch * Tiny().seq_len)).ok());
     double sumsq = 0;
     for (Param& p : params) sumsq += SumOfSquares(p.g.as<float>(), p.g.numel());
     const float coeff = ClipCoefficient(std::sqrt(static_cast<float>(sumsq)), 1.0f);
@@ -344,15 +347,21 @@ TEST(EngineMpiTest, WrongBatchShapeAndUnknownNameFailEverywhere) {
   auto engine = Engine::Create(MakeConfig(3, dp, 1), &Grid(), std::move(BuildGpt2(Tiny())).value());
   ASSERT_TRUE(engine.ok()) << engine.status();
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, 1, Grid().dp_rank());
-  Batch bad = batches[0].view;
+  // The last rank's targets have half the rows (and twice the columns).
   const bool culprit = Grid().dp_rank() == dp - 1;
-  if (culprit) bad.inputs.shape = {bad.inputs.shape[0], bad.inputs.shape[1], 1};
+  TensorView targets = *batches[0].view.Find("targets");
+  targets.shape = {targets.shape[0] / 2, targets.shape[1] * 2};
+  const Batch bad = culprit ? Batch{{"inputs", *batches[0].view.Find("inputs")}, {"targets", targets}}
+                            : batches[0].view;
   absl::StatusOr<StepResult> r = (*engine)->TrainStep({&bad, 1});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   if (culprit) {
-    EXPECT_TRUE(absl::StartsWith(r.status().message(), "micro-batch 0 inputs is i32[")) << r.status();
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), "micro-batch 0: batch tensor 'targets' is i32["))
+        << r.status();
   } else {
-    EXPECT_EQ(r.status().message(), absl::StrCat("dp rank(s) ", dp - 1, " rejected their batch (see their error)"));
+    EXPECT_EQ(r.status().message(), absl::StrCat("the step could not start on dp rank ", dp - 1,
+                                                 " (see its error); this rank (dp rank ", Grid().dp_rank(),
+                                                 ") was fine"));
   }
   absl::StatusOr<std::vector<float>> w = (*engine)->GatherParam("h.7.attn.c_attn.weight");
   EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound);

@@ -28,6 +28,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
+#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
@@ -134,7 +135,7 @@ Weights AllWeights(Engine& engine) {
 // This rank's optimizer state, every region, m then v.
 std::vector<float> OptimizerState(Engine& engine) {
   std::vector<float> out;
-  ShardedOptimizer& opt = engine.optimizer();
+  ShardedOptimizer& opt = Internals(engine).optimizer();
   for (int i = 0; i < opt.num_regions(); ++i) {
     for (const Buffer* b : {&opt.exp_avg(i), &opt.exp_avg_sq(i)}) {
       out.insert(out.end(), b->as<float>(), b->as<float>() + b->numel());
@@ -254,7 +255,7 @@ TEST(PrecisionMpiTest, InfOnOneRankSkipsTheStepEverywhereAndScaleFollowsHysteres
     ASSERT_TRUE(engine.ok()) << engine.status();
     const int dp = Grid().dp().size();
     const bool poisoner = Grid().dp_rank() == dp - 1;
-    (*engine)->SetGradHookForTesting([&](int64_t attempt, int unit, float* g, int64_t n) {
+    Internals(**engine).SetGradHookForTesting([&](int64_t attempt, int unit, float* g, int64_t n) {
       // Unit 1 (h.0): its shard is non-empty on every rank.
       if (poisoner && unit == 1 && n > 0 && kPoisoned.count(attempt) > 0) g[n / 2] = INFINITY;
     });
@@ -312,7 +313,7 @@ TEST(PrecisionMpiTest, OverflowAtTheFloorStopsTheRunOnEveryRank) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   const int dp = Grid().dp().size();
   const bool poisoner = Grid().dp_rank() == 0;
-  (*engine)->SetGradHookForTesting([&](int64_t, int unit, float* g, int64_t n) {
+  Internals(**engine).SetGradHookForTesting([&](int64_t, int unit, float* g, int64_t n) {
     if (poisoner && unit == 1 && n > 0) g[0] = NAN;
   });
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, 1, Grid().dp_rank());
@@ -333,7 +334,7 @@ TEST(PrecisionMpiTest, OverflowAtTheFloorStopsTheRunOnEveryRank) {
   EXPECT_EQ(scales, (std::vector<double>{4, 4}));
   EXPECT_EQ(last.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(last.message(), "gradient overflow at the minimum loss scale 2")) << last;
-  EXPECT_EQ((*engine)->step(), 0);
+  EXPECT_EQ((*engine)->stats().step, 0);
 }
 
 TEST(PrecisionMpiTest, CheckpointingIsBitwiseIdenticalAtEveryStage) {

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
+#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
