@@ -7,6 +7,7 @@
 #include "cli/check_config.h"
 #include "cli/comm_bench.h"
 #include "cli/ckpt.h"
+#include "cli/schedule.h"
 #include "cli/subcommand.h"
 #include "cli/trace.h"
 
@@ -18,6 +19,7 @@ const std::vector<const Subcommand*>& Subcommands() {
       &kCheckConfig,
       &kCommBench,
       &kCkpt,
+      &kSchedule,
       &kTrace,
   };
   return all;

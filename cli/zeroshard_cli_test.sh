@@ -3,6 +3,7 @@
 set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 bin=$1
+demo=$2  # examples/configs/demo_zero3.pbtxt
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 cat > "$tmp/good.pbtxt" <<'PB'
 model { n_layer: 2 n_head: 2 n_embd: 32 vocab_size: 256 seq_len: 16 }
@@ -28,4 +29,72 @@ printf '{"traceEvents": 3}' > "$tmp/not_a_trace.json"
 expect trace_missing 2 "zeroshard trace: cannot stat '/no/such/trace.json'" -- "$bin" trace /no/such/trace.json
 expect trace_not_ours 2 "$tmp/not_a_trace.json: no \"traceEvents\" array" -- "$bin" trace "$tmp/not_a_trace.json"
 expect trace_help 0 "usage: zeroshard trace FILE" -- "$bin" help trace
+
+# zeroshard schedule on the README's demo at dp 4: GPT-2 n_layer=4 C=128
+# V=256 T=64 is 6 units (embed, h.0..h.3, head; head borrows wte), one
+# micro-batch, ZeRO-3 with prefetch 1 and reshard_after_forward. Shards of
+# P/4 elements in f32 are P bytes: embed (256+64)*128 = 40960, each block
+# 12*128^2 + 13*128 = 198272, head 2*128 = 256; all P = 834304. Each unit is
+# gathered for its forward and again for its backward, each gradient
+# reduce-scattered once, and an AllGather or ReduceScatter sends 3/4 of the
+# whole buffer, (4-1) x the shard bytes: 2 x 3 x 834304 = 5005824 and
+# 3 x 834304 = 2502912. The norm's AllReduce is 5 f32: 2 x 3/4 x 20 = 30.
+expect_eq() {  # expect_eq NAME GOT WANT
+  if [ "$2" = "$3" ]; then record_case "$1" 1; else record_case "$1" 0 "got '$2', want '$3'"; fi
+}
+lines() { grep -c "^$1\( \|$\)" <<<"$2"; }
+out=$("$bin" schedule "$demo" --world-size 4 2>&1)
+expect_eq schedule_rc $? 0
+expect_eq schedule_header "$(head -1 <<<"$out")" "$demo (gpt2): GPT-2 n_layer=4 n_head=4 n_embd=128 \
+vocab_size=256 seq_len=64: 834304 parameters; dp=4, ZeRO stage 3, 1 micro-batch; train program of rank 0: \
+6 units, 4 buckets, 57 actions"
+expect_eq schedule_forward_lines "$(lines FORWARD "$out")" 6  # units x micro-batches
+expect_eq schedule_backward_lines "$(lines BACKWARD "$out")" 6
+expect_eq schedule_gather_lines "$(lines GATHER "$out")" 12  # the AllGathers below: the optimizer issues none
+expect_eq schedule_wait_gather_lines "$(lines WAIT_GATHER "$out")" 12
+expect_eq schedule_release_lines "$(lines RELEASE "$out")" 12
+expect_eq schedule_reduce_lines "$(lines REDUCE "$out")" 4  # 1 MiB buckets: h.3..head, h.2, h.1, embed..h.0
+expect_eq schedule_wait_reduce_lines "$(lines WAIT_REDUCE "$out")" 4
+expect_eq schedule_optimizer_lines "$(lines OPTIMIZER "$out")" 1
+expect_eq schedule_first_action "$(sed -n 2p <<<"$out")" "GATHER unit=embed bytes=40960"
+expect_eq schedule_block_gather "$(grep -c '^GATHER unit=h.2 bytes=198272$' <<<"$out")" 2
+expect_eq schedule_forward_action "$(grep -c '^FORWARD mb=0 unit=head$' <<<"$out")" 1
+expect_eq schedule_tied_bucket "$(grep -c '^REDUCE bucket=embed..h.0 bytes=239232$' <<<"$out")" 1
+expect_eq schedule_gather_bytes "$(awk -F'bytes=' '/^GATHER /{s += $2} END {print 3 * s}' <<<"$out")" 5005824
+expect_eq schedule_allgather "$(grep -cE '^  dp AllGather +12 calls +5005824 bytes$' <<<"$out")" 1
+expect_eq schedule_reducescatter "$(grep -cE '^  dp ReduceScatter +4 calls +2502912 bytes$' <<<"$out")" 1
+expect_eq schedule_allreduce "$(grep -cE '^  dp AllReduce +1 call +30 bytes$' <<<"$out")" 1
+expect_eq schedule_control "$(grep -cE '^  control AllGather +1 call +\(the batch-signature agreement' <<<"$out")" 1
+expect_eq schedule_total "$(grep -cE '^  total +57$' <<<"$out")" 1
+# Embed stays gathered through the forward (head borrows it), plus the
+# computing unit and the prefetched one; all 6 units' activations are kept
+# until the backward starts.
+expect_eq schedule_peak_gathered "$(grep -cE '^  peak gathered units +3$' <<<"$out")" 1
+expect_eq schedule_peak_kept "$(grep -cE '^  peak kept activations +6$' <<<"$out")" 1
+expect_eq schedule_verdict "$(tail -1 <<<"$out")" "  verdict: OK"
+# Two micro-batches, DEFER: every forward and backward twice, one reduction.
+out=$("$bin" schedule "$demo" --world-size 4 --set engine.gradient_accumulation_steps=2 \
+  --set engine.zero.reduce_mode=DEFER 2>&1)
+expect_eq schedule_defer_rc $? 0
+expect_eq schedule_defer_forward_lines "$(lines FORWARD "$out")" 12
+expect_eq schedule_defer_reduce_lines "$(lines REDUCE "$out")" 4
+expect_eq schedule_defer_peak_kept "$(grep -cE '^  peak kept activations +6$' <<<"$out")" 1
+# Stage 1: nothing gathered in the step; OPTIMIZER publishes each unit's
+# parameters (6 AllGathers, 3 x 834304 bytes) after the norm.
+out=$("$bin" schedule "$demo" --world-size 4 --set engine.zero.stage=1 2>&1)
+expect_eq schedule_stage1_rc $? 0
+expect_eq schedule_stage1_gather_lines "$(lines GATHER "$out")" 0
+expect_eq schedule_stage1_allgather "$(grep -cE '^  dp AllGather +6 calls +2502912 bytes$' <<<"$out")" 1
+expect_eq schedule_stage1_verdict "$(tail -1 <<<"$out")" "  verdict: OK"
+expect schedule_rank 0 "train program of rank 3:" -- "$bin" schedule "$demo" --world-size 4 --rank 3
+expect schedule_bad_rank 2 "zeroshard schedule: --rank: 4 is outside [0, 4)" -- \
+  "$bin" schedule "$demo" --world-size 4 --rank 4
+expect schedule_missing 2 "/no/such.pbtxt: cannot read config file" -- "$bin" schedule /no/such.pbtxt
+expect schedule_syntax 2 "$tmp/syntax.pbtxt:2:12: Expected integer, got: two" -- "$bin" schedule "$tmp/syntax.pbtxt"
+expect schedule_invalid 2 "engine.zero.stage: 5 is out of range [0, 3]" -- \
+  "$bin" schedule "$demo" --set engine.zero.stage=5
+expect schedule_world 2 "engine.parallel: dp*tp*pp = 4 but the world has 3 ranks" -- \
+  "$bin" schedule "$demo" --world-size 3
+expect schedule_bad_flag 2 "unknown flag --rnk" -- "$bin" schedule "$demo" --rnk 1
+expect schedule_help 0 "usage: zeroshard schedule CONFIG" -- "$bin" help schedule
 finish_cases

@@ -103,7 +103,11 @@ class Simulator {
       progress = false;
       for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
         while (state_[r].pc < static_cast<int>(ranks_[r].program.actions.size())) {
+          posted_ = false;
           ASSIGN_OR_RETURN(bool moved, Step(r));
+          // A blocked action that issued its next collective moved too: the
+          // other members may now complete it.
+          if (posted_) progress = true;
           if (!moved) break;
           progress = true;
         }
@@ -254,6 +258,7 @@ class Simulator {
     const int id = s.group_of.at(c.group);
     Group& g = groups_[id];
     const int index = s.next_index[id]++;
+    posted_ = true;
     if (index < static_cast<int>(g.seq.size())) {
       Posted& first = g.seq[index];
       if (first.op != c.op || first.bytes != c.bytes_per_rank) {
@@ -544,6 +549,7 @@ class Simulator {
   std::map<TransferKey, int> sent_;
   std::map<TransferKey, int> received_;
   std::map<TransferKey, std::vector<std::pair<int, int>>> pending_sends_;  // (rank, action), oldest first
+  bool posted_ = false;  // the current Step issued a collective
 };
 
 }  // namespace

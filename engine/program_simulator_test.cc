@@ -212,6 +212,24 @@ TEST(ProgramSimulatorTest, MismatchedBytesOfTheSameOp) {
             "must match in order, op and bytes on every member");
 }
 
+// OPTIMIZER waits for each of its collectives in turn: a rank blocked on
+// one that issues the next when the last member arrives has moved, so
+// this is no deadlock (stages 0-2 publish with one AllGather per unit after
+// the norm's AllReduce, all in one action).
+TEST(ProgramSimulatorTest, ABlockingActionWithSeveralCollectivesCompletesOnEveryRank) {
+  std::vector<IssuedCollective> issues = {{"dp", CommOp::kAllReduce, 12, "norm, loss, overflow"}};
+  for (int u = 0; u < 6; ++u) issues.push_back({"dp", CommOp::kAllGather, 20 + 4 * u, "params"});
+  for (int n : {2, 3, 4}) {
+    absl::StatusOr<Simulation> sim =
+        SimulatePrograms(DataParallel(Hand({Act(K::kOptimizer, -1, -1, -1, -1, issues)}), n, false));
+    ASSERT_TRUE(sim.ok()) << n << " ranks: " << sim.status();
+    for (const RankPrediction& p : sim->ranks) {
+      EXPECT_EQ(p.actions, 1);
+      EXPECT_EQ((p.collectives.at({"dp", CommOp::kAllGather}).calls), 6);
+    }
+  }
+}
+
 TEST(ProgramSimulatorTest, ACollectiveOneRankNeverIssuesIsADeadlock) {
   std::vector<SimulatedRank> ranks = DataParallel(Build(Units(), Options(2)), 2, false);
   ranks[1].program.actions.pop_back();  // no OPTIMIZER
