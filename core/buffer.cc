@@ -32,11 +32,18 @@ absl::StatusOr<Buffer> Buffer::Allocate(MemoryTracker* tracker, MemoryCategory c
   buf.device_ = device;
   buf.dtype_ = dtype;
   const size_t bytes = static_cast<size_t>(numel) * DTypeSize(dtype);
-  ASSIGN_OR_RETURN(buf.data_, DeviceAlloc(device, bytes));
-  buf.numel_ = numel;
-  RETURN_IF_ERROR(DeviceMemset(buf.data_, device, 0, bytes));
+  if (tracker != nullptr) RETURN_IF_ERROR(tracker->Reserve(category, static_cast<int64_t>(bytes)));
+  // From here the tracker counts the bytes; Reset (on any early return)
+  // gives them back.
   buf.tracker_ = tracker;
-  if (tracker != nullptr) tracker->Allocated(category, buf.bytes());
+  buf.numel_ = numel;
+  absl::StatusOr<void*> data = DeviceAlloc(device, bytes);
+  if (!data.ok()) {
+    buf.data_ = nullptr;
+    return data.status();
+  }
+  buf.data_ = *data;
+  RETURN_IF_ERROR(DeviceMemset(buf.data_, device, 0, bytes));
   return buf;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace zeroshard {
 
 const char* MemoryCategoryName(MemoryCategory category) {
@@ -31,6 +33,25 @@ void MemoryTracker::Allocated(MemoryCategory category, int64_t bytes) {
   u.peak = std::max(u.peak, u.current);
   total_.current += bytes;
   total_.peak = std::max(total_.peak, total_.current);
+}
+
+absl::Status MemoryTracker::Reserve(MemoryCategory category, int64_t bytes) {
+  {
+    absl::MutexLock lock(&mu_);
+    const int c = static_cast<int>(category);
+    if (limit_[c] >= 0 && usage_[c].current + bytes > limit_[c]) {
+      return absl::ResourceExhaustedError(absl::StrCat("allocating ", bytes, " bytes of ", MemoryCategoryName(category),
+                                                       " (", usage_[c].current, " in use) exceeds its limit of ",
+                                                       limit_[c], " bytes"));
+    }
+  }
+  Allocated(category, bytes);
+  return absl::OkStatus();
+}
+
+void MemoryTracker::SetLimit(MemoryCategory category, int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  limit_[static_cast<int>(category)] = bytes;
 }
 
 void MemoryTracker::Freed(MemoryCategory category, int64_t bytes) {

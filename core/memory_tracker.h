@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
 namespace zeroshard {
@@ -41,6 +42,13 @@ class MemoryTracker {
   MemoryTracker& operator=(const MemoryTracker&) = delete;
 
   void Allocated(MemoryCategory category, int64_t bytes);
+  // Allocated() unless it would take the category past its limit: then
+  // kResourceExhausted naming the category, the bytes asked, those in use
+  // and the limit, and nothing is counted. Buffer::Allocate calls it first.
+  absl::Status Reserve(MemoryCategory category, int64_t bytes);
+  // A byte limit for `category` (< 0: none, the default): a device's memory
+  // in miniature, and how tests make one rank's allocation fail.
+  void SetLimit(MemoryCategory category, int64_t bytes);
   // Precondition: bytes were Allocated() in the same category.
   void Freed(MemoryCategory category, int64_t bytes);
 
@@ -53,6 +61,7 @@ class MemoryTracker {
  private:
   mutable absl::Mutex mu_;
   std::array<MemoryUsage, kNumMemoryCategories> usage_ ABSL_GUARDED_BY(mu_);
+  std::array<int64_t, kNumMemoryCategories> limit_ ABSL_GUARDED_BY(mu_) = {-1, -1, -1, -1, -1, -1, -1};
   MemoryUsage total_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,6 @@
 #include "core/memory_tracker.h"
 
+#include "core/buffer.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -40,6 +41,32 @@ TEST(MemoryTrackerTest, CategoryNamesAreTheMetricsKeys) {
   EXPECT_STREQ(MemoryCategoryName(MemoryCategory::kActivations), "activations");
   EXPECT_STREQ(MemoryCategoryName(MemoryCategory::kCommBuffers), "comm_buffers");
   EXPECT_STREQ(MemoryCategoryName(MemoryCategory::kWorkspace), "workspace");
+}
+
+TEST(MemoryTrackerTest, ALimitRefusesWhatWouldPassItAndCountsNothing) {
+  MemoryTracker t;
+  t.SetLimit(MemoryCategory::kCommBuffers, 100);
+  EXPECT_TRUE(t.Reserve(MemoryCategory::kCommBuffers, 60).ok());
+  absl::Status s = t.Reserve(MemoryCategory::kCommBuffers, 41);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "allocating 41 bytes of comm_buffers (60 in use) exceeds its limit of 100 bytes");
+  EXPECT_EQ(t.Usage(MemoryCategory::kCommBuffers).current, 60);
+  EXPECT_TRUE(t.Reserve(MemoryCategory::kCommBuffers, 40).ok()) << "exactly the limit fits";
+  EXPECT_TRUE(t.Reserve(MemoryCategory::kGrads, 1000).ok()) << "other categories are not limited";
+  t.SetLimit(MemoryCategory::kCommBuffers, -1);
+  EXPECT_TRUE(t.Reserve(MemoryCategory::kCommBuffers, 1 << 20).ok());
+}
+
+TEST(MemoryTrackerTest, BufferAllocationFailsAtTheLimitAndLeavesNothingCounted) {
+  MemoryTracker t;
+  t.SetLimit(MemoryCategory::kParams, 64);
+  absl::StatusOr<Buffer> ok = Buffer::Allocate(&t, MemoryCategory::kParams, Device::kCpu, DType::kF32, 16);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  absl::StatusOr<Buffer> too_big = Buffer::Allocate(&t, MemoryCategory::kParams, Device::kCpu, DType::kF32, 1);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(t.Usage(MemoryCategory::kParams).current, 64);
+  ok->Reset();
+  EXPECT_EQ(t.Usage(MemoryCategory::kParams).current, 0);
 }
 
 }  // namespace

@@ -67,7 +67,8 @@ EngineImpl::~EngineImpl() {
 }
 
 absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& config, EngineComms comms,
-                                                               std::unique_ptr<Model> model) {
+                                                               std::unique_ptr<Model> model,
+                                                               const EngineTestHooks& hooks) {
   if (model == nullptr) return absl::InvalidArgumentError("Engine::Create got no model");
   if (comms.dp == nullptr || comms.control == nullptr) {
     return absl::InvalidArgumentError("Engine::Create needs a dp and a control communicator");
@@ -83,11 +84,11 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfi
   engine->dp_ = comms.dp;
   engine->control_ = comms.control;
   engine->model_ = std::move(model);
-  RETURN_IF_ERROR(engine->Init(config));
+  RETURN_IF_ERROR(engine->Init(config, hooks));
   return engine;
 }
 
-absl::Status EngineImpl::Init(const EngineConfig& config) {
+absl::Status EngineImpl::Init(const EngineConfig& config, const EngineTestHooks& hooks) {
   absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
   if (options.ok() && config.parallel().dp() != dp_->size()) {
     options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.dp: ", config.parallel().dp(),
@@ -105,6 +106,7 @@ absl::Status EngineImpl::Init(const EngineConfig& config) {
   // checks failed, so that no rank is left waiting in a collective.
   absl::Status local = !options.ok() ? options.status() : !model_ok.ok() ? model_ok : trace_ok;
   RETURN_IF_ERROR(CheckFingerprints(config, local));
+  if (hooks.before_allocation) hooks.before_allocation(tracker_);
   // Past the fingerprints every rank allocates; an allocation that fails on
   // one rank is agreed on, so every rank returns its code.
   RETURN_IF_ERROR(AgreeAcrossRanks(*control_, Allocate(), "Engine::Create (allocating the model state)"));

@@ -52,11 +52,20 @@ struct EngineComms {
   Communicator* control = nullptr;
 };
 
+// Test seams of Create.
+struct EngineTestHooks {
+  // Called on the engine's memory tracker before the model state is
+  // allocated (e.g. to set a byte limit that makes this rank's allocation
+  // fail).
+  std::function<void(MemoryTracker&)> before_allocation;
+};
+
 class EngineImpl final : public Engine {
  public:
   // Collective over comms.dp and comms.control (see Engine::Create).
   static absl::StatusOr<std::unique_ptr<EngineImpl>> Create(const EngineConfig& config, EngineComms comms,
-                                                            std::unique_ptr<Model> model);
+                                                            std::unique_ptr<Model> model,
+                                                            const EngineTestHooks& hooks = EngineTestHooks());
   ~EngineImpl() override;
 
   // Engine.
@@ -141,7 +150,7 @@ class EngineImpl final : public Engine {
 
   EngineImpl() = default;
   // engine.cc: set-up.
-  absl::Status Init(const EngineConfig& config);
+  absl::Status Init(const EngineConfig& config, const EngineTestHooks& hooks);
   absl::Status CheckFingerprints(const EngineConfig& config, const absl::Status& local);
   absl::Status Allocate();
   absl::Status InitParams();

@@ -30,10 +30,16 @@ void AddActivation(ActivationPack* pack, Buffer buf, int64_t c) {
   pack->Add(std::move(buf), {rows, c});
 }
 
+ParamSpec Wte(int v, int c) { return {"wte.weight", {v, c}, InitKind::kNormal, 0.02f}; }
+
 class Embed : public NamedUnit {
  public:
-  Embed(int v, int t, int c) : NamedUnit("embed"), v_(v), c_(c) {
-    params_ = {{"wte.weight", {v, c}, InitKind::kNormal, 0.02f}, {"wpe.weight", {t, c}, InitKind::kNormal, 0.02f}};
+  Embed(int v, int t, int c, bool owns_wte) : NamedUnit("embed"), v_(v), c_(c), owns_wte_(owns_wte) {
+    if (owns_wte) params_.push_back(Wte(v, c));
+    params_.push_back({"wpe.weight", {t, c}, InitKind::kNormal, 0.02f});
+  }
+  std::vector<std::string> borrowed_params() const override {
+    return owns_wte_ ? std::vector<std::string>{} : std::vector<std::string>{"wte.weight"};
   }
   absl::Status Forward(const UnitContext& ctx, absl::Span<const TensorView> p, const Batch& batch,
                        absl::Span<const TensorView>, UnitOutput* unit_out,
@@ -48,8 +54,9 @@ class Embed : public NamedUnit {
     }
     Buffer out;
     RETURN_IF_ERROR(Alloc(ctx, B * T * c_, &out));
-    const float* wte = p[0].as<float>();
-    const float* wpe = p[1].as<float>();
+    // Owned parameters first, then borrowed ones.
+    const float* wte = p[owns_wte_ ? 0 : 1].as<float>();
+    const float* wpe = p[owns_wte_ ? 1 : 0].as<float>();
     float* x = out.as<float>();
     for (int64_t i = 0; i < B * T; ++i) {
       const int64_t t = i % T;
@@ -65,8 +72,8 @@ class Embed : public NamedUnit {
     ASSIGN_OR_RETURN(const TensorView inputs, batch.Get("inputs"));
     const int64_t B = inputs.shape[0], T = inputs.shape[1];
     const int32_t* tok = inputs.as<int32_t>();
-    float* dwte = g[0].as<float>();
-    float* dwpe = g[1].as<float>();
+    float* dwte = g[owns_wte_ ? 0 : 1].as<float>();
+    float* dwpe = g[owns_wte_ ? 1 : 0].as<float>();
     const float* dx = grad_out[0].as<float>();
     for (int64_t i = 0; i < B * T; ++i) {
       const int64_t t = i % T;
@@ -80,6 +87,7 @@ class Embed : public NamedUnit {
 
  private:
   int v_, c_;
+  bool owns_wte_;
 };
 
 class Block : public NamedUnit {
@@ -154,11 +162,14 @@ class Block : public NamedUnit {
 
 class Head : public NamedUnit {
  public:
-  Head(int v, int c, int nan_target, bool has_scale)
-      : NamedUnit("head"), v_(v), c_(c), nan_target_(nan_target), ones_(c, 1.0f) {
+  Head(int v, int c, int nan_target, bool has_scale, bool owns_wte)
+      : NamedUnit("head"), v_(v), c_(c), nan_target_(nan_target), ones_(c, 1.0f), owns_wte_(owns_wte) {
     if (has_scale) params_ = {{"ln_f.weight", {c}, InitKind::kOnes, 0}};
+    if (owns_wte) params_.push_back(Wte(v, c));  // wte is p.back() either way
   }
-  std::vector<std::string> borrowed_params() const override { return {"wte.weight"}; }
+  std::vector<std::string> borrowed_params() const override {
+    return owns_wte_ ? std::vector<std::string>{} : std::vector<std::string>{"wte.weight"};
+  }
   double NominalLossWeight(const Batch& batch) const override {
     const TensorView* t = batch.Find("targets");
     return t == nullptr ? 0.0 : static_cast<double>(t->numel());
@@ -171,7 +182,7 @@ class Head : public NamedUnit {
     const TensorView& in = ins[0];
     const int64_t n = in.numel() / c_;
     const float* x = in.as<float>();
-    const float* scale = params_.empty() ? ones_.data() : p[0].as<float>();
+    const float* scale = params_.size() == (owns_wte_ ? 1u : 0u) ? ones_.data() : p[0].as<float>();
     const float* wte = p.back().as<float>();
     ASSIGN_OR_RETURN(const TensorView targets, batch.Get("targets"));
     const int32_t* target = targets.as<int32_t>();
@@ -210,10 +221,10 @@ class Head : public NamedUnit {
                         ActivationPack* grad_in) const override {
     const Saved& s = static_cast<const Saved&>(saved);
     const int64_t n = static_cast<int64_t>(s.a.size()) / c_;
-    const float* scale = params_.empty() ? ones_.data() : p[0].as<float>();
+    const float* scale = params_.size() == (owns_wte_ ? 1u : 0u) ? ones_.data() : p[0].as<float>();
     const float* wte = p.back().as<float>();
     std::vector<float> scratch(c_);  // sink for the scale gradient when there is no scale
-    float* dscale = params_.empty() ? scratch.data() : g[0].as<float>();
+    float* dscale = params_.size() == (owns_wte_ ? 1u : 0u) ? scratch.data() : g[0].as<float>();
     float* dwte = g.back().as<float>();
     ASSIGN_OR_RETURN(const TensorView targets, batch.Get("targets"));
     const int32_t* target = targets.as<int32_t>();
@@ -252,15 +263,18 @@ class Head : public NamedUnit {
  private:
   int v_, c_, nan_target_;
   std::vector<float> ones_;
+  bool owns_wte_;
 };
 
 }  // namespace
 
 std::unique_ptr<Model> BuildToyModel(const ToyModelConfig& config) {
   auto model = std::make_unique<Model>();
-  model->units.push_back(std::make_unique<Embed>(config.vocab_size, config.seq_len, config.n_embd));
+  model->units.push_back(
+      std::make_unique<Embed>(config.vocab_size, config.seq_len, config.n_embd, !config.head_owns_wte));
   for (int i = 0; i < config.n_layer; ++i) model->units.push_back(std::make_unique<Block>(i, config.n_embd));
-  model->units.push_back(std::make_unique<Head>(config.vocab_size, config.n_embd, config.nan_target, config.head_scale));
+  model->units.push_back(std::make_unique<Head>(config.vocab_size, config.n_embd, config.nan_target, config.head_scale,
+                                                config.head_owns_wte));
   return model;
 }
 

@@ -29,6 +29,9 @@ struct ToyModelConfig {
   // false: the head owns no parameter (only the borrowed wte): a unit with
   // an empty flat buffer.
   bool head_scale = true;
+  // true: the head owns wte.weight (after ln_f.weight) and the embedding
+  // borrows it — a unit borrowing from a LATER unit. Same math.
+  bool head_owns_wte = false;
 };
 
 std::unique_ptr<Model> BuildToyModel(const ToyModelConfig& config);
