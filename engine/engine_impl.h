@@ -118,6 +118,10 @@ class EngineImpl final : public Engine {
   // this rank's f32 reduced (still scaled) gradient shard. Tests poison it.
   using GradHook = std::function<void(int64_t attempt, int unit, float* grad_shard, int64_t numel)>;
   void SetGradHookForTesting(GradHook hook) { grad_hook_ = std::move(hook); }
+  // Test hook: like the grad hook, but with the gradient the optimizer
+  // applies (unscaled, reweighed to the global mean, clipped), right before
+  // the update of a step that is not skipped.
+  void SetFinalGradHookForTesting(GradHook hook) { final_grad_hook_ = std::move(hook); }
 
  private:
   // Executor state of one (micro-batch, unit).
@@ -196,6 +200,7 @@ class EngineImpl final : public Engine {
   int peak_kept_ = 0;
   int kept_now_ = 0;
   GradHook grad_hook_;
+  GradHook final_grad_hook_;
   absl::Status broken_;
   std::string trace_path_;
   int64_t trace_steps_ = 0;

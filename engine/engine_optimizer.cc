@@ -131,6 +131,11 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
                                               DType::kF32, factor, &nonfinite));
       }
     }
+    if (final_grad_hook_) {
+      for (int u = 0; u < L; ++u) {
+        if (regions_[u] >= 0) final_grad_hook_(attempts_ - 1, u, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel());
+      }
+    }
     ++step_;
     if (options_.stage == 0) {
       // Second half of the all-reduce: every rank gets every reduced shard.
