@@ -138,5 +138,44 @@ TEST(EngineFailureTest, GatherParamFailingOnOneRankFailsEverywhere) {
   });
 }
 
+// A communicator that says its buffers live on a GPU; no call may reach it.
+class CudaClaimingCommunicator : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const std::string& name() const override { return name_; }
+  Device device() const override { return Device::kCuda; }
+  std::unique_ptr<Work> AllGather(const void*, void*, int64_t, DType) override { return Unexpected(); }
+  std::unique_ptr<Work> ReduceScatter(const void*, void*, int64_t, DType, ReduceOp) override { return Unexpected(); }
+  std::unique_ptr<Work> AllReduce(void*, int64_t, DType, ReduceOp) override { return Unexpected(); }
+  std::unique_ptr<Work> Broadcast(void*, int64_t, DType, int) override { return Unexpected(); }
+  std::unique_ptr<Work> Send(const void*, int64_t, DType, int, int) override { return Unexpected(); }
+  std::unique_ptr<Work> Recv(void*, int64_t, DType, int, int) override { return Unexpected(); }
+  std::unique_ptr<Work> Barrier() override { return Unexpected(); }
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int, int, const std::string&) override {
+    return absl::UnimplementedError("Split");
+  }
+  CommStats Stats() const override { return CommStats(); }
+
+ private:
+  std::unique_ptr<Work> Unexpected() {
+    ADD_FAILURE() << "the engine issued a collective on a communicator of the wrong device";
+    return nullptr;
+  }
+  std::string name_ = "dp";
+};
+
+TEST(EngineFailureTest, ACommunicatorOfAnotherDeviceIsRejectedNamingBoth) {
+  CudaClaimingCommunicator comm;
+  EngineConfig config = Config(0);
+  config.mutable_parallel()->set_dp(1);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::CreateWithCommunicator(config, &comm, BuildToyModel(Toy()));
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine.status().message(),
+            "the dp communicator 'dp' works on cuda buffers but engine.device.type is cpu; give a communicator of "
+            "the engine's device (its control traffic needs host memory: cpu)");
+}
+
 }  // namespace
 }  // namespace zeroshard

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/optimizer.h"
 
 namespace zeroshard {
 namespace {
@@ -48,7 +49,9 @@ OptimizerOptions SgdNesterov() {
 // The whole padded buffer updated by one optimizer equals, bitwise, the
 // shards updated by dp optimizers, and the padding is never written.
 void ExpectShardsMatchWhole(const OptimizerOptions& options) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   const FlatParamLayout layout = MakeLayout();
   const int64_t P = layout.padded_numel(), S = layout.shard_numel(), N = layout.numel();
   std::vector<float> whole = RandomVector(&rng, P);
@@ -146,6 +149,41 @@ TEST(ShardedOptimizerTest, RejectsBadRegionsAndOptions) {
   auto opt = ShardedOptimizer::Create(AdamW(), {{&layout, 0, 16}}, &tracker, ctx);
   ASSERT_TRUE(opt.ok());
   EXPECT_EQ((*opt)->Step({}, {}, 1.0f, 1).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A parameter group scales the learning rate and the weight decay of its
+// parameter: each parameter updates exactly as alone with lr * lr_mult and
+// weight_decay * weight_decay_mult.
+TEST(ShardedOptimizerTest, ParameterGroupsScaleLrAndWeightDecay) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  const FlatParamLayout layout = MakeLayout();  // weight [7,5], bias [5], ln_1.weight [5]
+  const int64_t P = layout.padded_numel();
+  const std::vector<ParamGroup> groups = {{1.0f, 0.5f}, {2.0f, 1.0f}, {0.0f, 3.0f}};
+  const std::vector<float> w0 = RandomVector(&rng, P), g = RandomVector(&rng, P);
+  MemoryTracker tracker;
+  const kernels::KernelContext ctx = kernels::KernelContext::Cpu(1);
+  auto grouped = ShardedOptimizer::Create(AdamW(), {{&layout, 0, P, groups}}, &tracker, ctx);
+  ASSERT_TRUE(grouped.ok()) << grouped.status();
+  std::vector<float> w = w0;
+  float* wp = w.data();
+  const float* gp = g.data();
+  ASSERT_TRUE((*grouped)->Step({&wp, 1}, {&gp, 1}, 1e-2f, 1).ok());
+  for (size_t p = 0; p < groups.size(); ++p) {
+    const FlatParamInfo& info = layout.params()[p];
+    std::vector<float> expected(w0.begin() + info.offset, w0.begin() + info.offset + info.numel);
+    std::vector<float> m(info.numel), v(info.numel);
+    kernels::AdamWHyper h{1e-2f * groups[p].lr_mult, 0.9f, 0.95f, 1e-8f, 0.1f * groups[p].weight_decay_mult, 1};
+    ASSERT_TRUE(kernels::AdamWUpdate(ctx, expected.data(), g.data() + info.offset, m.data(), v.data(), info.numel, h)
+                    .ok());
+    EXPECT_EQ(std::vector<float>(w.begin() + info.offset, w.begin() + info.offset + info.numel), expected)
+        << info.name;
+  }
+  absl::StatusOr<std::unique_ptr<ShardedOptimizer>> bad =
+      ShardedOptimizer::Create(AdamW(), {{&layout, 0, P, {{1.0f, 1.0f}}}}, &tracker, ctx);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "optimizer region of unit 'h.0' has 1 parameter groups, expected 3");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -58,8 +59,36 @@ TEST(ProcessGridMpiTest, EveryShapeAgreesOnGroupMembership) {
       const int coord = axis == GridAxis::kDp ? grid->dp_rank() : axis == GridAxis::kTp ? grid->tp_rank()
                                                                                          : grid->pp_rank();
       EXPECT_EQ(group.rank(), coord) << GridAxisName(axis);
+      // The control duplicate: the same members in the same order, its own name.
+      Communicator& control = grid->control(axis);
+      EXPECT_EQ(control.name(), absl::StrCat(GridAxisName(axis), ".control"));
+      EXPECT_EQ(GatherMembers(control, world_rank), expected) << "control " << GridAxisName(axis);
+      EXPECT_EQ(control.rank(), coord);
     }
+    EXPECT_EQ(grid->world_control().name(), "world.control");
+    EXPECT_EQ(grid->world_control().rank(), world_rank);
+    EXPECT_EQ(grid->world_control().size(), n);
   }
+}
+
+// Control traffic does not queue behind data traffic: with a data
+// all-reduce held back on one rank, the others' control collectives still
+// complete (each communicator has its own progress thread and message space).
+TEST(ProcessGridMpiTest, ControlCollectivesCompleteWhileADataCollectiveWaits) {
+  auto world = CreateMpiWorld(CommOptions{});
+  ASSERT_TRUE(world.ok()) << world.status();
+  const int n = (*world)->size();
+  auto grid = ProcessGrid::Create(std::move(world).value(), {n, 1, 1});
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  int32_t data = 1, control = grid->dp_rank();
+  std::unique_ptr<Work> pending;
+  if (grid->dp_rank() != 0) pending = grid->dp().AllReduce(&data, 1, DType::kI32, ReduceOp::kSum);
+  // Rank 0 issues its data all-reduce only after the control one completed.
+  ASSERT_TRUE(grid->control(GridAxis::kDp).AllReduce(&control, 1, DType::kI32, ReduceOp::kMax)->Wait().ok());
+  EXPECT_EQ(control, n - 1);
+  if (grid->dp_rank() == 0) pending = grid->dp().AllReduce(&data, 1, DType::kI32, ReduceOp::kSum);
+  ASSERT_TRUE(pending->Wait().ok());
+  EXPECT_EQ(data, n);
 }
 
 TEST(ProcessGridMpiTest, ShapeThatDoesNotFitIsRejected) {
