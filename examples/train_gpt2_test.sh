@@ -85,10 +85,13 @@ grep -qE "^val_loss [0-9]+\.[0-9]{6}$" "$tmp/evalonly.log"
 st=$?
 record_case eval_only_prints_val_loss $((rc == 0 && st == 0)) "rc=$rc: $(cat "$tmp/evalonly.log")"
 
-run 2 badstage --set engine.zero.stage=9
+# An error every rank hits is printed once, not once per rank.
+run 3 badstage --set engine.zero.stage=9 --set engine.parallel.dp=3 --set data.batch_size=12
 grep -q "engine.zero.stage: 9 is out of range \[0, 3\]" "$tmp/badstage.log"
 st=$?
 record_case bad_config_exits_2 $((rc == 2 && st == 0)) "rc=$rc: $(cat "$tmp/badstage.log")"
+printed=$(grep -o "train_gpt2:" "$tmp/badstage.log" | wc -l)
+record_case agreed_error_printed_once_of_3_ranks $((printed == 1)) "printed $printed times: $(cat "$tmp/badstage.log")"
 
 run 2 world --set engine.parallel.dp=3 --set data.batch_size=6
 grep -q "engine.parallel: dp\*tp\*pp = 3 but the world has 2 ranks" "$tmp/world.log"
