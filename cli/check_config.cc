@@ -7,9 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/args.h"
-#include "engine/config_loader.h"
+#include "cli/run_config.h"
 #include "engine/config_validation.h"
-#include "google/protobuf/text_format.h"
 
 namespace zeroshard::cli {
 namespace {
@@ -17,7 +16,9 @@ namespace {
 constexpr char kUsage[] =
     "usage: zeroshard check-config FILE [--world-size N] [--set PATH=VALUE ...]\n"
     "\n"
-    "Parses and validates a TrainConfig (.pbtxt). --set overrides one field\n"
+    "Parses and validates a run config (.pbtxt) of any kind: the file's\n"
+    "'# proto-message:' header names its message (none: zeroshard.TrainConfig,\n"
+    "GPT-2). --set overrides one field\n"
     "after parsing (repeatable), e.g. --set engine.zero.stage=2. --world-size\n"
     "checks dp*tp*pp against N ranks (default: $OMPI_COMM_WORLD_SIZE if set).\n"
     "Prints a normalized summary and exits 0, or prints every error and exits 2.\n";
@@ -44,7 +45,7 @@ int Run(int argc, char** argv) {
     std::cerr << "zeroshard check-config: --world-size: '" << world_text << "' is not a positive integer\n";
     return 2;
   }
-  absl::StatusOr<TrainConfig> config = LoadTrainConfig(args->positional[0], args->GetAll("set"), world_size);
+  absl::StatusOr<RunConfig> config = LoadRunConfig(args->positional[0], args->GetAll("set"), world_size);
   if (!config.ok()) {
     std::cerr << config.status().message() << "\n";
     return 2;
@@ -63,21 +64,19 @@ long long Gpt2ParamCount(const ModelConfig& m) {
   return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
-std::string ConfigSummary(const TrainConfig& c, int world_size) {
-  const EngineConfig& e = c.engine();
+std::string ConfigSummary(const RunConfig& c, int world_size) {
+  const EngineConfig& e = c.engine;
   const ParallelConfig& p = e.parallel();
   std::string out;
   absl::StrAppend(&out, "valid config",
                   world_size > 0 ? absl::StrCat(" for ", world_size, " ranks") : std::string(" (world size not checked)"),
                   "\n");
-  absl::StrAppendFormat(&out, "model      GPT-2 n_layer=%d n_head=%d n_embd=%d vocab_size=%d seq_len=%d: %d parameters\n",
-                        c.model().n_layer(), c.model().n_head(), c.model().n_embd(), c.model().vocab_size(),
-                        c.model().seq_len(), Gpt2ParamCount(c.model()));
+  absl::StrAppend(&out, "kind       ", c.kind, " (", c.message_name, ")\n");
+  absl::StrAppend(&out, "model      ", c.model_summary, "\n");
   absl::StrAppendFormat(&out, "parallel   dp=%d tp=%d pp=%d\n", p.dp(), p.tp(), p.pp());
-  absl::StrAppendFormat(&out,
-                        "batch      %d sequences/step = dp %d x accumulation %d x micro-batch %d; %d tokens/step\n",
-                        c.data().batch_size(), p.dp(), e.gradient_accumulation_steps(), MicroBatchSize(c),
-                        static_cast<long long>(c.data().batch_size()) * c.model().seq_len());
+  absl::StrAppendFormat(&out, "batch      %d %s/step = dp %d x accumulation %d x micro-batch %d%s\n", c.global_batch,
+                        c.rows_name, p.dp(), e.gradient_accumulation_steps(), MicroBatchSize(e, c.global_batch),
+                        c.batch_note);
   absl::StrAppendFormat(&out, "zero       stage %d, prefetch %d, persistence_threshold %d, bucket_bytes %d\n",
                         e.zero().stage(), e.zero().prefetch(), e.zero().persistence_threshold(),
                         e.zero().bucket_bytes());
@@ -88,11 +87,8 @@ std::string ConfigSummary(const TrainConfig& c, int world_size) {
                         OptimizerConfig::Type_Name(e.optimizer().type()), e.optimizer().lr(),
                         e.optimizer().weight_decay(), e.optimizer().grad_clip(),
                         LrScheduleConfig::Type_Name(e.lr_schedule().type()));
-  absl::StrAppendFormat(&out, "training   %d steps, eval every %d, train data %s\n", c.steps(), c.eval_interval(),
-                        c.data().train_path());
-  std::string text;
-  google::protobuf::TextFormat::PrintToString(c, &text);
-  absl::StrAppend(&out, "--- normalized config ---\n", text);
+  absl::StrAppend(&out, "training   ", c.training_summary, "\n");
+  absl::StrAppend(&out, "--- normalized config ---\n", c.normalized_text);
   return out;
 }
 

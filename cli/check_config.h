@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "cli/run_config.h"
 #include "cli/subcommand.h"
 #include "proto/config.pb.h"
 
@@ -14,8 +15,9 @@ extern const Subcommand kCheckConfig;
 // Parameters of the GPT-2 the config describes (tied head counted once).
 long long Gpt2ParamCount(const ModelConfig& model);
 
-// The human-readable summary check-config prints for a valid config.
-std::string ConfigSummary(const TrainConfig& config, int world_size);
+// The human-readable summary check-config prints for a valid config of any
+// kind.
+std::string ConfigSummary(const RunConfig& config, int world_size);
 
 }  // namespace zeroshard::cli
 

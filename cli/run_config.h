@@ -20,10 +20,18 @@ namespace zeroshard::cli {
 
 struct RunConfig {
   std::string kind;  // "gpt2", "classifier"
+  // The message type the file names ("zeroshard.TrainConfig", ...).
+  std::string message_name;
   // The engine section, with decay_steps resolved as the trainer resolves it.
   EngineConfig engine;
   // Rows (sequences, examples) per optimizer step: data.batch_size.
   int64_t global_batch = 0;
+  // What a row is, plural: "sequences", "examples".
+  std::string rows_name;
+  // Appended to check-config's batch line: "; 16384 tokens/step" (may be empty).
+  std::string batch_note;
+  // One line on the run's length and data: "50 steps, eval every 25, train data datasets/corpus_train.bin".
+  std::string training_summary;
   // The whole config in text form, normalized (check-config prints it).
   std::string normalized_text;
   // One line: "GPT-2 n_layer=2 n_head=2 n_embd=32 vocab_size=256 seq_len=32: 62080 parameters".
@@ -32,10 +40,16 @@ struct RunConfig {
   std::function<absl::StatusOr<std::unique_ptr<Model>>()> build_model;
 };
 
-// Reads `path`, recognises its kind, applies the --set overrides in order
-// and validates it for `world_size` ranks (-1: not checked). kNotFound when
-// the file cannot be read; kInvalidArgument listing every error ("FILE:LINE:
-// COL: ..." for syntax, "field.path: ..." for values) otherwise.
+// The message types a config may name, one per kind.
+std::vector<std::string> KnownConfigMessages();
+
+// Reads `path`, recognises its kind by its "# proto-message:" header (none:
+// GPT-2's zeroshard.TrainConfig), applies the --set overrides in order,
+// validates it for `world_size` ranks (-1: not checked), builds its model
+// and checks the engine section against it (EngineModelErrors). kNotFound
+// when the file cannot be read; kInvalidArgument naming an unknown message
+// type and the known ones, or listing every error ("FILE:LINE:COL: ..." for
+// syntax, "field.path: ..." for values) otherwise.
 absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides,
                                         int world_size);
 

@@ -11,6 +11,13 @@ data { train_path: "train.bin" batch_size: 8 }
 engine { parallel { dp: 4 } zero { stage: 3 } }
 PB
 printf 'model {\n  n_layer: two\n}\n' > "$tmp/syntax.pbtxt"
+cat > "$tmp/classifier.pbtxt" <<'PB'
+# proto-message: zeroshard.ClassifierTrainConfig
+model { input_dim: 4 projection_dim: 8 hidden: 6 num_classes: 3 }
+data { batch_size: 12 }
+engine { parallel { dp: 3 } zero { stage: 3 } }
+PB
+printf '# proto-message: zeroshard.RegressionConfig\nsteps: 1\n' > "$tmp/unknown_kind.pbtxt"
 
 expect help 0 "check-config" -- "$bin" --help
 expect no_args 2 "usage: zeroshard SUBCOMMAND" -- "$bin"
@@ -24,6 +31,10 @@ expect override_ok 0 "zero       stage 1" -- "$bin" check-config "$tmp/good.pbtx
 expect bad_override 2 "--set engine.zero.stagex=1: no field 'stagex' in engine.zero" -- "$bin" check-config "$tmp/good.pbtxt" --set engine.zero.stagex=1
 expect syntax 2 "$tmp/syntax.pbtxt:2:12: Expected integer, got: two" -- "$bin" check-config "$tmp/syntax.pbtxt"
 expect missing 2 "/no/such.pbtxt: cannot read config file" -- "$bin" check-config /no/such.pbtxt
+expect gpt2_without_header 0 "kind       gpt2 (zeroshard.TrainConfig)" -- "$bin" check-config "$tmp/good.pbtxt" --world-size 4
+expect classifier 0 "model      classifier input_dim=4 projection_dim=8 (frozen) hidden=[6] num_classes=3" -- "$bin" check-config "$tmp/classifier.pbtxt" --world-size 3
+expect classifier_override 2 "model.num_classes: 1 is out of range [2, 4096]" -- "$bin" check-config "$tmp/classifier.pbtxt" --set model.num_classes=1
+expect unknown_kind 2 "'# proto-message: zeroshard.RegressionConfig' names no config kind zeroshard knows; known: zeroshard.TrainConfig, zeroshard.ClassifierTrainConfig" -- "$bin" check-config "$tmp/unknown_kind.pbtxt"
 expect bad_flag 2 "unknown flag --wrld-size" -- "$bin" check-config "$tmp/good.pbtxt" --wrld-size 4
 printf '{"traceEvents": 3}' > "$tmp/not_a_trace.json"
 expect trace_missing 2 "zeroshard trace: cannot stat '/no/such/trace.json'" -- "$bin" trace /no/such/trace.json

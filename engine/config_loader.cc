@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,19 +44,44 @@ std::string FieldNames(const pb::Descriptor* d) {
 
 }  // namespace
 
-absl::StatusOr<TrainConfig> ParseTrainConfig(absl::string_view text, absl::string_view source_name) {
-  TrainConfig config;
+std::string ConfigMessageName(absl::string_view text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    if (!absl::ConsumePrefix(&line, "#")) break;  // the first field: the header is over
+    line = absl::StripLeadingAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, "proto-message:")) continue;
+    line = absl::StripAsciiWhitespace(line);
+    const size_t end = line.find_first_of(" \t#");
+    return std::string(line.substr(0, end));
+  }
+  return "";
+}
+
+std::string ConfigMessageNameOrDefault(absl::string_view text) {
+  std::string name = ConfigMessageName(text);
+  return name.empty() ? kDefaultConfigMessage : name;
+}
+
+absl::Status ParseConfigText(absl::string_view text, absl::string_view source_name, pb::Message* message) {
+  message->Clear();
   CollectingErrors errors(source_name);
   pb::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(std::string(text), &config)) {
+  if (!parser.ParseFromString(std::string(text), message)) {
     if (errors.errors().empty()) return absl::InvalidArgumentError(absl::StrCat(source_name, ": parse error"));
     return absl::InvalidArgumentError(absl::StrJoin(errors.errors(), "\n"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainConfig> ParseTrainConfig(absl::string_view text, absl::string_view source_name) {
+  TrainConfig config;
+  RETURN_IF_ERROR(ParseConfigText(text, source_name, &config));
   return config;
 }
 
-absl::Status ApplyOverride(absl::string_view override_text, TrainConfig* config) {
+absl::Status ApplyOverride(absl::string_view override_text, pb::Message* config) {
   const auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("--set ", override_text, ": ", why));
   };
@@ -118,20 +144,45 @@ absl::Status ApplyOverride(absl::string_view override_text, TrainConfig* config)
   return absl::OkStatus();
 }
 
-absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
-                                            int world_size) {
+absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read config file"));
   std::stringstream text;
   text << in.rdbuf();
-  ASSIGN_OR_RETURN(TrainConfig config, ParseTrainConfig(text.str(), path));
-  for (const std::string& o : overrides) RETURN_IF_ERROR(ApplyOverride(o, &config));
+  return text.str();
+}
+
+absl::Status LoadConfigMessage(const std::string& path, const std::vector<std::string>& overrides,
+                               pb::Message* message) {
+  ASSIGN_OR_RETURN(const std::string text, ReadConfigFile(path));
+  const std::string named = ConfigMessageName(text);
+  const std::string& expected = message->GetDescriptor()->full_name();
+  if (named.empty() && expected != kDefaultConfigMessage) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": has no '# proto-message:' header, so it is a ",
+                                                   kDefaultConfigMessage, ", but this program reads a ", expected,
+                                                   "; start the file with '# proto-message: ", expected, "'"));
+  }
+  if (!named.empty() && named != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": its header names ", named, " ('# proto-message: ", named,
+                                                   "'), but this program reads a ", expected));
+  }
+  RETURN_IF_ERROR(ParseConfigText(text, path, message));
+  for (const std::string& o : overrides) RETURN_IF_ERROR(ApplyOverride(o, message));
+  return absl::OkStatus();
+}
+
+absl::Status InvalidConfig(const std::string& path, const std::vector<std::string>& errors) {
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(path, ": invalid config:\n", absl::StrJoin(errors, "\n")));
+}
+
+absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
+                                            int world_size) {
+  TrainConfig config;
+  RETURN_IF_ERROR(LoadConfigMessage(path, overrides, &config));
   ValidationOptions options;
   options.world_size = world_size;
-  std::vector<std::string> errors = TrainConfigErrors(config, options);
-  if (!errors.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": invalid config:\n", absl::StrJoin(errors, "\n")));
-  }
+  RETURN_IF_ERROR(InvalidConfig(path, TrainConfigErrors(config, options)));
   return config;
 }
 

@@ -3,45 +3,15 @@
 #include <cstdint>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
+#include "engine/config_checker.h"
 
 namespace zeroshard {
 namespace {
 
 std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
 
-class Checker {
- public:
-  void Range(const std::string& field, int64_t v, int64_t lo, int64_t hi) {
-    if (v < lo || v > hi) Add(absl::StrCat(field, ": ", v, " is out of range [", lo, ", ", hi, "]"));
-  }
-  void AtLeast(const std::string& field, double v, double lo) {
-    if (!(v >= lo)) Add(absl::StrCat(field, ": ", v, " is out of range; expected >= ", lo));
-  }
-  void Positive(const std::string& field, double v) {
-    if (!(v > 0)) Add(absl::StrCat(field, ": ", v, " is out of range; expected > 0"));
-  }
-  void HalfOpen01(const std::string& field, double v) {
-    if (!(v >= 0 && v < 1)) Add(absl::StrCat(field, ": ", v, " is out of range [0, 1)"));
-  }
-  void NotYet(const std::string& what) { Add(absl::StrCat(what, " is not supported yet")); }
-  void Add(std::string e) { errors.push_back(std::move(e)); }
-  std::vector<std::string> errors;
-};
-
-// Valid unit names of the GPT-2 model: "embed", "h.0".."h.{L-1}", "head".
-bool IsUnitName(const std::string& name, int n_layer) {
-  if (name == "embed" || name == "head") return true;
-  absl::string_view rest = name;
-  int index;
-  return absl::ConsumePrefix(&rest, "h.") && absl::SimpleAtoi(rest, &index) && index >= 0 && index < n_layer &&
-         absl::StrCat("h.", index) == name;
-}
-
-void CheckModel(const ModelConfig& m, Checker& c) {
+void CheckModel(const ModelConfig& m, ConfigChecker& c) {
   c.Range("model.n_layer", m.n_layer(), 1, 1024);
   c.Range("model.n_head", m.n_head(), 1, 1024);
   c.Range("model.n_embd", m.n_embd(), 1, 1 << 16);
@@ -52,14 +22,14 @@ void CheckModel(const ModelConfig& m, Checker& c) {
   }
 }
 
-void CheckZero(const ZeroConfig& z, Checker& c) {
+void CheckZero(const ZeroConfig& z, ConfigChecker& c) {
   c.Range("engine.zero.stage", z.stage(), 0, 3);
   c.Range("engine.zero.prefetch", z.prefetch(), 0, 8);
   c.AtLeast("engine.zero.persistence_threshold", z.persistence_threshold(), 0);
   c.AtLeast("engine.zero.bucket_bytes", z.bucket_bytes(), 0);
 }
 
-void CheckPrecision(const PrecisionConfig& p, Checker& c) {
+void CheckPrecision(const PrecisionConfig& p, ConfigChecker& c) {
   if (p.master_dtype() != F32) {
     c.Add(absl::StrCat("engine.precision.master_dtype: ", DTypeProto_Name(p.master_dtype()), " is not allowed; expected F32"));
   }
@@ -86,7 +56,7 @@ void CheckPrecision(const PrecisionConfig& p, Checker& c) {
   }
 }
 
-void CheckOptimizer(const OptimizerConfig& o, Checker& c) {
+void CheckOptimizer(const OptimizerConfig& o, ConfigChecker& c) {
   c.Positive("engine.optimizer.lr", o.lr());
   c.HalfOpen01("engine.optimizer.beta1", o.beta1());
   c.HalfOpen01("engine.optimizer.beta2", o.beta2());
@@ -107,42 +77,37 @@ void CheckOptimizer(const OptimizerConfig& o, Checker& c) {
   }
 }
 
-void CheckSchedule(const TrainConfig& t, Checker& c) {
-  const LrScheduleConfig& s = t.engine().lr_schedule();
+void CheckSchedule(const EngineConfig& e, ConfigChecker& c) {
+  const LrScheduleConfig& s = e.lr_schedule();
   c.AtLeast("engine.lr_schedule.warmup_steps", s.warmup_steps(), 0);
   c.AtLeast("engine.lr_schedule.decay_steps", s.decay_steps(), 0);
   if (s.decay_steps() > 0 && s.decay_steps() <= s.warmup_steps()) {
     c.Add(absl::StrCat("engine.lr_schedule.decay_steps: ", s.decay_steps(), " must be greater than warmup_steps ",
                        s.warmup_steps()));
   }
-  if (!(s.min_lr() >= 0 && s.min_lr() <= t.engine().optimizer().lr())) {
+  if (!(s.min_lr() >= 0 && s.min_lr() <= e.optimizer().lr())) {
     c.Add(absl::StrCat("engine.lr_schedule.min_lr: ", s.min_lr(), " is out of range [0, engine.optimizer.lr = ",
-                       t.engine().optimizer().lr(), "]"));
+                       e.optimizer().lr(), "]"));
   }
   if (s.type() == LrScheduleConfig::CONSTANT && (s.decay_steps() != 0 || s.min_lr() != 0)) {
     c.Add("engine.lr_schedule: decay_steps/min_lr are set but type is CONSTANT");
   }
 }
 
-void CheckCheckpointing(const TrainConfig& t, Checker& c) {
-  const ActivationCheckpointingConfig& a = t.engine().activation_checkpointing();
+// Which units NAMED names is checked against the model (EngineModelErrors).
+void CheckCheckpointing(const EngineConfig& e, ConfigChecker& c) {
+  const ActivationCheckpointingConfig& a = e.activation_checkpointing();
   c.AtLeast("engine.activation_checkpointing.k", a.k(), 1);
   if (a.policy() == ActivationCheckpointingConfig::NAMED) {
     if (a.units_size() == 0) c.Add("engine.activation_checkpointing.units: policy NAMED needs at least one unit name");
-    for (const std::string& u : a.units()) {
-      if (!IsUnitName(u, t.model().n_layer())) {
-        c.Add(absl::StrCat("engine.activation_checkpointing.units: '", u, "' is not a unit; expected embed, h.0..h.",
-                           t.model().n_layer() - 1, " or head"));
-      }
-    }
   } else if (a.units_size() > 0) {
     c.Add(absl::StrCat("engine.activation_checkpointing.units: set but policy is ",
                        ActivationCheckpointingConfig::Policy_Name(a.policy())));
   }
 }
 
-void CheckParallel(const TrainConfig& t, const ValidationOptions& options, Checker& c) {
-  const ParallelConfig& p = t.engine().parallel();
+void CheckParallel(const EngineConfig& e, int64_t batch, const ValidationOptions& options, ConfigChecker& c) {
+  const ParallelConfig& p = e.parallel();
   c.Range("engine.parallel.dp", p.dp(), 1, 1 << 20);
   c.Range("engine.parallel.tp", p.tp(), 1, 1 << 20);
   c.Range("engine.parallel.pp", p.pp(), 1, 1 << 20);
@@ -157,19 +122,18 @@ void CheckParallel(const TrainConfig& t, const ValidationOptions& options, Check
   if (options.world_size > 0 && product != options.world_size) {
     c.Add(absl::StrCat("engine.parallel: dp*tp*pp = ", product, " but the world has ", options.world_size, " ranks"));
   }
-  const int accum = t.engine().gradient_accumulation_steps();
+  const int accum = e.gradient_accumulation_steps();
   c.Range("engine.gradient_accumulation_steps", accum, 1, 1 << 20);
-  const int batch = t.data().batch_size();
-  c.Range("data.batch_size", batch, 1, 1 << 24);
+  const std::string& field = options.batch_field;
+  c.Range(field, batch, 1, 1 << 24);
   if (accum >= 1 && p.dp() >= 1 && batch >= 1 && batch % (int64_t{p.dp()} * accum) != 0) {
-    c.Add(absl::StrCat("data.batch_size: ", batch, " does not split evenly over dp ", p.dp(),
+    c.Add(absl::StrCat(field, ": ", batch, " does not split evenly over dp ", p.dp(),
                        " x gradient_accumulation_steps ", accum, " = ", int64_t{p.dp()} * accum,
                        "; expected a multiple of ", int64_t{p.dp()} * accum));
   }
 }
 
-void CheckRuntime(const TrainConfig& t, Checker& c) {
-  const EngineConfig& e = t.engine();
+void CheckRuntime(const EngineConfig& e, ConfigChecker& c) {
   c.Positive("engine.comm.timeout_s", e.comm().timeout_s());
   if (e.device().type() == DeviceConfig::CUDA) c.NotYet("engine.device.type: CUDA (GPU training)");
   if (e.comm().backend() == CommConfig::NCCL && e.device().type() != DeviceConfig::CUDA) {
@@ -182,7 +146,7 @@ void CheckRuntime(const TrainConfig& t, Checker& c) {
   c.AtLeast("engine.logging.trace_steps", e.logging().trace_steps(), 0);
 }
 
-void CheckData(const TrainConfig& t, Checker& c) {
+void CheckData(const TrainConfig& t, ConfigChecker& c) {
   if (t.data().train_path().empty()) c.Add("data.train_path: must be set to a token file");
   c.AtLeast("data.eval_batches", t.data().eval_batches(), 1);
   c.AtLeast("steps", t.steps(), 0);
@@ -194,23 +158,37 @@ void CheckData(const TrainConfig& t, Checker& c) {
 
 }  // namespace
 
+std::vector<std::string> EngineConfigErrors(const EngineConfig& engine, int64_t global_batch,
+                                            const ValidationOptions& options) {
+  ConfigChecker c;
+  CheckZero(engine.zero(), c);
+  CheckPrecision(engine.precision(), c);
+  CheckOptimizer(engine.optimizer(), c);
+  CheckSchedule(engine, c);
+  CheckCheckpointing(engine, c);
+  CheckParallel(engine, global_batch, options, c);
+  CheckRuntime(engine, c);
+  return c.Take();
+}
+
 std::vector<std::string> TrainConfigErrors(const TrainConfig& config, const ValidationOptions& options) {
-  Checker c;
+  ConfigChecker c;
   CheckModel(config.model(), c);
   CheckData(config, c);
-  CheckZero(config.engine().zero(), c);
-  CheckPrecision(config.engine().precision(), c);
-  CheckOptimizer(config.engine().optimizer(), c);
-  CheckSchedule(config, c);
-  CheckCheckpointing(config, c);
-  CheckParallel(config, options, c);
-  CheckRuntime(config, c);
-  return c.errors;
+  ValidationOptions engine_options = options;
+  engine_options.batch_field = "data.batch_size";
+  for (std::string& e : EngineConfigErrors(config.engine(), config.data().batch_size(), engine_options)) {
+    c.Add(std::move(e));
+  }
+  return c.Take();
+}
+
+int64_t MicroBatchSize(const EngineConfig& engine, int64_t global_batch) {
+  return global_batch / (int64_t{engine.parallel().dp()} * engine.gradient_accumulation_steps());
 }
 
 int MicroBatchSize(const TrainConfig& config) {
-  return config.data().batch_size() /
-         (config.engine().parallel().dp() * config.engine().gradient_accumulation_steps());
+  return static_cast<int>(MicroBatchSize(config.engine(), config.data().batch_size()));
 }
 
 }  // namespace zeroshard

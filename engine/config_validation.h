@@ -1,11 +1,16 @@
-// Semantic checks of a TrainConfig: ranges, cross-field rules, and fields
+// Semantic checks of a run config: ranges, cross-field rules, and fields
 // whose feature is not built yet. Every message starts with the field path
 // and names the bad and the expected value, e.g.
 //   engine.zero.stage: 4 is out of range [0, 3]
 //   engine.parallel: dp*tp*pp = 8 but the world has 4 ranks
+// EngineConfigErrors holds every rule of the engine section, so each config
+// kind (GPT-2's TrainConfig, the classifier example's) checks its own
+// sections and calls it; rules that need the model (which units exist) are
+// model_config_validation.h's.
 #ifndef ZEROSHARD_ENGINE_CONFIG_VALIDATION_H_
 #define ZEROSHARD_ENGINE_CONFIG_VALIDATION_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,13 +21,24 @@ namespace zeroshard {
 struct ValidationOptions {
   // Ranks the run will have; -1 skips the dp*tp*pp check.
   int world_size = -1;
+  // The field the global batch comes from, as the batch-split rule names it.
+  std::string batch_field = "data.batch_size";
 };
 
-// All errors, in field order; empty when the config is valid.
+// Errors of the engine section, each prefixed "engine." (or
+// options.batch_field for the global batch: at least 1, and a multiple of
+// dp x gradient_accumulation_steps), in field order; empty when valid.
+// `global_batch` is the config's rows (sequences, examples) per optimizer
+// step.
+std::vector<std::string> EngineConfigErrors(const EngineConfig& engine, int64_t global_batch,
+                                            const ValidationOptions& options);
+
+// A TrainConfig's errors: model and data sections, then EngineConfigErrors.
 std::vector<std::string> TrainConfigErrors(const TrainConfig& config, const ValidationOptions& options);
 
-// Micro-batch (sequences per rank per forward) implied by a valid config:
-// data.batch_size / (dp * gradient_accumulation_steps).
+// Rows per rank per forward implied by a valid engine section:
+// global_batch / (dp * gradient_accumulation_steps).
+int64_t MicroBatchSize(const EngineConfig& engine, int64_t global_batch);
 int MicroBatchSize(const TrainConfig& config);
 
 }  // namespace zeroshard

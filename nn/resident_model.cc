@@ -123,6 +123,16 @@ std::vector<TensorView> ResidentModel::UnitViews(int u, bool grads) {
   const int n = static_cast<int>(model_->units[u]->params().size());
   for (int i = 0; i < n; ++i) views.push_back(grads ? grad({u, i}) : param({u, i}));
   for (ParamLocation loc : borrowed_[u]) views.push_back(grads ? grad(loc) : param(loc));
+  if (grads) {
+    // A frozen parameter's gradient view is null (nn/unit.h), as the engine gives it.
+    for (int i = 0; i < n; ++i) {
+      if (!model_->units[u]->params()[i].trainable) views[i].data = nullptr;
+    }
+    for (size_t b = 0; b < borrowed_[u].size(); ++b) {
+      const ParamLocation loc = borrowed_[u][b];
+      if (!model_->units[loc.unit]->params()[loc.param].trainable) views[n + b].data = nullptr;
+    }
+  }
   return views;
 }
 

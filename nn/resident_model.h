@@ -41,7 +41,9 @@ class ResidentModel {
   // The mean loss is loss.sum / loss.weight.
   absl::StatusOr<LossTerms> Forward(const Batch& batch);
   // Forward, then backward with d(objective)/d(loss sum) = dsum (1/weight
-  // gives the gradient of the mean); gradients ACCUMULATE into grads.
+  // gives the gradient of the mean); gradients ACCUMULATE into grads. A
+  // frozen parameter's gradient view is null in Backward, so its gradient
+  // stays zero.
   absl::StatusOr<LossTerms> ForwardBackward(const Batch& batch, float dsum);
 
   const Model& model() const { return *model_; }

@@ -1,0 +1,23 @@
+// Rules of the engine section that depend on the model a config builds:
+// which units exist. Every config kind runs them once it has built its
+// model (zeroshard check-config does for every kind); Engine::Create
+// rejects the same configs, this only says so before a run starts.
+#ifndef ZEROSHARD_ENGINE_MODEL_CONFIG_VALIDATION_H_
+#define ZEROSHARD_ENGINE_MODEL_CONFIG_VALIDATION_H_
+
+#include <string>
+#include <vector>
+
+#include "nn/model.h"
+#include "proto/config.pb.h"
+
+namespace zeroshard {
+
+// Every engine.activation_checkpointing.units name (policy NAMED) is a unit
+// of `model`; one error per unknown name, listing the model's units:
+//   engine.activation_checkpointing.units: 'h.7' is not a unit of the model; expected one of embed, h.0, h.1, head
+std::vector<std::string> EngineModelErrors(const EngineConfig& engine, const Model& model);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_ENGINE_MODEL_CONFIG_VALIDATION_H_
