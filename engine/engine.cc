@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/status_agreement.h"
+#include "core/hash.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
 #include "kernels/cast.h"
@@ -16,16 +17,6 @@
 
 namespace zeroshard {
 namespace {
-
-// FNV-1a, 64 bit: stable across processes (absl::Hash is salted per process).
-uint64_t Fnv1a(absl::string_view text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 }  // namespace
 
@@ -128,8 +119,8 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
   // (WriteTrace is collective, after the window's last step).
   hashed.clear_logging();
   if (!config.logging().trace_path().empty()) hashed.mutable_logging()->set_trace_steps(config.logging().trace_steps());
-  const uint64_t model_fp = Fnv1a(model_text);
-  const uint64_t config_fp = Fnv1a(hashed.SerializeAsString());
+  const uint64_t model_fp = Fnv1a64(model_text);
+  const uint64_t config_fp = Fnv1a64(hashed.SerializeAsString());
   // kMax of each 16-bit piece and of its negation gives max and -min: equal
   // pieces everywhere iff max == min.
   std::vector<int32_t> v(17, 0);

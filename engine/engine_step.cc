@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "comm/status_agreement.h"
 #include "comm/traced_wait.h"
+#include "core/hash.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
 
@@ -19,15 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-uint64_t Fnv1a(absl::string_view text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 // The per-rank record of the batch agreement, in i32 words.
 constexpr int kRecordWords = 9;
@@ -81,7 +73,7 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
   }
   std::vector<int32_t> mine(kRecordWords, 0), all(static_cast<size_t>(kRecordWords) * n, 0);
   mine[0] = static_cast<int32_t>(local.code());
-  PutU64(Fnv1a(signature), &mine[1]);
+  PutU64(Fnv1a64(signature), &mine[1]);
   uint64_t bits = 0;
   std::memcpy(&bits, &nominal, sizeof(bits));
   PutU64(bits, &mine[3]);

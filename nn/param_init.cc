@@ -4,23 +4,10 @@
 #include <cmath>
 #include <string>
 
+#include "core/hash.h"
+
 namespace zeroshard {
 namespace {
-
-uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t Fnv1a64(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 // Uniform in (0, 1]: never 0, so log() in Box-Muller is finite.
 double Uniform(uint64_t key, uint64_t counter) {

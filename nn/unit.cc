@@ -3,24 +3,18 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/hash.h"
 
 namespace zeroshard {
 namespace {
 
-uint64_t Mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 }  // namespace
 
 uint64_t UnitRngKey(uint64_t seed, int64_t step, int micro_batch, int unit) {
-  uint64_t h = Mix64(seed);
-  h = Mix64(h ^ static_cast<uint64_t>(step));
-  h = Mix64(h ^ static_cast<uint64_t>(static_cast<int64_t>(micro_batch)));
-  return Mix64(h ^ static_cast<uint64_t>(static_cast<int64_t>(unit)));
+  uint64_t h = SplitMix64(seed);
+  h = SplitMix64(h ^ static_cast<uint64_t>(step));
+  h = SplitMix64(h ^ static_cast<uint64_t>(static_cast<int64_t>(micro_batch)));
+  return SplitMix64(h ^ static_cast<uint64_t>(static_cast<int64_t>(unit)));
 }
 
 void ActivationPack::Add(Buffer buffer, std::vector<int64_t> shape) {

@@ -3,24 +3,18 @@
 #include <cmath>
 #include <utility>
 
+#include "core/hash.h"
 #include "examples/classifier/classifier_model.h"
 
 namespace zeroshard {
 namespace {
 
-uint64_t Mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// A counter generator: value i of stream (seed, stream) is Mix64 of both
+// A counter generator: value i of stream (seed, stream) is SplitMix64 of both
 // and i, so it needs no state beyond the counter.
 class Stream {
  public:
-  Stream(uint64_t seed, uint64_t stream) : key_(Mix64(Mix64(seed) ^ Mix64(stream + 1))) {}
-  uint64_t Next() { return Mix64(key_ ^ Mix64(counter_++)); }
+  Stream(uint64_t seed, uint64_t stream) : key_(SplitMix64(SplitMix64(seed) ^ SplitMix64(stream + 1))) {}
+  uint64_t Next() { return SplitMix64(key_ ^ SplitMix64(counter_++)); }
   // Uniform in [0, 1), 53 bits.
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
   // Box-Muller, one value per call (the pair's cosine half).
