@@ -11,7 +11,9 @@ namespace zeroshard {
 absl::Status WaitForDevice(const kernels::KernelContext& ctx) {
   if (ctx.device == Device::kCpu) return absl::OkStatus();
 #ifdef ZEROSHARD_HAS_CUDA
-  const cudaError_t err = cudaDeviceSynchronize();
+  // The context's stream only, never the whole device: other streams
+  // (communication) keep running.
+  const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(ctx.cuda_stream));
   if (err != cudaSuccess) {
     return absl::InternalError(absl::StrCat("device work failed: ", cudaGetErrorString(err)));
   }
