@@ -264,7 +264,7 @@ TEST(EngineMpiTest, Gpt2ParityStageEqualityRepeatability) {
   }
 }
 
-// Per rank after step 1: DESIGN.md §6's per-stage bytes, padding included.
+// Per rank after step 1: the per-stage bytes of docs/sharding.md, padding included.
 TEST(EngineMpiTest, Gpt2MemoryAndCommAccounting) {
   int32_t seed = 0;
   const std::vector<int32_t> tokens = SharedTokens(&seed);
