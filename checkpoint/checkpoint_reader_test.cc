@@ -23,6 +23,7 @@ using testing::FlatValues;
 struct Written {
   std::string root, dir;
   CheckpointManifest manifest;
+  uint32_t seed = 0;  // of the values, for the caller's SCOPED_TRACE
   FlatValues values;
 };
 
@@ -30,7 +31,8 @@ Written Write(const std::string& name, int dp) {
   Written w;
   w.root = testing::FreshTempDir(name);
   w.manifest = FixtureManifest(dp, 9);
-  w.values = testing::RandomFlatValues(w.manifest, std::random_device{}());
+  w.seed = std::random_device{}();
+  w.values = testing::RandomFlatValues(w.manifest, w.seed);
   absl::StatusOr<std::string> dir = testing::WriteFixture(w.root, w.manifest, w.values);
   EXPECT_TRUE(dir.ok()) << dir.status();
   if (dir.ok()) w.dir = *dir;
@@ -52,6 +54,7 @@ void FlipByte(const std::string& path, int64_t offset) {
 TEST(CheckpointReaderTest, ReadsEveryRangeAtEveryDp) {
   for (int dp : {1, 2, 3, 4}) {
     Written w = Write(absl::StrCat("reader_ranges_", dp), dp);
+    SCOPED_TRACE(::testing::Message() << "values seed " << w.seed);
     absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(w.root);  // follows latest
     ASSERT_TRUE(reader.ok()) << reader.status();
     EXPECT_EQ(reader->dir(), w.dir);
@@ -88,6 +91,7 @@ TEST(CheckpointReaderTest, ReadsEveryRangeAtEveryDp) {
 
 TEST(CheckpointReaderTest, EverySingleByteFlipOfAShardFileIsCaught) {
   Written w = Write("reader_flip", 2);
+  SCOPED_TRACE(::testing::Message() << "values seed " << w.seed);
   absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(w.dir);
   ASSERT_TRUE(reader.ok()) << reader.status();
   int checked = 0;
@@ -119,6 +123,7 @@ TEST(CheckpointReaderTest, EverySingleByteFlipOfAShardFileIsCaught) {
 
 TEST(CheckpointReaderTest, EverySingleByteFlipOfTheManifestIsCaught) {
   Written w = Write("reader_manifest_flip", 3);
+  SCOPED_TRACE(::testing::Message() << "values seed " << w.seed);
   const std::string path = JoinPath(w.dir, kManifestFileName);
   const int64_t size = *FileSize(path);
   for (int64_t i = 0; i < size; ++i) {
@@ -134,6 +139,7 @@ TEST(CheckpointReaderTest, EverySingleByteFlipOfTheManifestIsCaught) {
 
 TEST(CheckpointReaderTest, TruncatedAndMissingFiles) {
   Written w = Write("reader_truncated", 2);
+  SCOPED_TRACE(::testing::Message() << "values seed " << w.seed);
   absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(w.dir);
   ASSERT_TRUE(reader.ok());
   const std::string path1 = JoinPath(w.dir, "rank_00001.safetensors");

@@ -27,7 +27,9 @@ TEST(Crc32cTest, KnownValues) {
 }
 
 TEST(Crc32cTest, MatchesReferenceAndExtendsAtEverySplit) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   for (int len : {1, 7, 8, 9, 15, 16, 17, 63, 200}) {
     std::string s(len, '\0');
     for (char& c : s) c = static_cast<char>(rng());

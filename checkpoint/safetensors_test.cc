@@ -44,7 +44,9 @@ TEST(SafetensorsTest, EncodesTheDocumentedLayoutByteForByte) {
 }
 
 TEST(SafetensorsTest, WriteThenReadRoundTripsEveryDtype) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   std::vector<float> f32(37);
   for (float& x : f32) x = std::normal_distribution<float>()(rng);
   std::vector<uint16_t> bf16(5), f16(6);

@@ -1,6 +1,7 @@
 // Writes the inputs of ckpt_test.sh into OUT_DIR: fixture/ (a dp-4
 // checkpoint root from checkpoint/testing), gpt2.safetensors (random full
-// weights of a 1-layer GPT-2) and gpt2.pbtxt (its run config at dp 3).
+// weights of a 1-layer GPT-2) and gpt2.pbtxt (its run config at dp 3). The
+// random seeds are printed, so they are in the log of a failed test.
 #include <iostream>
 #include <random>
 #include <string>
@@ -18,9 +19,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[1];
+  const uint32_t values_seed = std::random_device{}(), weights_seed = std::random_device{}();
+  std::cout << "fixture values seed " << values_seed << ", gpt2 weights seed " << weights_seed << std::endl;
   const CheckpointManifest m = testing::FixtureManifest(4, 9);
   absl::StatusOr<std::string> dir =
-      testing::WriteFixture(JoinPath(out, "fixture"), m, testing::RandomFlatValues(m, std::random_device{}()));
+      testing::WriteFixture(JoinPath(out, "fixture"), m, testing::RandomFlatValues(m, values_seed));
   if (!dir.ok()) {
     std::cerr << dir.status() << "\n";
     return 1;
@@ -32,7 +35,7 @@ int main(int argc, char** argv) {
   gc.vocab_size = 13;
   gc.seq_len = 4;
   auto model = BuildGpt2(gc);
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(weights_seed);
   std::vector<std::vector<float>> storage;
   std::vector<SafetensorsTensorData> tensors;
   storage.reserve(64);

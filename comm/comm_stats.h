@@ -2,8 +2,9 @@
 //
 // Bytes are what a bandwidth-optimal (ring) algorithm moves per rank, so they
 // do not depend on which algorithm the backend picked and they match the
-// communication volumes in DESIGN.md §6 and the busbw of nccl-tests. With
-// n = group size and B = the op's buffer bytes (see CommStats::Record):
+// per-step communication volumes in docs/sharding.md and the busbw of
+// nccl-tests. With n = group size and B = the op's buffer bytes (see
+// CommStats::Record):
 //   AllGather, ReduceScatter: sent = received = (n-1)/n · B_total
 //   AllReduce:                sent = received = 2(n-1)/n · B
 //   Broadcast:                root sends B, every other rank receives B

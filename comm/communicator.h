@@ -1,4 +1,4 @@
-// The communication API every other layer codes against (DESIGN.md §4).
+// The communication API every other layer codes against (docs/comm.md).
 //
 // Shaped after PyTorch c10d: a Communicator issues flat-buffer collectives and
 // returns a Work handle for each; backends (MPI: comm/mpi_communicator.h,

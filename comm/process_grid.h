@@ -1,4 +1,4 @@
-// The dp × tp × pp process grid (DESIGN.md §4, Megatron's order).
+// The dp × tp × pp process grid (docs/comm.md, Megatron's order).
 //
 // World rank = tp_rank + tp · (dp_rank + dp · pp_rank): tp varies fastest, so
 // a tp group is tp consecutive ranks (neighbours on a host), then dp, then pp.

@@ -27,11 +27,15 @@ class TokenFileTest : public ::testing::Test {
   }
 
   std::vector<uint16_t> RandomTokens(size_t n, int vocab) {
-    std::mt19937 rng(std::random_device{}());
     std::vector<uint16_t> t(n);
-    for (auto& x : t) x = static_cast<uint16_t>(rng() % vocab);
+    for (auto& x : t) x = static_cast<uint16_t>(rng_() % vocab);
     return t;
   }
+
+  // A fresh seed per test, traced in every failure message of the test.
+  const uint32_t seed_ = std::random_device{}();
+  const ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, ::testing::Message() << "seed " << seed_};
+  std::mt19937 rng_{seed_};
 };
 
 TEST_F(TokenFileTest, WritesLlmcLayoutByteForByte) {

@@ -283,7 +283,9 @@ Sizes LayoutSizes(int dp) {
 }
 
 TEST(EngineTest, MemoryAfterFirstStepMatchesStageFormulas) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   for (int dp : {1, 3, 4}) {
     const Sizes z = LayoutSizes(dp);
     ASSERT_EQ(z.S * dp, z.P);
@@ -314,7 +316,9 @@ TEST(EngineTest, MemoryAfterFirstStepMatchesStageFormulas) {
 }
 
 TEST(EngineTest, CommBytesPerStepMatchTheory) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   for (int dp : {2, 3, 4}) {
     const Sizes z = LayoutSizes(dp);
     for (int k : {1, 3}) {
@@ -355,7 +359,9 @@ TEST(EngineTest, CommBytesPerStepMatchTheory) {
 }
 
 TEST(EngineTest, DeferEqualsAcrossStagesAndMatchesAccumulate) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   RunSpec spec;
   spec.dp = 2;
   spec.k = 3;
@@ -368,7 +374,9 @@ TEST(EngineTest, DeferEqualsAcrossStagesAndMatchesAccumulate) {
 }
 
 TEST(EngineTest, SgdNesterovStagesBitwiseEqual) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   RunSpec spec;
   spec.optimizer = OptimizerConfig::SGD;
   const RunOutput ref = RunEngine(spec, tokens);
@@ -379,7 +387,9 @@ TEST(EngineTest, SgdNesterovStagesBitwiseEqual) {
 }
 
 TEST(EngineTest, PersistentUnitsGatherOncePerStep) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   const int dp = 2;
   const Sizes z = LayoutSizes(dp);
   RunSpec spec;
@@ -437,7 +447,9 @@ TEST(EngineTest, BorrowingFromAnEarlierOrALaterUnitTrainsTheSameAtEveryStage) {
 }
 
 TEST(EngineTest, BucketSizeDoesNotChangeStageEquality) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   RunSpec spec;
   spec.dp = 3;
   spec.bucket_bytes = 0;  // every unit alone
@@ -483,7 +495,9 @@ TEST(EngineTest, DifferentConfigsFailCreateOnEveryRank) {
 // model does not count its saved tensors in the tracker; the activation
 // memory claim is tested on GPT-2 in tests/engine/precision_mpi_test.cc.)
 TEST(EngineTest, CheckpointingKeepsWeightsBitwise) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   for (int stage = 0; stage <= 3; ++stage) {
     RunSpec none;
     none.stage = stage;
@@ -604,7 +618,9 @@ TEST(EngineTest, DpSizeMismatchIsInvalidArgumentOnEveryRank) {
 }
 
 TEST(EngineTest, BadBatchFailsOnEveryRankAndEngineRecovers) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   OnRanks(2, [&](int rank, Communicator* comm) {
     auto engine = CreateToyEngine(Stage3(2), comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
@@ -669,7 +685,9 @@ TEST(EngineTest, UnknownParamNameIsNotFoundOnEveryRank) {
 }
 
 TEST(EngineTest, ReportsLossNormAndLr) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   RunSpec spec;
   spec.dp = 2;
   spec.stage = 2;
@@ -690,8 +708,11 @@ TEST(EngineTest, ReportsLossNormAndLr) {
 }
 
 TEST(EngineTest, EvaluateMatchesFirstStepLossAndReleasesGathers) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   OnRanks(3, [&](int rank, Communicator* comm) {
+    SCOPED_TRACE(absl::StrCat("token seed ", seed));  // a trace covers its own thread only
     auto engine = CreateToyEngine(Stage3(3), comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
     std::vector<HostBatch> batches = SliceBatch(tokens, 3, 1, rank);
@@ -712,7 +733,9 @@ TEST(EngineTest, EvaluateMatchesFirstStepLossAndReleasesGathers) {
 // A non-finite gradient norm skips the update on every rank: no weight
 // moves, the step is not counted, and the next clean step is step 1.
 TEST(EngineTest, NonFiniteGradientSkipsTheStepEverywhere) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   OnRanks(2, [&](int rank, Communicator* comm) {
     RunSpec spec;
     spec.dp = 2;
@@ -750,7 +773,9 @@ TEST(EngineTest, NonFiniteGradientSkipsTheStepEverywhere) {
 
 // A unit that owns no parameter (P = S = 0) takes part in every stage.
 TEST(EngineTest, UnitWithoutParametersWorksInEveryStage) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   ToyModelConfig cfg = kToy;
   cfg.head_scale = false;
   std::vector<std::map<std::string, std::vector<float>>> weights(4);
@@ -779,7 +804,9 @@ TEST(EngineTest, UnitWithoutParametersWorksInEveryStage) {
 // A unit failing mid-step (here on every rank, so nobody is left in a
 // collective) leaves the engine refusing further work.
 TEST(EngineTest, FailureInsideAStepMakesTheEngineRefuseWork) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   OnRanks(2, [&](int rank, Communicator* comm) {
     auto engine = CreateToyEngine(Stage3(2), comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
@@ -922,7 +949,9 @@ TEST(EngineTest, Stage2ReducesDuringBackwardStage1AfterIt) {
 // Clipping scales the gradient by clip / (norm + 1e-6): with plain SGD that
 // equals an unclipped run at lr * coefficient (up to one rounding per step).
 TEST(EngineTest, ClippingAppliesTheCoefficient) {
-  const std::vector<int32_t> tokens = RandomTokens(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
   auto run = [&](double clip, double lr, StepResult* result) {
     std::map<std::string, std::vector<float>> weights;
     OnRanks(2, [&](int rank, Communicator* comm) {

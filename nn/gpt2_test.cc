@@ -83,8 +83,6 @@ class Gpt2GradientTest : public ::testing::Test {
   const Gpt2Config cfg_{2, 2, 16, 64, 8};
 
   void SetUp() override {
-    seed_ = testing::FreshSeed();
-    rng_.seed(seed_);
     model_ = BuildGpt2(cfg_).value();
     ctx_.tracker = &tracker_;
     rm_ = std::make_unique<ResidentModel>(ResidentModel::Create(model_.get(), ctx_).value());
@@ -108,8 +106,10 @@ class Gpt2GradientTest : public ::testing::Test {
 
   zeroshard::Batch MakeBatch() { return Gpt2Batch(HostView(tokens_, {kB, kT}), HostView(targets_, {kB, kT})); }
 
-  uint32_t seed_;
-  std::mt19937 rng_;
+  // A fresh seed per test, traced in every failure message of the test.
+  const uint32_t seed_ = testing::FreshSeed();
+  const ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, ::testing::Message() << "seed " << seed_};
+  std::mt19937 rng_{seed_};
   MemoryTracker tracker_;
   ComputeContext ctx_;
   std::unique_ptr<Model> model_;
@@ -123,7 +123,6 @@ class Gpt2GradientTest : public ::testing::Test {
 // (B=2, T=6 of a position table of 8, L=2, NH=2, C=16, V=64).
 // Tolerance |g - fd| <= 1e-5 + 1e-3 |fd| (f32 backward vs exact f64).
 TEST_F(Gpt2GradientTest, EveryParameterGradientMatchesF64FiniteDifferences) {
-  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   testing::Gpt2Reference ref(cfg_);
   const double ref_loss = ref.Loss(ref_params_, tokens_, targets_, kB, kT);
   auto loss = rm_->ForwardBackward(MakeBatch(), 1.0f / (kB * kT));
@@ -275,6 +274,7 @@ TEST(Gpt2ThreadsTest, GradientsAreBitwiseIndependentOfThreadCount) {
   ComputeContext ctx;
   auto rm = ResidentModel::Create(model.get(), ctx).value();
   const uint32_t seed = testing::FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
   ASSERT_TRUE(rm.InitParams(seed).ok());
   std::mt19937 rng(seed);
   std::vector<int32_t> tokens(b * t), targets(b * t);
@@ -305,8 +305,10 @@ TEST(Gpt2InitTest, InitialLossIsNearLnVocab) {
   auto model = BuildGpt2(cfg).value();
   ComputeContext ctx;
   auto rm = ResidentModel::Create(model.get(), ctx).value();
-  ASSERT_TRUE(rm.InitParams(testing::FreshSeed()).ok());
-  std::mt19937 rng(testing::FreshSeed());
+  const uint32_t seed = testing::FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  ASSERT_TRUE(rm.InitParams(seed).ok());
+  std::mt19937 rng(seed);
   std::vector<int32_t> tokens(4 * 16), targets(4 * 16);
   for (auto& t : tokens) t = rng() % 128;
   for (auto& t : targets) t = rng() % 128;
@@ -396,7 +398,7 @@ TEST_P(Gpt2MixedPrecisionTest, LossAndGradientsTrackF32) {
   }
   EXPECT_EQ(offset, g32.size());
   std::printf("%s: loss %.5f vs f32 %.5f, worst per-tensor relative L2 gradient error %.4f\n", DTypeName(pc.dtype),
-              *low_loss, *ref_loss, worst);
+              Mean(*low_loss), Mean(*ref_loss), worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(LowPrecision, Gpt2MixedPrecisionTest,

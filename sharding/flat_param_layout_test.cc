@@ -30,7 +30,9 @@ TEST(FlatParamLayoutTest, HandComputedStraddlingLayout) {
 }
 
 TEST(FlatParamLayoutTest, RandomLayoutsCoverEveryElementOnce) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   for (int trial = 0; trial < 200; ++trial) {
     const int dp = 1 + rng() % 5;
     const int64_t alignment = 1 + rng() % 20;

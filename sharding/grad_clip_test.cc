@@ -11,7 +11,9 @@ namespace zeroshard {
 namespace {
 
 TEST(GradClipTest, SumOfSquaresMatchesDirectSum) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   std::normal_distribution<float> dist;
   std::vector<float> x(1001);
   double expected = 0;

@@ -1,5 +1,6 @@
 // LossScaler: the loss scale for low-precision (f16) gradients and the
-// bookkeeping of overflowing steps (DESIGN.md §7).
+// bookkeeping of overflowing steps (engine.precision.loss_scale in
+// docs/config_reference.md).
 //
 // The engine multiplies d(loss) by scale() before backward, unscales the
 // reduced gradient by 1/scale(), and calls Update() once per step with

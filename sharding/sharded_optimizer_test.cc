@@ -90,7 +90,9 @@ TEST(ShardedOptimizerTest, SgdNesterovShardsEqualWholeBitwise) { ExpectShardsMat
 
 TEST(ShardedOptimizerTest, WeightDecayOnlyOnDecayedParameters) {
   // With zero gradients AdamW moves nothing but the decay: p *= 1 - lr*wd.
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   const FlatParamLayout layout = MakeLayout();
   const int64_t P = layout.padded_numel();
   std::vector<float> p = RandomVector(&rng, P);
@@ -111,7 +113,9 @@ TEST(ShardedOptimizerTest, AdamWFirstStepMatchesFormula) {
   // Step 1: m = (1-b1) g, v = (1-b2) g^2, update = lr * g/|g| (up to eps).
   const FlatParamLayout layout = MakeLayout();
   const int64_t P = layout.padded_numel();
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   std::vector<float> p = RandomVector(&rng, P), g = RandomVector(&rng, P);
   for (int64_t i = layout.numel(); i < P; ++i) g[i] = 0;
   const std::vector<float> before = p;

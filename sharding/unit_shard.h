@@ -1,5 +1,5 @@
 // UnitShard: one unit's parameter, master, gradient buffers on one rank under
-// a ZeRO stage (DESIGN.md §6), and the collectives that move them.
+// a ZeRO stage (docs/sharding.md), and the collectives that move them.
 //
 // At rest (between steps) a rank holds, with P the unit's padded numel, S its
 // shard numel, c the compute dtype size (4 for f32, 2 for bf16/f16):

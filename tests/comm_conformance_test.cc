@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -150,10 +151,12 @@ class CommConformanceTest : public testing::TestWithParam<Backend> {
   void SetUp() override {
     comm_ = Create(CommOptions{});
     if (comm_ == nullptr) return;
-    // A fresh seed per test, the same on every rank.
+    // A fresh seed per test, the same on every rank, traced in every failure
+    // message of the test.
     seed_ = std::random_device{}();
     MPI_Bcast(&seed_, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     RecordProperty("seed", std::to_string(seed_));
+    seed_trace_.emplace(__FILE__, __LINE__, ::testing::Message() << "seed " << seed_);
   }
 
   // nullptr (after GTEST_SKIP) when the backend is unavailable here.
@@ -262,6 +265,7 @@ class CommConformanceTest : public testing::TestWithParam<Backend> {
   std::unique_ptr<Communicator> comm_;
   std::string skip_reason_;
   uint64_t seed_ = 0;
+  std::optional<::testing::ScopedTrace> seed_trace_;
 };
 
 #define SKIP_IF_UNAVAILABLE()                         \

@@ -15,7 +15,7 @@ if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
 export OMPI_MCA_mpi_yield_when_idle=1
 for np in 1 2 4; do
   echo "# dp = $np"
-  # Step time is asked for at dp = 2 only (the comparison point).
+  # Step time at dp = 2 only: RESULTS.md compares the stages there.
   time_flag=--time=false
   if [ "$np" = 2 ]; then time_flag=--time=true; fi
   mpirun "${flags[@]}" -np "$np" "$bin" "$time_flag" "$@"

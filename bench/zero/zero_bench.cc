@@ -13,9 +13,10 @@
 //   precision: per stage, the params and grads categories with f32 and with
 //           bf16 compute after one step (and the grads peak during it).
 //
-// The memory and comm tables use f32 compute, so the theory is
-// DESIGN.md §6's with 4-byte params and grads: stage 0: 20Ψ, 1: 8Ψ + 12Ψ/N,
-// 2: 4Ψ + 16Ψ/N, 3: 20Ψ/N bytes (4 + 4 + 4 master + 8 AdamW).
+// The memory and comm tables use f32 compute, so the theory is the ZeRO
+// paper's formulas (docs/sharding.md) with 4-byte params and grads:
+// stage 0: 20Ψ, 1: 8Ψ + 12Ψ/N, 2: 4Ψ + 16Ψ/N, 3: 20Ψ/N bytes
+// (4 + 4 + 4 master + 8 AdamW).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size());
   }
   std::printf("replayed %zu corpus inputs; mutating with seed %llu\n", corpus.size(), seed);
+  std::fflush(stdout);  // still in the log if a mutated input crashes the process
   std::mt19937_64 rng(seed);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   long long done = 0;

@@ -203,6 +203,7 @@ TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAccumulationAndF16LossS
   const int dp = World().size();
   const std::string dir = SharedDir("resume");
   const int32_t seed = SharedSeed();
+  SCOPED_TRACE(absl::StrCat("data seed ", seed));
   for (bool f16 : {false, true}) {
     for (int k : {1, 3}) {
       for (int stage = 0; stage <= 3; ++stage) {
@@ -271,6 +272,7 @@ TEST(CheckpointMpiTest, LoadReshardsBetweenEveryPairOfDpSizes) {
   if (world < 2) GTEST_SKIP() << "needs two ranks for two dp sizes";
   const std::string dir = SharedDir("reshard");
   const int32_t seed = SharedSeed();
+  SCOPED_TRACE(absl::StrCat("data seed ", seed));
   for (int n = 1; n <= world; ++n) FirstRanks(n);  // same split order everywhere
   const Weights layout = [&] {
     TrainRun r = MakeRun(&World(), 0, 1, seed);
@@ -324,6 +326,7 @@ TEST(CheckpointMpiTest, OfflineReshardThenLoadEqualsLoadingWithResharding) {
   const int dp = World().size();
   const std::string dir = SharedDir("offline_reshard");
   const int32_t seed = SharedSeed();
+  SCOPED_TRACE(absl::StrCat("data seed ", seed));
   const std::string root = JoinPath(dir, "saved"), resharded = JoinPath(dir, "resharded");
   {
     TrainRun run = MakeRun(&World(), 2, 1, seed);
@@ -350,6 +353,7 @@ TEST(CheckpointMpiTest, OfflineReshardThenLoadEqualsLoadingWithResharding) {
 TEST(CheckpointMpiTest, ImportOfConsolidatedWeightsIsExact) {
   const std::string dir = SharedDir("import");
   const int32_t seed = SharedSeed();
+  SCOPED_TRACE(absl::StrCat("data seed ", seed));
   const std::string root = JoinPath(dir, "saved"), file = JoinPath(dir, "full.safetensors");
   const std::string imported = JoinPath(dir, "imported");
   Weights saved;
@@ -382,6 +386,7 @@ TEST(CheckpointMpiTest, ImportOfConsolidatedWeightsIsExact) {
 TEST(CheckpointMpiTest, SgdMomentumResumesExactlyAndWeightsOnlyLoadsIntoAdamW) {
   const std::string dir = SharedDir("sgd");
   const int32_t seed = SharedSeed();
+  SCOPED_TRACE(absl::StrCat("data seed ", seed));
   const std::string root = JoinPath(dir, "sgd");
   const auto sgd = [](TrainConfig* c) {
     c->mutable_engine()->mutable_optimizer()->set_type(OptimizerConfig::SGD);
@@ -438,6 +443,7 @@ TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {
   const int dp = World().size();
   const std::string dir = SharedDir("errors");
   const int32_t seed = SharedSeed();
+  SCOPED_TRACE(absl::StrCat("data seed ", seed));
   const std::string root = JoinPath(dir, "saved");
   TrainRun run = MakeRun(&World(), 3, 1, seed);
   ASSERT_TRUE(run.Steps(1).ok());

@@ -30,6 +30,7 @@ using testing::FlatValues;
 struct Fixture {
   std::string root;
   CheckpointManifest manifest;
+  uint32_t seed = 0;  // of the values, for the caller's SCOPED_TRACE
   FlatValues values;
 };
 
@@ -37,7 +38,8 @@ Fixture WriteFixture(const std::string& name, int dp) {
   Fixture f;
   f.root = testing::FreshTempDir(name);
   f.manifest = FixtureManifest(dp, 9);
-  f.values = testing::RandomFlatValues(f.manifest, std::random_device{}());
+  f.seed = std::random_device{}();
+  f.values = testing::RandomFlatValues(f.manifest, f.seed);
   EXPECT_TRUE(testing::WriteFixture(f.root, f.manifest, f.values).ok());
   return f;
 }
@@ -55,6 +57,7 @@ void ExpectHolds(const CheckpointReader& r, const FlatValues& values) {
 
 TEST(OfflineToolsTest, ReshardKeepsEveryValueAndTheRestOfTheManifest) {
   Fixture f = WriteFixture("tools_reshard", 4);
+  SCOPED_TRACE(::testing::Message() << "values seed " << f.seed);
   absl::StatusOr<CheckpointReader> src = CheckpointReader::Open(f.root);
   ASSERT_TRUE(src.ok()) << src.status();
   for (int dp : {1, 2, 3, 5}) {
@@ -75,6 +78,7 @@ TEST(OfflineToolsTest, ReshardKeepsEveryValueAndTheRestOfTheManifest) {
 
 TEST(OfflineToolsTest, ConsolidateIsIndependentOfDpAndWritesHuggingFaceNames) {
   Fixture f = WriteFixture("tools_consolidate", 4);
+  SCOPED_TRACE(::testing::Message() << "values seed " << f.seed);
   absl::StatusOr<CheckpointReader> src = CheckpointReader::Open(f.root);
   ASSERT_TRUE(src.ok());
   const std::string out2 = f.root + "_dp2";
@@ -116,6 +120,7 @@ TEST(OfflineToolsTest, ConsolidateIsIndependentOfDpAndWritesHuggingFaceNames) {
 
 TEST(OfflineToolsTest, DiffReportsMaxAbsoluteAndRelativeDifference) {
   Fixture f = WriteFixture("tools_diff", 3);
+  SCOPED_TRACE(::testing::Message() << "values seed " << f.seed);
   absl::StatusOr<CheckpointReader> a = CheckpointReader::Open(f.root);
   ASSERT_TRUE(a.ok());
   FlatValues changed = f.values;
@@ -149,6 +154,7 @@ TEST(OfflineToolsTest, DiffReportsMaxAbsoluteAndRelativeDifference) {
 
 TEST(OfflineToolsTest, VerifyAndInspect) {
   Fixture f = WriteFixture("tools_verify", 2);
+  SCOPED_TRACE(::testing::Message() << "values seed " << f.seed);
   EXPECT_TRUE(VerifyCheckpoint(f.root).empty());
   const std::string path = JoinPath(JoinPath(f.root, "step_9"), "rank_00001.safetensors");
   std::string bytes = *ReadFileToString(path);
@@ -193,12 +199,11 @@ absl::StatusOr<std::string> Import(const std::string& in, const TrainConfig& c, 
   return ImportCheckpoint(in, *Gpt2Of(c), c, out);
 }
 
-// Random full GPT-2 weights with the model's names, as a safetensors file.
+// Random full GPT-2 weights from `seed` with the model's names, as a
+// safetensors file.
 std::map<std::string, std::vector<float>> WriteRandomWeights(const std::string& path, const TrainConfig& c,
-                                                             const std::string& extra = "") {
+                                                             uint32_t seed, const std::string& extra = "") {
   std::unique_ptr<Model> model = Gpt2Of(c);
-  const uint32_t seed = std::random_device{}();
-  SCOPED_TRACE(::testing::Message() << "weights seed " << seed);
   std::mt19937 rng(seed);
   std::map<std::string, std::vector<float>> weights;
   std::vector<SafetensorsTensorData> tensors;
@@ -222,7 +227,9 @@ TEST(OfflineToolsTest, ImportOfAConsolidatedFileReproducesTheWeightsExactly) {
   const std::string root = testing::FreshTempDir("tools_import");
   const std::string in = JoinPath(root, "in.safetensors");
   const TrainConfig config = TinyConfig(3);
-  std::map<std::string, std::vector<float>> weights = WriteRandomWeights(in, config);
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "weights seed " << seed);
+  std::map<std::string, std::vector<float>> weights = WriteRandomWeights(in, config, seed);
   absl::StatusOr<std::string> dir = Import(in, config, JoinPath(root, "ckpt"));
   ASSERT_TRUE(dir.ok()) << dir.status();
   absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(JoinPath(root, "ckpt"));
@@ -250,13 +257,15 @@ TEST(OfflineToolsTest, ImportOfAConsolidatedFileReproducesTheWeightsExactly) {
 TEST(OfflineToolsTest, ImportErrorsNameTheTensor) {
   const std::string root = testing::FreshTempDir("tools_import_errors");
   const std::string in = JoinPath(root, "in.safetensors");
-  WriteRandomWeights(in, TinyConfig(1), "h.0.attn.extra");
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "weights seed " << seed);
+  WriteRandomWeights(in, TinyConfig(1), seed, "h.0.attn.extra");
   absl::StatusOr<std::string> d = Import(in, TinyConfig(1), JoinPath(root, "a"));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(d.status().message().find("tensor 'h.0.attn.extra' is not a parameter"), std::string::npos) << d.status();
   TrainConfig wider = TinyConfig(1);
   wider.mutable_model()->set_n_embd(16);
-  WriteRandomWeights(in, TinyConfig(1));
+  WriteRandomWeights(in, TinyConfig(1), seed);
   d = Import(in, wider, JoinPath(root, "b"));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(d.status().message().find("tensor 'wte.weight' has shape [13, 8], the config's model expects [13, 16]"),

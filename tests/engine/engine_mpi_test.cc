@@ -71,12 +71,13 @@ ProcessGrid& Grid() { return DataParallelWorld(); }
 
 using Weights = std::map<std::string, std::vector<float>>;
 
-// Tokens every rank agrees on: rank 0's random seed is broadcast.
-std::vector<int32_t> SharedTokens() {
-  int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  EXPECT_TRUE(Grid().dp().AllReduce(&seed, 1, DType::kI32, ReduceOp::kMax)->Wait().ok());
-  std::printf("token seed %d\n", seed);
-  return RandomTokens(static_cast<uint32_t>(seed), kGlobalBatch, Tiny().seq_len, Tiny().vocab_size);
+// Tokens every rank agrees on, from a random seed every rank agrees on (the
+// largest of the ranks' draws), stored in *seed for the caller's SCOPED_TRACE.
+std::vector<int32_t> SharedTokens(int32_t* seed) {
+  *seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
+  EXPECT_TRUE(Grid().dp().AllReduce(seed, 1, DType::kI32, ReduceOp::kMax)->Wait().ok());
+  std::printf("token seed %d\n", *seed);
+  return RandomTokens(static_cast<uint32_t>(*seed), kGlobalBatch, Tiny().seq_len, Tiny().vocab_size);
 }
 
 struct EngineRun {
@@ -227,7 +228,9 @@ bool Bitwise(const Weights& a, const Weights& b) {
 }
 
 TEST(EngineMpiTest, Gpt2ParityStageEqualityRepeatability) {
-  const std::vector<int32_t> tokens = SharedTokens();
+  int32_t seed = 0;
+  const std::vector<int32_t> tokens = SharedTokens(&seed);
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const Weights reference = RunReference(tokens);
   const int dp = Grid().dp().size();
   for (int k : {1, 3}) {
@@ -261,9 +264,11 @@ TEST(EngineMpiTest, Gpt2ParityStageEqualityRepeatability) {
   }
 }
 
-// Per rank after step 1: DESIGN.md §6's per-stage bytes, padding included.
+// Per rank after step 1: the per-stage bytes of docs/sharding.md, padding included.
 TEST(EngineMpiTest, Gpt2MemoryAndCommAccounting) {
-  const std::vector<int32_t> tokens = SharedTokens();
+  int32_t seed = 0;
+  const std::vector<int32_t> tokens = SharedTokens(&seed);
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const int dp = Grid().dp().size();
   for (int stage = 0; stage <= 3; ++stage) {
     SCOPED_TRACE(absl::StrCat("dp ", dp, " stage ", stage));
@@ -344,7 +349,9 @@ TEST(EngineMpiTest, DifferentConfigOnRankZeroFailsCreateEverywhere) {
 }
 
 TEST(EngineMpiTest, WrongBatchShapeAndUnknownNameFailEverywhere) {
-  const std::vector<int32_t> tokens = SharedTokens();
+  int32_t seed = 0;
+  const std::vector<int32_t> tokens = SharedTokens(&seed);
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const int dp = Grid().dp().size();
   auto engine = Engine::Create(MakeConfig(3, dp, 1), &Grid(), std::move(BuildGpt2(Tiny())).value());
   ASSERT_TRUE(engine.ok()) << engine.status();
