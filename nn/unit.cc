@@ -41,12 +41,13 @@ void ActivationPack::Clear() {
 }
 
 absl::Status Unit::BackwardInput(const UnitContext&, absl::Span<const TensorView>, const Batch&,
-                                 const SavedActivations&, absl::Span<const TensorView>, ActivationPack*) const {
+                                 const SavedActivations&, absl::Span<const TensorView>, ActivationPack*,
+                                 std::unique_ptr<SavedActivations>*) const {
   return absl::UnimplementedError(absl::StrCat("unit '", name(), "' does not split its backward (BackwardInput)"));
 }
 
-absl::Status Unit::BackwardWeight(const UnitContext&, absl::Span<const TensorView>, absl::Span<const TensorView>,
-                                  const Batch&, const SavedActivations&, absl::Span<const TensorView>) const {
+absl::Status Unit::BackwardWeight(const UnitContext&, absl::Span<const TensorView>, const Batch&,
+                                  const SavedActivations&, const SavedActivations&) const {
   return absl::UnimplementedError(absl::StrCat("unit '", name(), "' does not split its backward (BackwardWeight)"));
 }
 

@@ -198,14 +198,21 @@ class Unit {
 
   // Zero-bubble pipeline schedules split Backward into the input gradient
   // (BackwardInput) and the parameter gradients (BackwardWeight), run in
-  // that order on the same `saved`. Units that can say so return true.
+  // that order for the same micro-batch (other micro-batches' calls may
+  // come between them). BackwardInput fills grad_in exactly as Backward
+  // does and keeps in *weight_inputs what BackwardWeight needs (e.g. each
+  // linear's output gradient); BackwardWeight accumulates into grads what
+  // Backward would have, so the two together give bitwise Backward's
+  // results. Units that implement both return true from
+  // SupportsSplitBackward; the others are run with Backward.
   virtual bool SupportsSplitBackward() const { return false; }
   virtual absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params,
                                      const Batch& batch, const SavedActivations& saved,
-                                     absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const;
-  virtual absl::Status BackwardWeight(const UnitContext& ctx, absl::Span<const TensorView> params,
-                                      absl::Span<const TensorView> grads, const Batch& batch,
-                                      const SavedActivations& saved, absl::Span<const TensorView> grad_out) const;
+                                     absl::Span<const TensorView> grad_out, ActivationPack* grad_in,
+                                     std::unique_ptr<SavedActivations>* weight_inputs) const;
+  virtual absl::Status BackwardWeight(const UnitContext& ctx, absl::Span<const TensorView> grads,
+                                      const Batch& batch, const SavedActivations& saved,
+                                      const SavedActivations& weight_inputs) const;
 };
 
 // A Unit that keeps its name and parameter list; a subclass fills params_
