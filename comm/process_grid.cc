@@ -87,10 +87,16 @@ absl::StatusOr<ProcessGrid> ProcessGrid::Create(std::unique_ptr<Communicator> wo
   ASSIGN_OR_RETURN(grid.tp_, world->Split(GroupColor(shape, c, GridAxis::kTp), c.tp, "tp"));
   ASSIGN_OR_RETURN(grid.dp_, world->Split(GroupColor(shape, c, GridAxis::kDp), c.dp, "dp"));
   ASSIGN_OR_RETURN(grid.pp_, world->Split(GroupColor(shape, c, GridAxis::kPp), c.pp, "pp"));
+  // The embedding group: the first and the last stage of one (dp, tp)
+  // coordinate; a middle stage is a group of its own (it never uses it).
+  const bool end_stage = c.pp == 0 || c.pp == shape.pp - 1;
+  const int embed_color = end_stage ? GroupColor(shape, c, GridAxis::kPp) : shape.size() + world->rank();
+  ASSIGN_OR_RETURN(grid.embedding_, world->Split(embed_color, c.pp, "embed"));
   ASSIGN_OR_RETURN(grid.world_control_, world->Split(0, world->rank(), "world.control"));
   ASSIGN_OR_RETURN(grid.tp_control_, world->Split(GroupColor(shape, c, GridAxis::kTp), c.tp, "tp.control"));
   ASSIGN_OR_RETURN(grid.dp_control_, world->Split(GroupColor(shape, c, GridAxis::kDp), c.dp, "dp.control"));
   ASSIGN_OR_RETURN(grid.pp_control_, world->Split(GroupColor(shape, c, GridAxis::kPp), c.pp, "pp.control"));
+  ASSIGN_OR_RETURN(grid.embedding_control_, world->Split(embed_color, c.pp, "embed.control"));
   grid.world_ = std::move(world);
   return grid;
 }

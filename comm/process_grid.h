@@ -54,7 +54,8 @@ absl::Status ValidateGridShape(const GridShape& shape, int world_size);
 class ProcessGrid {
  public:
   // Collective over `world`: splits it into the three groups (always in the
-  // order tp, dp, pp), then the control duplicates (world, tp, dp, pp). Errors: the shape does not match world->size()
+  // order tp, dp, pp), the embedding group, then the control duplicates
+  // (world, tp, dp, pp, embedding). Errors: the shape does not match world->size()
   // (kInvalidArgument), or a Split failed.
   static absl::StatusOr<ProcessGrid> Create(std::unique_ptr<Communicator> world, GridShape shape);
 
@@ -67,6 +68,12 @@ class ProcessGrid {
   // ranks in the same order as world() / group(axis).
   Communicator& world_control() const { return *world_control_; }
   Communicator& control(GridAxis axis) const;
+  // The embedding group: the first and the last pipeline stage of this
+  // rank's (dp, tp) coordinate (group rank = 0 for the first, 1 for the
+  // last; one rank when pp = 1), for a weight the two stages share. On a
+  // middle stage it is a group of one that nothing uses.
+  Communicator& embedding() const { return *embedding_; }
+  Communicator& embedding_control() const { return *embedding_control_; }
 
   const GridShape& shape() const { return shape_; }
   const GridCoords& coords() const { return coords_; }
@@ -84,10 +91,12 @@ class ProcessGrid {
   std::unique_ptr<Communicator> tp_;
   std::unique_ptr<Communicator> dp_;
   std::unique_ptr<Communicator> pp_;
+  std::unique_ptr<Communicator> embedding_;
   std::unique_ptr<Communicator> world_control_;
   std::unique_ptr<Communicator> tp_control_;
   std::unique_ptr<Communicator> dp_control_;
   std::unique_ptr<Communicator> pp_control_;
+  std::unique_ptr<Communicator> embedding_control_;
 };
 
 }  // namespace zeroshard

@@ -65,6 +65,18 @@ TEST(ProcessGridMpiTest, EveryShapeAgreesOnGroupMembership) {
       EXPECT_EQ(GatherMembers(control, world_rank), expected) << "control " << GridAxisName(axis);
       EXPECT_EQ(control.rank(), coord);
     }
+    // The embedding group: the first and last stage of this (dp, tp).
+    const std::vector<int> embed = GatherMembers(grid->embedding(), world_rank);
+    std::vector<int> expected_embed = {world_rank};
+    if (grid->pp_rank() == 0 || grid->pp_rank() == shape.pp - 1) {
+      GridCoords first = grid->coords(), last = grid->coords();
+      first.pp = 0;
+      last.pp = shape.pp - 1;
+      expected_embed = {RankOfCoords(shape, first)};
+      if (shape.pp > 1) expected_embed.push_back(RankOfCoords(shape, last));
+    }
+    EXPECT_EQ(embed, expected_embed);
+    EXPECT_EQ(GatherMembers(grid->embedding_control(), world_rank), expected_embed);
     EXPECT_EQ(grid->world_control().name(), "world.control");
     EXPECT_EQ(grid->world_control().rank(), world_rank);
     EXPECT_EQ(grid->world_control().size(), n);
