@@ -29,15 +29,17 @@ bool CheckpointReader::HasKind(absl::string_view kind) const {
   return std::find(manifest_.kinds().begin(), manifest_.kinds().end(), kind) != manifest_.kinds().end();
 }
 
-std::string CheckpointReader::FilePath(int dp_rank) const { return JoinPath(dir_, manifest_.files(dp_rank).path()); }
+std::string CheckpointReader::FilePath(int file) const { return JoinPath(dir_, manifest_.files(file).path()); }
 
-absl::Status CheckpointReader::CheckFileFrame(int dp_rank) const {
-  const CheckpointFile& f = manifest_.files(dp_rank);
-  const std::string path = FilePath(dp_rank);
+absl::Status CheckpointReader::CheckFileFrame(int file) const {
+  const CheckpointFile& f = manifest_.files(file);
+  const std::string path = FilePath(file);
   absl::StatusOr<int64_t> size = FileSize(path);
   if (!size.ok()) {
-    return absl::Status(size.status().code(), absl::StrCat("shard file of dp rank ", dp_rank, " is missing or "
-                                                           "unreadable: ", size.status().message()));
+    const std::string who = f.pp_rank() == 0 ? absl::StrCat("dp rank ", f.dp_rank())
+                                              : absl::StrCat("pp rank ", f.pp_rank(), " dp rank ", f.dp_rank());
+    return absl::Status(size.status().code(), absl::StrCat("shard file of ", who, " is missing or unreadable: ",
+                                                           size.status().message()));
   }
   if (*size != f.size_bytes()) {
     return absl::DataLossError(absl::StrCat("'", path, "' has ", *size, " bytes, the manifest says ", f.size_bytes(),
@@ -54,13 +56,13 @@ absl::Status CheckpointReader::CheckFileFrame(int dp_rank) const {
   return absl::OkStatus();
 }
 
-absl::Status CheckpointReader::VerifyFile(int dp_rank) const {
-  if (dp_rank < 0 || dp_rank >= manifest_.files_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("dp rank ", dp_rank, " outside [0, ", manifest_.files_size(), ")"));
+absl::Status CheckpointReader::VerifyFile(int file) const {
+  if (file < 0 || file >= manifest_.files_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("file ", file, " outside [0, ", manifest_.files_size(), ")"));
   }
-  RETURN_IF_ERROR(CheckFileFrame(dp_rank));
-  const CheckpointFile& f = manifest_.files(dp_rank);
-  const std::string path = FilePath(dp_rank);
+  RETURN_IF_ERROR(CheckFileFrame(file));
+  const CheckpointFile& f = manifest_.files(file);
+  const std::string path = FilePath(file);
   ASSIGN_OR_RETURN(SafetensorsHeader header, ReadSafetensorsHeader(path));
   if (header.header_bytes != f.header_bytes() || static_cast<int>(header.tensors.size()) != f.tensors_size()) {
     return absl::DataLossError(absl::StrCat("'", path, "': header lists ", header.tensors.size(),
@@ -90,21 +92,21 @@ absl::Status CheckpointReader::VerifyFile(int dp_rank) const {
   return absl::OkStatus();
 }
 
-absl::Status CheckpointReader::ReadShardTensor(int dp_rank, int unit, absl::string_view kind,
+absl::Status CheckpointReader::ReadShardTensor(int file, int unit, absl::string_view kind,
                                                std::vector<float>* out) const {
-  RETURN_IF_ERROR(CheckFileFrame(dp_rank));
-  const CheckpointFile& f = manifest_.files(dp_rank);
+  RETURN_IF_ERROR(CheckFileFrame(file));
+  const CheckpointFile& f = manifest_.files(file);
   const std::string name = ShardTensorName(unit, kind);
   const CheckpointTensor* tensor = nullptr;
   for (const CheckpointTensor& t : f.tensors()) {
     if (t.name() == name) tensor = &t;
   }
   if (tensor == nullptr) {
-    return absl::NotFoundError(absl::StrCat("'", FilePath(dp_rank), "' has no tensor '", name, "'"));
+    return absl::NotFoundError(absl::StrCat("'", FilePath(file), "' has no tensor '", name, "'"));
   }
   const int64_t bytes = tensor->data_end() - tensor->data_begin();
   out->assign(static_cast<size_t>(bytes / 4), 0.0f);
-  const std::string path = FilePath(dp_rank);
+  const std::string path = FilePath(file);
   RETURN_IF_ERROR(ReadFileRange(path, 8 + f.header_bytes() + tensor->data_begin(), bytes, out->data()));
   const uint32_t crc = Crc32c(out->data(), static_cast<size_t>(bytes));
   if (crc != tensor->crc32c()) {
@@ -130,9 +132,11 @@ absl::Status CheckpointReader::ReadFlat(int unit, absl::string_view kind, int64_
                                                    " outside its ", l.padded_numel(), " elements"));
   }
   const int64_t s = l.shard_numel();
+  // The unit's shards are in the files of the stage that computed it.
+  const int first_file = manifest_.units(unit).stage() * l.dp();
   std::vector<float> shard;
   for (int r = static_cast<int>(begin / s); r < l.dp() && r * s < begin + count; ++r) {
-    RETURN_IF_ERROR(ReadShardTensor(r, unit, kind, &shard));
+    RETURN_IF_ERROR(ReadShardTensor(first_file + r, unit, kind, &shard));
     const int64_t lo = std::max(begin, r * s), hi = std::min(begin + count, (r + 1) * s);
     std::memcpy(out + (lo - begin), shard.data() + (lo - r * s), static_cast<size_t>(hi - lo) * sizeof(float));
   }

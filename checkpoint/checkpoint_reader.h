@@ -37,9 +37,10 @@ class CheckpointReader {
   const std::vector<FlatParamLayout>& layouts() const { return layouts_; }
   bool HasKind(absl::string_view kind) const;
 
-  // Every check on shard file `dp_rank`: present, size, header checksum,
-  // header contents equal to the manifest's record, every tensor's checksum.
-  absl::Status VerifyFile(int dp_rank) const;
+  // Every check on shard file `file` (an index into the manifest's files:
+  // (pp rank, dp rank), dp fastest): present, size, header checksum, header
+  // contents equal to the manifest's record, every tensor's checksum.
+  absl::Status VerifyFile(int file) const;
 
   // Elements [begin, begin + count) of unit `unit`'s flat buffer of `kind`
   // into out[0, count). Requires 0 <= begin, begin + count <= padded numel
@@ -53,11 +54,11 @@ class CheckpointReader {
 
  private:
   CheckpointReader() = default;
-  std::string FilePath(int dp_rank) const;
+  std::string FilePath(int file) const;
   // Size and header checksum of a file against the manifest.
-  absl::Status CheckFileFrame(int dp_rank) const;
-  // The whole tensor `unit.<unit>.<kind>` of file dp_rank, checksum verified.
-  absl::Status ReadShardTensor(int dp_rank, int unit, absl::string_view kind, std::vector<float>* out) const;
+  absl::Status CheckFileFrame(int file) const;
+  // The whole tensor `unit.<unit>.<kind>` of file `file`, checksum verified.
+  absl::Status ReadShardTensor(int file, int unit, absl::string_view kind, std::vector<float>* out) const;
 
   std::string dir_;
   CheckpointManifest manifest_;

@@ -29,6 +29,16 @@ std::vector<FlatParamLayout> EngineLayouts(const EngineImpl& engine) {
   return layouts;
 }
 
+// The units whose shards this rank saves: those its pipeline stage computes
+// (a mirror of another stage's unit is saved there, once).
+std::vector<FlatParamLayout> SavedLayouts(const EngineImpl& engine) {
+  std::vector<FlatParamLayout> layouts;
+  for (int u = 0; u < engine.num_units(); ++u) {
+    if (engine.plan().units[u].computed) layouts.push_back(engine.layout(u));
+  }
+  return layouts;
+}
+
 // The f32 buffer holding unit u's region of `kind` on this rank (master
 // region: [0, P) under stage 0, the rank's shard otherwise). Null for the
 // optimizer state of a unit that has none (frozen): it is saved as zeros
@@ -152,20 +162,25 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
   }));
 
   const std::vector<FlatParamLayout> layouts = EngineLayouts(engine);
+  const std::vector<FlatParamLayout> saved = SavedLayouts(engine);
   const std::vector<std::string> kinds = CheckpointKinds(engine.options().optimizer);
   const int stage = engine.options().stage;
+  const int dp_rank = engine.dp().rank(), dp_size = engine.dp().size(), pp_rank = engine.pipeline_stage();
   CheckpointFile mine;
   RETURN_IF_ERROR(Agreed(dp, "writing a shard file", [&]() -> absl::Status {
     hook("before_shard_file");
     std::vector<float> zeros;  // a frozen unit's optimizer state
-    ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, rank, step, layouts, kinds, [&](int u, int k) -> const float* {
+    // File index = (pp rank, dp rank), dp fastest: this rank's control rank.
+    ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, rank, step, saved, kinds, [&](int u, int k) -> const float* {
                        const float* base = StateBuffer(engine, u, kinds[k]);
                        if (base == nullptr) {
                          zeros.assign(static_cast<size_t>(engine.unit_shard(u).master_numel()), 0.0f);
                          base = zeros.data();
                        }
-                       return stage == 0 ? base + layouts[u].ShardBegin(rank) : base;
+                       return stage == 0 ? base + layouts[u].ShardBegin(dp_rank) : base;
                      }));
+    mine.set_dp_rank(dp_rank);
+    mine.set_pp_rank(pp_rank);
     hook("after_shard_file");
     return absl::OkStatus();
   }));
@@ -179,9 +194,9 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     m.set_optimizer_steps(engine.step());
     m.set_skipped_steps(engine.skipped_steps());
     CheckpointTopology* topo = m.mutable_topology();
-    topo->set_dp(dp.size());
+    topo->set_dp(dp_size);
     topo->set_tp(1);
-    topo->set_pp(1);
+    topo->set_pp(engine.plan().stages);
     topo->set_zero_stage(stage);
     topo->set_alignment(layouts.empty() ? kDefaultShardAlignment : layouts[0].alignment());
     *m.mutable_config() = config;
@@ -189,6 +204,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     std::vector<std::vector<std::string>> borrowed;
     for (const auto& unit : engine.model().units) borrowed.push_back(unit->borrowed_params());
     SetManifestUnits(layouts, borrowed, &m);
+    for (int u = 0; u < m.units_size(); ++u) m.mutable_units(u)->set_stage(engine.plan().units[u].stage);
     for (CheckpointFile& f : files) *m.add_files() = std::move(f);
     *m.mutable_loss_scaler() = options.loss_scaler;
     const LossScaler& scaler = engine.loss_scaler();
@@ -236,6 +252,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
   }));
   RETURN_IF_ERROR(Agreed(dp, "reading the checkpoint", [&]() -> absl::Status {
     for (int u = 0; u < engine.num_units(); ++u) {
+      if (!engine.plan().units[u].held) continue;  // another pipeline stage's
       UnitShard& shard = engine.unit_shard(u);
       const int64_t begin = shard.master_begin(), count = shard.master_numel();
       // [begin, begin + count) may run past the unit's numel (padding at
@@ -305,6 +322,7 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
   }));
   RETURN_IF_ERROR(Agreed(dp, "reading the safetensors file", [&]() -> absl::Status {
     for (int u = 0; u < engine.num_units(); ++u) {
+      if (!engine.plan().units[u].held) continue;  // another pipeline stage's
       UnitShard& shard = engine.unit_shard(u);
       const FlatParamLayout& l = engine.layout(u);
       const int64_t begin = shard.master_begin(), end = begin + shard.master_numel();

@@ -70,11 +70,19 @@ absl::Status ValidateUnit(const CheckpointManifest& m, int u) {
 
 absl::Status ValidateFile(const CheckpointManifest& m, int r, const std::vector<FlatParamLayout>& layouts) {
   const CheckpointFile& f = m.files(r);
-  if (f.dp_rank() != r) return Invalid(absl::StrCat("files[", r, "] has dp_rank ", f.dp_rank(), ", expected ", r));
+  const int dp = m.topology().dp();
+  if (f.dp_rank() != r % dp || f.pp_rank() != r / dp) {
+    return Invalid(absl::StrCat("files[", r, "] has (pp_rank, dp_rank) (", f.pp_rank(), ", ", f.dp_rank(),
+                                "), expected (", r / dp, ", ", r % dp, ")"));
+  }
   if (!SafeFileName(f.path())) return Invalid(absl::StrCat("files[", r, "] path '", f.path(), "' is not a plain file name"));
+  // The file holds the units of its pipeline stage.
+  auto in_file = [&](const FlatParamLayout& l) {
+    return l.numel() > 0 && m.units(l.unit_index()).stage() == f.pp_rank();
+  };
   std::vector<std::string> expected;
   for (const FlatParamLayout& l : layouts) {
-    if (l.numel() == 0) continue;
+    if (!in_file(l)) continue;
     for (const std::string& kind : m.kinds()) expected.push_back(ShardTensorName(l.unit_index(), kind));
   }
   if (f.tensors_size() != static_cast<int>(expected.size())) {
@@ -84,7 +92,7 @@ absl::Status ValidateFile(const CheckpointManifest& m, int r, const std::vector<
   int64_t at = 0;
   size_t t = 0;
   for (const FlatParamLayout& l : layouts) {
-    if (l.numel() == 0) continue;
+    if (!in_file(l)) continue;
     for (int k = 0; k < m.kinds_size(); ++k, ++t) {
       const CheckpointTensor& tensor = f.tensors(static_cast<int>(t));
       if (tensor.name() != expected[t] || tensor.dtype() != "F32" || tensor.shape_size() != 1 ||
@@ -191,9 +199,9 @@ absl::Status ValidateManifest(const CheckpointManifest& m) {
                                 topo.zero_stage(), " alignment=", topo.alignment(),
                                 " is out of range (dp, tp, pp, alignment >= 1; stage 0-3)"));
   }
-  if (topo.tp() != 1 || topo.pp() != 1) {
-    return absl::UnimplementedError(absl::StrCat("checkpoint topology tp=", topo.tp(), " pp=", topo.pp(),
-                                                 ": only tp=1 pp=1 checkpoints exist in format version 1"));
+  if (topo.tp() != 1) {
+    return absl::UnimplementedError(
+        absl::StrCat("checkpoint topology tp=", topo.tp(), ": only tp=1 checkpoints exist in format version 1"));
   }
   if (m.kinds_size() < 1 || m.kinds(0) != kKindMaster) return Invalid("kinds must start with \"master\"");
   std::set<std::string> kinds;
@@ -222,8 +230,14 @@ absl::Status ValidateManifest(const CheckpointManifest& m) {
                                   " gives ", layouts[u].shard_numel()));
     }
   }
-  if (m.files_size() != topo.dp()) {
-    return Invalid(absl::StrCat("lists ", m.files_size(), " shard files, expected one per dp rank (", topo.dp(), ")"));
+  for (int u = 0; u < m.units_size(); ++u) {
+    if (m.units(u).stage() < 0 || m.units(u).stage() >= topo.pp()) {
+      return Invalid(absl::StrCat("unit ", u, " has stage ", m.units(u).stage(), ", expected in [0, ", topo.pp(), ")"));
+    }
+  }
+  if (m.files_size() != topo.dp() * topo.pp()) {
+    return Invalid(absl::StrCat("lists ", m.files_size(), " shard files, expected one per (pp, dp) rank (",
+                                topo.pp(), " x ", topo.dp(), ")"));
   }
   std::set<std::string> paths;
   for (int r = 0; r < m.files_size(); ++r) {

@@ -11,7 +11,7 @@ std::vector<absl::Status> VerifyCheckpoint(const std::string& dir_or_root) {
     problems.push_back(reader.status());
     return problems;
   }
-  for (int r = 0; r < reader->dp(); ++r) {
+  for (int r = 0; r < reader->manifest().files_size(); ++r) {
     absl::Status s = reader->VerifyFile(r);
     if (!s.ok()) problems.push_back(s);
   }

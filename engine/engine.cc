@@ -22,11 +22,22 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, ProcessGrid* grid,
                                                        std::unique_ptr<Model> model) {
-  if (grid->shape().tp != 1 || grid->shape().pp != 1) {
-    return absl::UnimplementedError(absl::StrCat("process grid tp=", grid->shape().tp, " pp=", grid->shape().pp,
-                                                 ": the engine supports tp=1 and pp=1 only yet"));
+  if (grid->shape().tp != 1) {
+    return absl::UnimplementedError(
+        absl::StrCat("process grid tp=", grid->shape().tp, ": the engine supports tp=1 only yet"));
   }
-  EngineComms comms{&grid->dp(), &grid->control(GridAxis::kDp)};
+  EngineComms comms;
+  comms.dp = &grid->dp();
+  if (grid->shape().pp == 1) {
+    // dp is the whole job: its communicators serve as the world's.
+    comms.control = &grid->control(GridAxis::kDp);
+    comms.world = comms.dp;
+  } else {
+    comms.control = &grid->world_control();
+    comms.world = &grid->world();
+    comms.pp = &grid->pp();
+    comms.embedding = &grid->embedding();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<EngineImpl> engine, EngineImpl::Create(config, comms, std::move(model)));
   return std::unique_ptr<Engine>(std::move(engine));
 }
@@ -44,7 +55,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const Eng
                                                    "; give a communicator of the engine's device (its control "
                                                    "traffic needs host memory: cpu)"));
   }
-  EngineComms comms{dp, dp};
+  EngineComms comms;
+  comms.dp = comms.control = comms.world = dp;
   ASSIGN_OR_RETURN(std::unique_ptr<EngineImpl> engine, EngineImpl::Create(config, comms, std::move(model)));
   return std::unique_ptr<Engine>(std::move(engine));
 }
@@ -53,7 +65,9 @@ EngineImpl& Internals(Engine& engine) { return static_cast<EngineImpl&>(engine);
 const EngineImpl& Internals(const Engine& engine) { return static_cast<const EngineImpl&>(engine); }
 
 EngineImpl::~EngineImpl() {
-  for (auto& shard : shards_) shard->Release().IgnoreError();
+  for (auto& shard : shards_) {
+    if (shard != nullptr) shard->Release().IgnoreError();
+  }
   if (reducer_ != nullptr) reducer_->FinishAll().IgnoreError();
 }
 
@@ -64,16 +78,20 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfi
   if (comms.dp == nullptr || comms.control == nullptr) {
     return absl::InvalidArgumentError("Engine::Create needs a dp and a control communicator");
   }
-  if (comms.control->size() != comms.dp->size() || comms.control->rank() != comms.dp->rank()) {
+  if (comms.world == nullptr) comms.world = comms.dp;
+  if (comms.control->size() != comms.world->size() || comms.control->rank() != comms.world->rank()) {
     return absl::InvalidArgumentError(absl::StrCat("the control communicator '", comms.control->name(), "' is rank ",
                                                    comms.control->rank(), " of ", comms.control->size(),
-                                                   ", the dp communicator '", comms.dp->name(), "' rank ",
-                                                   comms.dp->rank(), " of ", comms.dp->size(),
+                                                   ", the world communicator '", comms.world->name(), "' rank ",
+                                                   comms.world->rank(), " of ", comms.world->size(),
                                                    "; they must be the same group"));
   }
   std::unique_ptr<EngineImpl> engine(new EngineImpl());
   engine->dp_ = comms.dp;
   engine->control_ = comms.control;
+  engine->world_ = comms.world;
+  engine->pp_ = comms.pp;
+  engine->embedding_ = comms.embedding;
   engine->model_ = std::move(model);
   RETURN_IF_ERROR(engine->Init(config, hooks));
   return engine;
@@ -88,7 +106,14 @@ absl::Status EngineImpl::Init(const EngineConfig& config, const EngineTestHooks&
   if (options.ok()) options_ = *options;
   absl::Status model_ok;
   if (options.ok()) {
-    absl::StatusOr<StepPlan> plan = PlanDataParallelStep(*model_, options_, dp_->size());
+    const int stage = pp_ == nullptr ? 0 : pp_->rank();
+    if (options_.pipeline.stages != (pp_ == nullptr ? 1 : pp_->size())) {
+      model_ok = absl::InvalidArgumentError(absl::StrCat("engine.parallel.pp: ", options_.pipeline.stages,
+                                                         " but the pp communicator has ",
+                                                         pp_ == nullptr ? 1 : pp_->size(), " ranks"));
+    }
+    absl::StatusOr<StepPlan> plan =
+        model_ok.ok() ? PlanStep(*model_, options_, dp_->size(), stage) : absl::StatusOr<StepPlan>(model_ok);
     model_ok = plan.status();
     if (plan.ok()) plan_ = std::move(*plan);
   }
@@ -148,15 +173,16 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
     int64_t numel = 0;
     for (const FlatParamLayout& l : plan_.layouts) numel += l.numel();
     return absl::FailedPreconditionError(absl::StrFormat(
-        "the model differs across the %d dp ranks: dp rank %d has %d units and %d parameters (fingerprint "
+        "the model differs across the %d %s ranks: %s rank %d has %d units and %d parameters (fingerprint "
         "%016x); every rank must build the same model",
-        dp_->size(), dp_->rank(), plan_.layouts.size(), numel, model_fp));
+        control_->size(), ControlGroup(), ControlGroup(), control_->rank(), plan_.layouts.size(), numel, model_fp));
   }
   if (!config_same) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "the engine config differs across the %d dp ranks: dp rank %d has fingerprint %016x (zero.stage=%d, "
+        "the engine config differs across the %d %s ranks: %s rank %d has fingerprint %016x (zero.stage=%d, "
         "gradient_accumulation_steps=%d); every rank must load the same config",
-        dp_->size(), dp_->rank(), config_fp, config.zero().stage(), config.gradient_accumulation_steps()));
+        control_->size(), ControlGroup(), ControlGroup(), control_->rank(), config_fp, config.zero().stage(),
+        config.gradient_accumulation_steps()));
   }
   return absl::OkStatus();
 }
@@ -172,6 +198,11 @@ absl::Status EngineImpl::Allocate() {
   const WeightDecayPolicy policy(options_.optimizer.no_decay_patterns);
   for (int u = 0; u < L; ++u) {
     const bool trainable = plan_.units[u].trainable;
+    if (!plan_.units[u].held) {  // another pipeline stage's unit
+      with_grads.push_back(nullptr);
+      shards_.push_back(nullptr);
+      continue;
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
                      UnitShard::Create(&plan_.layouts[u], options_.stage, dp_, &tracker_, options_.compute_dtype,
                                        compute_.kernels, trainable));
@@ -204,6 +235,7 @@ absl::Status EngineImpl::Allocate() {
 absl::Status EngineImpl::InitParams() {
   const int rank = dp_->rank();
   for (int u = 0; u < num_units(); ++u) {
+    if (shards_[u] == nullptr) continue;
     const FlatParamLayout& layout = plan_.layouts[u];
     UnitShard& shard = *shards_[u];
     const std::vector<ParamSpec>& specs = model_->units[u]->params();
@@ -230,6 +262,7 @@ absl::Status EngineImpl::PublishMasterWeights() {
   std::vector<std::unique_ptr<Work>> works;
   absl::Status status;
   for (auto& shard : shards_) {
+    if (shard == nullptr) continue;
     absl::StatusOr<std::unique_ptr<Work>> w = shard->PublishMaster();
     if (!w.ok()) {
       if (status.ok()) status = w.status();
@@ -256,6 +289,10 @@ std::vector<std::string> EngineImpl::ParamNames() const {
     for (const FlatParamInfo& p : l.params()) names.push_back(p.name);
   }
   return names;
+}
+
+std::string EngineImpl::ControlGroup() const {
+  return control_->name().substr(0, control_->name().find('.'));
 }
 
 std::vector<bool> EngineImpl::checkpointed_units() const {

@@ -36,8 +36,8 @@ absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {
       sums[3 + 2 * i] = static_cast<float>(terms.metrics[i].weight);
     }
     const auto issued = std::chrono::steady_clock::now();
-    std::unique_ptr<Work> summed = dp_->AllReduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kF32,
-                                                  ReduceOp::kSum);
+    std::unique_ptr<Work> summed = world_->AllReduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kF32,
+                                                     ReduceOp::kSum);
     s = WaitTraced(*summed, timeline_.get(), "allreduce", "AllReduce", "eval loss", issued,
                    static_cast<int64_t>(sums.size() * sizeof(float)));
   }
@@ -60,24 +60,34 @@ absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view nam
     absl::StatusOr<int> p = plan_.layouts[u].FindParam(name);
     if (!p.ok()) continue;
     const FlatParamInfo& info = plan_.layouts[u].params()[*p];
-    UnitShard& shard = *shards_[u];
     std::vector<float> out(info.numel);
-    if (options_.stage == 0) {
-      std::memcpy(out.data(), shard.master() + info.offset, info.numel * sizeof(float));
-      return out;
+    // The stage that computes the unit gathers it over its dp group (every
+    // rank allocating first and agreeing, so a rank that cannot leaves none
+    // waiting in the gather); the other stages receive it by broadcast.
+    const bool source = plan_.units[u].computed;
+    absl::StatusOr<Buffer> full = absl::StatusOr<Buffer>(Buffer());
+    if (source && options_.stage != 0) {
+      full = Buffer::Allocate(&tracker_, MemoryCategory::kWorkspace, Device::kCpu, DType::kF32,
+                              plan_.layouts[u].padded_numel());
     }
-    // Every rank allocates, then agrees before the gather, so a rank that
-    // cannot leaves none waiting in it.
-    absl::StatusOr<Buffer> full = Buffer::Allocate(&tracker_, MemoryCategory::kWorkspace, Device::kCpu, DType::kF32,
-                                                   plan_.layouts[u].padded_numel());
     RETURN_IF_ERROR(AgreeAcrossRanks(*control_, full.status(), absl::StrCat("GatherParam('", name, "')")));
-    absl::Status s =
-        dp_->AllGather(shard.master(), full->data(), plan_.layouts[u].shard_numel(), DType::kF32)->Wait();
+    absl::Status s;
+    if (source) {
+      UnitShard& shard = *shards_[u];
+      if (options_.stage == 0) {
+        std::memcpy(out.data(), shard.master() + info.offset, info.numel * sizeof(float));
+      } else {
+        s = dp_->AllGather(shard.master(), full->data(), plan_.layouts[u].shard_numel(), DType::kF32)->Wait();
+        if (s.ok()) std::memcpy(out.data(), full->as<float>() + info.offset, info.numel * sizeof(float));
+      }
+    }
+    if (s.ok() && pp_ != nullptr && info.numel > 0) {
+      s = pp_->Broadcast(out.data(), info.numel, DType::kF32, plan_.units[u].stage)->Wait();
+    }
     if (!s.ok()) {
       broken_ = s;
       return s;
     }
-    std::memcpy(out.data(), full->as<float>() + info.offset, info.numel * sizeof(float));
     return out;
   }
   return absl::NotFoundError(absl::StrCat("no parameter named '", name, "' in the model (", num_units(),

@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,13 +45,20 @@
 
 namespace zeroshard {
 
-// The communicators an engine runs on. `dp` carries tensors (gathers,
-// reductions, the norm); `control` carries the agreements (fingerprints,
-// batch signatures, error codes) in host memory. They may be the same
-// communicator when it works on host memory.
+// The communicators an engine runs on. Data communicators carry tensors:
+// `dp` the gathers and reductions, `world` (every rank of the job) the
+// norm/loss/overflow all-reduce, `pp` the pipeline's activations and
+// gradients, `embedding` the tied weight's gradient sum between the first
+// and last stage. `control` (every rank of the job, host memory) carries the
+// agreements: fingerprints, batch signatures, error codes, checkpoints,
+// traces. Without pipeline parallelism world may be dp and control may be dp
+// too (when dp works on host memory); pp and embedding may then be null.
 struct EngineComms {
   Communicator* dp = nullptr;
   Communicator* control = nullptr;
+  Communicator* world = nullptr;
+  Communicator* pp = nullptr;
+  Communicator* embedding = nullptr;
 };
 
 // Test seams of Create.
@@ -101,7 +110,9 @@ class EngineImpl final : public Engine {
   // schedule continue from them) and skipped steps.
   void RestoreCounters(int64_t step, int64_t skipped_steps);
   Communicator& dp() { return *dp_; }
+  // Every rank of the job, host memory (checkpoints, traces, agreements).
   Communicator& control() { return *control_; }
+  int pipeline_stage() const { return plan_.stage; }
   // Collective over dp: rounds every unit's master weights into its compute
   // parameters, as a step's publication does (after a checkpoint load).
   absl::Status PublishMasterWeights();
@@ -124,6 +135,22 @@ class EngineImpl final : public Engine {
   void SetFinalGradHookForTesting(GradHook hook) { final_grad_hook_ = std::move(hook); }
 
  private:
+  // A pipeline transfer is a header (tensor count, dtypes, shapes) then one
+  // message per tensor, on the pp communicator.
+  struct TransferReceive {
+    int peer = 0;
+    int tag = 0;                       // the header's; tensor i uses tag + 1 + i
+    std::vector<int32_t> header;
+    std::unique_ptr<Work> header_work;
+    bool payload_posted = false;
+    ActivationPack pack;               // allocated once the header arrived
+    std::vector<std::unique_ptr<Work>> payload;
+  };
+  struct TransferSend {
+    std::vector<int32_t> header;
+    ActivationPack pack;               // kept alive until the sends completed
+    std::vector<std::unique_ptr<Work>> works;
+  };
   // Executor state of one (micro-batch, unit).
   struct UnitState {
     ActivationPack output;      // FORWARD's output until the next unit consumed it
@@ -131,6 +158,8 @@ class EngineImpl final : public Engine {
     ActivationPack kept_input;  // checkpointed: the input RECOMPUTE reads
     bool awaiting_backward = false;
     ActivationPack output_grad;  // d(objective)/d(output), written by the next unit's BACKWARD
+    // BACKWARD_INPUT's keep for BACKWARD_WEIGHT (units that split).
+    std::unique_ptr<SavedActivations> weight_inputs;
   };
   // Per-run executor context (one TrainStep or Evaluate).
   struct RunContext {
@@ -139,6 +168,10 @@ class EngineImpl final : public Engine {
     float loss_seed = 0;  // d(objective)/d(loss sum) the last unit's BACKWARD starts from
     double nominal_weight = 0;  // Σ over ranks and micro-batches of Unit::NominalLossWeight
     StepResult* result = nullptr;
+    // Pipeline transfers: receives posted and not consumed yet, keyed by
+    // (kind, micro-batch, unit); sends not known complete.
+    std::map<std::tuple<int, int, int>, std::unique_ptr<TransferReceive>> receives;
+    std::vector<std::unique_ptr<TransferSend>> sends;
     std::vector<LossTerms> losses;   // per micro-batch
     std::vector<std::vector<UnitState>> state;  // [micro-batch][unit]
     StepTimings* timings = nullptr;
@@ -162,6 +195,17 @@ class EngineImpl final : public Engine {
   absl::Status AgreeOnBatches(absl::Span<const Batch> batches, const absl::Status& local, double* nominal_weight);
   absl::Status RunProgram(const StepProgram& program, RunContext* run);
   absl::Status RunAction(const Action& action, RunContext* run);
+  // engine_transfer.cc: SEND_* / RECV_* and their completion.
+  absl::Status PostSend(const Action& action, RunContext* run);
+  absl::Status PostReceive(const Action& action, RunContext* run);
+  // Completes the receive (kind, micro-batch, unit) into its slot, if one
+  // was posted.
+  absl::Status CompleteReceive(int kind, int micro_batch, int unit, RunContext* run);
+  // Posts the payloads of receives whose headers arrived (no blocking).
+  absl::Status ProgressReceives(RunContext* run);
+  // Allocates a received header's tensors and posts their receives.
+  absl::Status PostPayload(TransferReceive& r);
+  absl::Status FinishTransfers(RunContext* run);
   absl::Status ParamViews(int unit, std::vector<TensorView>* params, std::vector<TensorView>* grads);
   UnitContext ContextFor(const RunContext& run, int micro_batch, int unit) const;
   void CountLive();
@@ -172,6 +216,8 @@ class EngineImpl final : public Engine {
   // engine_trace.cc.
   absl::Status InitTrace(const LoggingConfig& logging);
   void TraceMemory();
+  // "dp" without pipeline stages (the job is the dp group), "world" with them.
+  std::string ControlGroup() const;
   // kFailedPrecondition quoting broken_ once a failure left collectives or
   // buffers half done.
   absl::Status CheckUsable() const;
@@ -179,6 +225,9 @@ class EngineImpl final : public Engine {
   EngineOptions options_;
   Communicator* dp_ = nullptr;
   Communicator* control_ = nullptr;
+  Communicator* world_ = nullptr;
+  Communicator* pp_ = nullptr;
+  Communicator* embedding_ = nullptr;
   std::unique_ptr<Model> model_;
   MemoryTracker tracker_;
   // Before the shards and the reducer, which point to it: destroyed after them.

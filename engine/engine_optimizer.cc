@@ -44,11 +44,23 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   ++attempts_;
   const double scale = scaler_->scale();
   result->loss_scale = scale;
+  // A weight both ends of the pipeline hold: the two copies' reduced shards
+  // are summed over the embedding group, in unit order on both ends, so the
+  // copies take bitwise the same update.
+  for (int u = 0; u < L; ++u) {
+    if (regions_[u] < 0 || !plan_.units[u].tied || plan_.layouts[u].shard_numel() == 0) continue;
+    const Clock::time_point issued = Clock::now();
+    std::unique_ptr<Work> tied = embedding_->AllReduce(shards_[u]->grad_shard(), plan_.layouts[u].shard_numel(),
+                                                       DType::kF32, ReduceOp::kSum);
+    RETURN_IF_ERROR(WaitTraced(*tied, timeline_.get(), "allreduce", "AllReduce tied grads",
+                               plan_.layouts[u].unit_name(), issued, plan_.layouts[u].shard_numel() * 4));
+  }
   // One summation order: each shard's sum of squares by the kernel's fixed
-  // chunks, the shards added in unit order.
+  // chunks, the shards added in unit order. A mirror is counted on the stage
+  // that computes the unit, once.
   double sumsq = 0;
   for (int u = 0; u < L; ++u) {
-    if (regions_[u] < 0 || plan_.layouts[u].shard_numel() == 0) continue;
+    if (regions_[u] < 0 || plan_.units[u].mirror || plan_.layouts[u].shard_numel() == 0) continue;
     double x = 0;
     RETURN_IF_ERROR(kernels::SumOfSquares(compute_.kernels, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel(),
                                           DType::kF32, &x));
@@ -94,8 +106,8 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
     sums[kFirstMetric + 2 * i + 1] = static_cast<float>(metrics[i].weight);
   }
   Clock::time_point t0 = Clock::now();
-  std::unique_ptr<Work> summed = dp_->AllReduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kF32,
-                                                ReduceOp::kSum);
+  std::unique_ptr<Work> summed = world_->AllReduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kF32,
+                                                   ReduceOp::kSum);
   RETURN_IF_ERROR(WaitTraced(*summed, timeline_.get(), "allreduce", "AllReduce", "grad norm, loss, overflow", t0,
                              static_cast<int64_t>(sums.size() * sizeof(float))));
   result->timings.publish_wait += SecondsSince(t0);
@@ -103,7 +115,7 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   if (sums[kFailedAllocations] != 0.0f) {
     return RelayedError(absl::StatusCode::kResourceExhausted, absl::StrCat(
         "the optimizer's stage-0 gradient buffers could not be allocated on ", sums[kFailedAllocations],
-        " dp rank(s) (see their errors); this rank (dp rank ", dp_->rank(), ") was fine"));
+        " rank(s) (see their errors); this rank (", world_->rank(), ") was fine"));
   }
   result->overflow = sums[kNonFinite] != 0.0f;
   result->loss_weight = sums[kLossWeight];
@@ -180,7 +192,9 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
     RETURN_IF_ERROR(WaitAll(works, "AllGather params"));
     result->timings.publish_wait += SecondsSince(t0);
   }
-  for (auto& shard : shards_) shard->FreeGradShard();
+  for (auto& shard : shards_) {
+    if (shard != nullptr) shard->FreeGradShard();
+  }
   reducer_->FreeStaging();
   result->step = step_;
   result->skipped_steps = skipped_steps_;

@@ -1,6 +1,7 @@
 #include "engine/engine_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace zeroshard {
 namespace {
@@ -80,9 +81,37 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   }
   o.checkpointing.k = ac.k();
   o.checkpointing.units.assign(ac.units().begin(), ac.units().end());
-  if (c.parallel().tp() != 1 || c.parallel().pp() != 1) {
-    return absl::UnimplementedError(absl::StrCat("engine.parallel: tp=", c.parallel().tp(), " pp=",
-                                                 c.parallel().pp(), " is not supported yet (expected 1 and 1)"));
+  if (c.parallel().tp() != 1) {
+    return absl::UnimplementedError(
+        absl::StrCat("engine.parallel.tp: ", c.parallel().tp(), " is not supported yet (expected 1)"));
+  }
+  const ParallelConfig& par = c.parallel();
+  o.pipeline.stages = par.pp();
+  o.pipeline.virtual_stages = par.virtual_stages();
+  switch (par.pipeline_schedule()) {
+    case ParallelConfig::GPIPE:
+      o.pipeline.schedule = PipelineScheduleKind::kGpipe;
+      break;
+    case ParallelConfig::ONE_F_ONE_B:
+      o.pipeline.schedule = PipelineScheduleKind::kOneFOneB;
+      break;
+    case ParallelConfig::INTERLEAVED_1F1B:
+      o.pipeline.schedule = PipelineScheduleKind::kInterleaved1F1B;
+      break;
+    case ParallelConfig::ZERO_BUBBLE_H1:
+      o.pipeline.schedule = PipelineScheduleKind::kZeroBubbleH1;
+      break;
+  }
+  o.pipeline.partition.assign(par.pp_partition().begin(), par.pp_partition().end());
+  o.pipeline.reshard_per_micro_batch = z.has_reshard_after_forward() && z.reshard_after_forward();
+  if (par.has_micro_batches()) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.parallel.micro_batches: ", par.micro_batches(),
+                                                   " is replaced by engine.gradient_accumulation_steps (the "
+                                                   "pipeline runs the step's micro-batches)"));
+  }
+  if (o.pipeline.stages > 1 || o.pipeline.virtual_stages > 1) {
+    RETURN_IF_ERROR(ValidatePipelineShape(o.pipeline.schedule,
+                                          {o.pipeline.stages, o.pipeline.virtual_stages, o.accumulation_steps}));
   }
   if (c.device().type() != DeviceConfig::CPU) {
     return absl::UnimplementedError("engine.device.type: CUDA is not supported yet by the sharding engine");

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/dtype.h"
+#include "engine/pipeline_schedule.h"
 #include "proto/config.pb.h"
 #include "sharding/loss_scaler.h"
 #include "sharding/lr_schedule.h"
@@ -48,6 +49,17 @@ struct ActivationCheckpointingOptions {
   std::vector<std::string> units;
 };
 
+// Pipeline parallelism (docs/parallelism.md).
+struct PipelineOptions {
+  int stages = 1;          // engine.parallel.pp
+  int virtual_stages = 1;  // chunks per stage
+  PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
+  std::vector<int> partition;  // units per chunk; empty: by cost
+  // ZeRO-3 under pp: gather per micro-batch and pass (reshard_after_forward
+  // set explicitly to true) instead of once per step.
+  bool reshard_per_micro_batch = false;
+};
+
 struct EngineOptions {
   int stage = 0;
   GatherOptions gather;
@@ -68,6 +80,7 @@ struct EngineOptions {
   ActivationCheckpointingOptions checkpointing;
   uint64_t seed = 1234;
   int threads_per_rank = 0;  // kernels' CPU threads; 0: cores / ranks
+  PipelineOptions pipeline;
 };
 
 // decay_steps == 0 ("TrainConfig.steps") must be resolved by the caller for

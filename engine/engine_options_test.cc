@@ -136,7 +136,12 @@ TEST(EngineOptionsTest, RejectsWhatTheEngineCannotRun) {
   c = EngineConfig();
   c.mutable_parallel()->set_tp(2);
   EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
-            "engine.parallel: tp=2 pp=1 is not supported yet (expected 1 and 1)");
+            "engine.parallel.tp: 2 is not supported yet (expected 1)");
+  c = EngineConfig();
+  c.mutable_parallel()->set_micro_batches(4);
+  EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
+            "engine.parallel.micro_batches: 4 is replaced by engine.gradient_accumulation_steps (the pipeline runs "
+            "the step's micro-batches)");
   c = EngineConfig();
   c.mutable_zero()->set_stage(4);
   EXPECT_EQ(EngineOptionsFromConfig(c).status().message(), "engine.zero.stage: 4 is out of range [0, 3]");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -61,10 +62,12 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
                                         double* nominal_weight) {
   const int n = control_->size();
   const int me = control_->rank();
+  const std::string group = ControlGroup();
   const std::string signature = BatchesSignature(batches);
   double nominal = 0;
   int64_t rows = 0;
-  if (local.ok()) {
+  // Every stage gets the batches; the loss weight counts on the last one.
+  if (local.ok() && plan_.units.back().computed) {
     const Unit& last = *model_->units.back();
     for (const Batch& b : batches) {
       nominal += last.NominalLossWeight(b);
@@ -88,8 +91,8 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
     const int32_t code = all[static_cast<size_t>(r) * kRecordWords];
     if (code != 0) {
       return RelayedError(static_cast<absl::StatusCode>(code),
-                          absl::StrCat("the step could not start on dp rank ", r,
-                                       " (see its error); this rank (dp rank ", me, ") was fine"));
+                          absl::StrCat("the step could not start on ", group, " rank ", r, " (see its error); this rank (",
+                                       group, " rank ", me, ") was fine"));
     }
   }
   std::vector<int> differ;
@@ -99,8 +102,9 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
   }
   if (!differ.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the micro-batches differ across dp ranks: dp rank(s) ", absl::StrJoin(differ, ", "),
-        " have other names, dtypes or shapes than dp rank 0; this rank (dp rank ", me, ") has ", signature));
+        "the micro-batches differ across ", group, " ranks: ", group, " rank(s) ", absl::StrJoin(differ, ", "),
+        " have other names, dtypes or shapes than ", group, " rank 0; this rank (", group, " rank ", me, ") has ",
+        signature));
   }
   double total = 0;
   for (int r = 0; r < n; ++r) {
@@ -134,13 +138,15 @@ absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_b
   // allocation that fails on one rank stops every rank here.
   if (local.ok()) local = reducer_->ReserveStaging();
   for (auto& shard : shards_) {
-    if (local.ok() && options_.stage <= 1) local = shard->EnsureGradShard();
+    if (shard != nullptr && local.ok() && options_.stage <= 1) local = shard->EnsureGradShard();
   }
   double nominal = 0;
   absl::Status agreed = AgreeOnBatches(micro_batches, local, &nominal);
   if (!agreed.ok()) {
     reducer_->FreeStaging();
-    for (auto& shard : shards_) shard->FreeGradShard();
+    for (auto& shard : shards_) {
+      if (shard != nullptr) shard->FreeGradShard();
+    }
     return agreed;
   }
   absl::Status s = RunStep(micro_batches, nominal, &result);
@@ -159,6 +165,7 @@ absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_b
 
 absl::Status EngineImpl::RunStep(absl::Span<const Batch> micro_batches, double nominal_weight, StepResult* result) {
   for (auto& shard : shards_) {
+    if (shard == nullptr) continue;
     if (options_.stage <= 1) {
       RETURN_IF_ERROR(shard->ZeroFullGrads());
     } else {
@@ -187,8 +194,11 @@ absl::Status EngineImpl::RunProgram(const StepProgram& program, RunContext* run)
   run->state.resize(run->batches.size());
   for (auto& per_mb : run->state) per_mb.resize(L);
   kept_now_ = 0;
-  for (const Action& action : program.actions) RETURN_IF_ERROR(RunAction(action, run));
-  return absl::OkStatus();
+  for (const Action& action : program.actions) {
+    RETURN_IF_ERROR(RunAction(action, run));
+    if (!run->receives.empty()) RETURN_IF_ERROR(ProgressReceives(run));
+  }
+  return FinishTransfers(run);
 }
 
 UnitContext EngineImpl::ContextFor(const RunContext& run, int micro_batch, int unit) const {
@@ -204,12 +214,14 @@ UnitContext EngineImpl::ContextFor(const RunContext& run, int micro_batch, int u
 void EngineImpl::CountLive() {
   if (options_.stage != 3) return;
   int live = 0;
-  for (const auto& shard : shards_) live += (shard->gathered() || shard->gather_in_flight()) ? 1 : 0;
+  for (const auto& shard : shards_) {
+    if (shard != nullptr) live += (shard->gathered() || shard->gather_in_flight()) ? 1 : 0;
+  }
   peak_gathered_ = std::max(peak_gathered_, live);
 }
 
 absl::Status EngineImpl::ParamViews(int unit, std::vector<TensorView>* params, std::vector<TensorView>* grads) {
-  params->clear();
+  if (params != nullptr) params->clear();
   if (grads != nullptr) grads->clear();
   const DType dt = options_.compute_dtype;
   const int64_t size = static_cast<int64_t>(DTypeSize(dt));
@@ -221,24 +233,19 @@ absl::Status EngineImpl::ParamViews(int unit, std::vector<TensorView>* params, s
     v.device = Device::kCpu;
     return v;
   };
-  UnitShard& own = *shards_[unit];
-  for (const FlatParamInfo& p : plan_.layouts[unit].params()) {
-    if (own.full_params() == nullptr) {
-      return absl::InternalError(absl::StrCat("unit '", plan_.layouts[unit].unit_name(),
-                                              "' runs without its parameters gathered (the step program must "
-                                              "WAIT_GATHER it first)"));
+  // Owned parameters, then borrowed ones: (owner shard, offset, shape).
+  std::vector<std::tuple<int, int64_t, std::vector<int64_t>>> sources;
+  for (const FlatParamInfo& p : plan_.layouts[unit].params()) sources.emplace_back(unit, p.offset, p.shape);
+  for (const UnitPlan::Borrowed& b : plan_.units[unit].borrowed) sources.emplace_back(b.owner, b.offset, b.shape);
+  for (const auto& [owner, offset, shape] : sources) {
+    UnitShard* shard = shards_[owner].get();
+    if (shard == nullptr || (params != nullptr && shard->full_params() == nullptr)) {
+      return absl::InternalError(absl::StrCat("unit '", plan_.layouts[unit].unit_name(), "' runs without the "
+                                              "parameters of unit '", plan_.layouts[owner].unit_name(),
+                                              "' gathered (the step program must WAIT_GATHER it first)"));
     }
-    params->push_back(view(own.full_params(), p.offset, p.shape));
-    if (grads != nullptr) grads->push_back(view(own.full_grads(), p.offset, p.shape));
-  }
-  for (const UnitPlan::Borrowed& b : plan_.units[unit].borrowed) {
-    UnitShard& owner = *shards_[b.owner];
-    if (owner.full_params() == nullptr) {
-      return absl::InternalError(absl::StrCat("unit '", plan_.layouts[unit].unit_name(), "' borrows from unit '",
-                                              plan_.layouts[b.owner].unit_name(), "', which is not gathered"));
-    }
-    params->push_back(view(owner.full_params(), b.offset, b.shape));
-    if (grads != nullptr) grads->push_back(view(owner.full_grads(), b.offset, b.shape));
+    if (params != nullptr) params->push_back(view(shard->full_params(), offset, shape));
+    if (grads != nullptr) grads->push_back(view(shard->full_grads(), offset, shape));
   }
   return absl::OkStatus();
 }
@@ -276,6 +283,7 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
       UnitState& st = run->state[m][u];
       std::vector<TensorView> params;
       RETURN_IF_ERROR(ParamViews(u, &params, nullptr));
+      if (u > 0 && !recompute) RETURN_IF_ERROR(CompleteReceive(/*kind=*/0, m, u, run));
       std::vector<TensorView> in;
       if (u > 0) in = recompute ? st.kept_input.views() : run->state[m][u - 1].output.views();
       UnitOutput out;
@@ -317,17 +325,24 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
       charge(nullptr);
       return absl::OkStatus();
     }
-    case ActionKind::kBackward: {
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput: {
       run->in_backward = true;
       const int u = a.unit, m = a.micro_batch;
       UnitState& st = run->state[m][u];
       if (st.saved == nullptr) {
-        return absl::InternalError(absl::StrCat("BACKWARD of unit '", model_->units[u]->name(), "' micro-batch ", m,
+        return absl::InternalError(absl::StrCat(ActionKindName(a.kind), " of unit '", model_->units[u]->name(),
+                                                "' micro-batch ", m,
                                                 " has no saved activations (no FORWARD or RECOMPUTE before it)"));
       }
-      for (int o : plan_.units[u].needs) RETURN_IF_ERROR(shards_[o]->EnsureFullGrads());
+      RETURN_IF_ERROR(CompleteReceive(/*kind=*/1, m, u, run));
+      const Unit& unit = *model_->units[u];
+      const bool split = a.kind == ActionKind::kBackwardInput && unit.SupportsSplitBackward();
+      if (!split) {
+        for (int o : plan_.units[u].needs) RETURN_IF_ERROR(shards_[o]->EnsureFullGrads());
+      }
       std::vector<TensorView> params, grads;
-      RETURN_IF_ERROR(ParamViews(u, &params, &grads));
+      RETURN_IF_ERROR(ParamViews(u, &params, split ? nullptr : &grads));
       float seed = run->loss_seed;
       std::vector<TensorView> grad_out;
       if (u == L - 1) {
@@ -341,16 +356,48 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
       }
       ActivationPack grad_in;
       {
-        TraceScope span(timeline_.get(), "backward", "backward", model_->units[u]->name(),
+        TraceScope span(timeline_.get(), "backward", "backward", unit.name(), {{"unit", u}, {"micro_batch", m}});
+        if (split) {
+          RETURN_IF_ERROR(unit.BackwardInput(ContextFor(*run, m, u), params, run->batches[m], *st.saved, grad_out,
+                                             &grad_in, &st.weight_inputs));
+        } else {
+          RETURN_IF_ERROR(unit.Backward(ContextFor(*run, m, u), params, grads, run->batches[m], *st.saved, grad_out,
+                                        &grad_in));
+        }
+      }
+      st.output_grad.Clear();
+      if (!split) {
+        // The whole backward ran (a BACKWARD_WEIGHT that follows has nothing left).
+        st.saved.reset();
+        st.awaiting_backward = false;
+        --kept_now_;
+      }
+      if (u > 0) run->state[m][u - 1].output_grad = std::move(grad_in);
+      TraceMemory();
+      charge(nullptr);
+      return absl::OkStatus();
+    }
+    case ActionKind::kBackwardWeight: {
+      const int u = a.unit, m = a.micro_batch;
+      UnitState& st = run->state[m][u];
+      if (st.saved == nullptr) return absl::OkStatus();  // the unit ran its whole backward at BACKWARD_INPUT
+      if (st.weight_inputs == nullptr) {
+        return absl::InternalError(absl::StrCat("BACKWARD_WEIGHT of unit '", model_->units[u]->name(),
+                                                "' micro-batch ", m, " before its BACKWARD_INPUT"));
+      }
+      for (int o : plan_.units[u].needs) RETURN_IF_ERROR(shards_[o]->EnsureFullGrads());
+      std::vector<TensorView> grads;
+      RETURN_IF_ERROR(ParamViews(u, nullptr, &grads));
+      {
+        TraceScope span(timeline_.get(), "backward", "backward weight", model_->units[u]->name(),
                         {{"unit", u}, {"micro_batch", m}});
-        RETURN_IF_ERROR(model_->units[u]->Backward(ContextFor(*run, m, u), params, grads, run->batches[m], *st.saved,
-                                                   grad_out, &grad_in));
+        RETURN_IF_ERROR(model_->units[u]->BackwardWeight(ContextFor(*run, m, u), grads, run->batches[m], *st.saved,
+                                                         *st.weight_inputs));
       }
       st.saved.reset();
-      st.output_grad.Clear();
+      st.weight_inputs.reset();
       st.awaiting_backward = false;
       --kept_now_;
-      if (u > 0) run->state[m][u - 1].output_grad = std::move(grad_in);
       TraceMemory();
       charge(nullptr);
       return absl::OkStatus();
@@ -371,16 +418,18 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
       if (t != nullptr) t->optimizer += SecondsSince(t0);
       return absl::OkStatus();
     }
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight:
     case ActionKind::kSendAct:
-    case ActionKind::kRecvAct:
     case ActionKind::kSendGrad:
+      RETURN_IF_ERROR(PostSend(a, run));
+      charge(nullptr);
+      return absl::OkStatus();
+    case ActionKind::kRecvAct:
     case ActionKind::kRecvGrad:
-      break;
+      RETURN_IF_ERROR(PostReceive(a, run));
+      charge(nullptr);
+      return absl::OkStatus();
   }
-  return absl::UnimplementedError(
-      absl::StrCat("the executor does not run ", ActionKindName(a.kind), " actions yet"));
+  return absl::UnimplementedError(absl::StrCat("the executor does not run ", ActionKindName(a.kind), " actions"));
 }
 
 }  // namespace zeroshard

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "engine/data_parallel_program.h"
+#include "engine/pipeline_partition.h"
+#include "engine/pipeline_program.h"
 
 namespace zeroshard {
 namespace {
@@ -105,15 +107,24 @@ std::vector<int> StagingSlots(const StepProgram& program, int num_buckets) {
 
 std::vector<IssuedCollective> OptimizerCollectives(const StepPlan& plan, const EngineOptions& options) {
   std::vector<IssuedCollective> issues;
-  // [sumsq, loss sum, loss weight, non-finite flag, failed allocations,
-  //  (metric sum, metric weight)...] in f32.
-  const int64_t sums = 5 + 2 * static_cast<int64_t>(plan.metric_names.size());
-  issues.push_back({"dp", CommOp::kAllReduce, sums * 4, "norm, loss, overflow"});
-  const int64_t c = static_cast<int64_t>(DTypeSize(options.compute_dtype));
   const int L = static_cast<int>(plan.units.size());
   auto updated = [&](int u) {
-    return plan.units[u].has_params && plan.units[u].trainable && plan.layouts[u].shard_numel() > 0;
+    return plan.units[u].held && plan.units[u].has_params && plan.units[u].trainable &&
+           plan.layouts[u].shard_numel() > 0;
   };
+  // A weight both ends of the pipeline hold: its reduced shards summed over
+  // the embedding group first, so both copies take the same update.
+  for (int u = 0; u < L; ++u) {
+    if (updated(u) && plan.units[u].tied) {
+      issues.push_back({"embed", CommOp::kAllReduce, plan.layouts[u].shard_numel() * 4,
+                        absl::StrCat("tied grads ", plan.layouts[u].unit_name())});
+    }
+  }
+  // [sumsq, loss sum, loss weight, non-finite flag, failed allocations,
+  //  (metric sum, metric weight)...] in f32, over every rank of the job.
+  const int64_t sums = 5 + 2 * static_cast<int64_t>(plan.metric_names.size());
+  issues.push_back({plan.stages > 1 ? "world" : "dp", CommOp::kAllReduce, sums * 4, "norm, loss, overflow"});
+  const int64_t c = static_cast<int64_t>(DTypeSize(options.compute_dtype));
   for (int u = 0; u < L; ++u) {
     if (options.stage == 0 && updated(u)) {
       issues.push_back({"dp", CommOp::kAllGather, plan.layouts[u].shard_numel() * 4,
@@ -129,20 +140,12 @@ std::vector<IssuedCollective> OptimizerCollectives(const StepPlan& plan, const E
   return issues;
 }
 
-absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOptions& options, int dp_size) {
-  RETURN_IF_ERROR(model.Validate());
-  StepPlan plan;
-  RETURN_IF_ERROR(DescribeUnits(model, dp_size, &plan));
-  RETURN_IF_ERROR(ResolveCheckpointedUnits(model, options.checkpointing, &plan));
-  const int L = static_cast<int>(plan.units.size());
-  std::vector<const FlatParamLayout*> with_grads(L, nullptr);
-  for (int u = 0; u < L; ++u) {
-    if (plan.units[u].has_params && plan.units[u].trainable) with_grads[u] = &plan.layouts[u];
-  }
-  plan.buckets = FormGradBuckets(with_grads, options.bucket_bytes, options.reduce_dtype);
+namespace {
 
+// The program builders' view of every unit.
+std::vector<ProgramUnit> ProgramUnits(const StepPlan& plan, const EngineOptions& options) {
+  const int L = static_cast<int>(plan.units.size());
   const int64_t c = static_cast<int64_t>(DTypeSize(options.compute_dtype));
-  const int64_t r = static_cast<int64_t>(DTypeSize(options.reduce_dtype));
   std::vector<ProgramUnit> units(L);
   for (int u = 0; u < L; ++u) {
     ProgramUnit& p = units[u];
@@ -153,8 +156,53 @@ absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOp
     p.checkpointed = plan.units[u].checkpointed;
     p.backward = plan.units[u].backward;
   }
+  return units;
+}
+
+std::vector<ProgramBucket> ProgramBuckets(const StepPlan& plan, const EngineOptions& options) {
+  const int64_t r = static_cast<int64_t>(DTypeSize(options.reduce_dtype));
   std::vector<ProgramBucket> buckets;
   for (const GradBucket& b : plan.buckets) buckets.push_back({b.units, b.shard_numel * r, b.label});
+  return buckets;
+}
+
+// Buckets over the units this rank holds that have gradients.
+std::vector<GradBucket> HeldBuckets(const StepPlan& plan, const EngineOptions& options) {
+  const int L = static_cast<int>(plan.units.size());
+  std::vector<const FlatParamLayout*> with_grads(L, nullptr);
+  for (int u = 0; u < L; ++u) {
+    if (plan.units[u].held && plan.units[u].has_params && plan.units[u].trainable) with_grads[u] = &plan.layouts[u];
+  }
+  return FormGradBuckets(with_grads, options.bucket_bytes, options.reduce_dtype);
+}
+
+// A unit's share of the step's work for the automatic partition: the
+// elements of every parameter it multiplies with (its own and borrowed
+// ones), at least 1.
+std::vector<double> UnitCosts(const Model& model) {
+  std::vector<double> costs;
+  for (const auto& unit : model.units) {
+    double cost = 0;
+    for (const ParamSpec& p : unit->params()) cost += static_cast<double>(p.numel());
+    for (const std::string& name : unit->borrowed_params()) {
+      absl::StatusOr<ParamLocation> loc = model.FindParam(name);
+      if (loc.ok()) cost += static_cast<double>(model.units[loc->unit]->params()[loc->param].numel());
+    }
+    costs.push_back(std::max(cost, 1.0));
+  }
+  return costs;
+}
+
+}  // namespace
+
+absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOptions& options, int dp_size) {
+  RETURN_IF_ERROR(model.Validate());
+  StepPlan plan;
+  RETURN_IF_ERROR(DescribeUnits(model, dp_size, &plan));
+  RETURN_IF_ERROR(ResolveCheckpointedUnits(model, options.checkpointing, &plan));
+  plan.buckets = HeldBuckets(plan, options);
+  const std::vector<ProgramUnit> units = ProgramUnits(plan, options);
+  const std::vector<ProgramBucket> buckets = ProgramBuckets(plan, options);
   DataParallelProgramOptions o;
   o.stage = options.stage;
   o.micro_batches = options.accumulation_steps;
@@ -168,6 +216,77 @@ absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOp
   ASSIGN_OR_RETURN(plan.eval, BuildDataParallelProgram(units, buckets, o));
   plan.staging_slots = StagingSlots(plan.train, static_cast<int>(plan.buckets.size()));
   return plan;
+}
+
+absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOptions& options, int dp_size, int stage) {
+  RETURN_IF_ERROR(model.Validate());
+  StepPlan plan;
+  RETURN_IF_ERROR(DescribeUnits(model, dp_size, &plan));
+  RETURN_IF_ERROR(ResolveCheckpointedUnits(model, options.checkpointing, &plan));
+  const PipelineOptions& pipe = options.pipeline;
+  const int L = static_cast<int>(plan.units.size());
+  const int chunks = pipe.stages * pipe.virtual_stages;
+  plan.stages = pipe.stages;
+  plan.stage = stage;
+  ASSIGN_OR_RETURN(plan.chunk_begin, pipe.partition.empty() ? PartitionByCost(UnitCosts(model), chunks)
+                                                             : ChunkBeginsFromPartition(pipe.partition, L, chunks));
+  for (int c = 0; c < chunks; ++c) {
+    for (int u = plan.chunk_begin[c]; u < plan.chunk_begin[c + 1]; ++u) {
+      plan.units[u].stage = c % pipe.stages;
+      plan.units[u].computed = plan.units[u].stage == stage;
+      plan.units[u].held = plan.units[u].computed;
+    }
+  }
+  // A unit borrowing from another stage's unit keeps a mirror copy of it;
+  // only the first and the last stage may share a weight (the embedding
+  // group sums their gradients).
+  for (int u = 0; u < L; ++u) {
+    for (const UnitPlan::Borrowed& b : plan.units[u].borrowed) {
+      const int owner_stage = plan.units[b.owner].stage, user_stage = plan.units[u].stage;
+      if (owner_stage == user_stage) continue;
+      const bool ends = (owner_stage == 0 && user_stage == pipe.stages - 1) ||
+                        (owner_stage == pipe.stages - 1 && user_stage == 0);
+      if (!ends) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unit '", plan.layouts[u].unit_name(), "' on pipeline stage ", user_stage, " borrows from unit '",
+            plan.layouts[b.owner].unit_name(), "' on stage ", owner_stage,
+            "; only the first and the last stage may share a weight (engine.parallel.pp_partition)"));
+      }
+      plan.units[b.owner].tied = true;
+      if (user_stage == stage) {
+        plan.units[b.owner].held = true;
+        plan.units[b.owner].mirror = true;
+      }
+    }
+  }
+  for (UnitPlan& u : plan.units) u.tied = u.tied && u.held;
+  plan.buckets = HeldBuckets(plan, options);
+  const std::vector<IssuedCollective> optimizer = OptimizerCollectives(plan, options);
+  PipelineProgramInput in;
+  in.units = ProgramUnits(plan, options);
+  in.buckets = ProgramBuckets(plan, options);
+  in.chunk_begin = plan.chunk_begin;
+  in.stage = stage;
+  in.shape = {pipe.stages, pipe.virtual_stages, options.accumulation_steps};
+  in.schedule = pipe.schedule;
+  in.zero_stage = options.stage;
+  in.keep_gathered_across_micro_batches = !pipe.reshard_per_micro_batch;
+  in.prefetch = options.gather.prefetch;
+  in.optimizer_collectives = optimizer;
+  in.training = true;
+  ASSIGN_OR_RETURN(plan.train, BuildPipelineProgram(in));
+  in.training = false;
+  in.optimizer_collectives.clear();
+  ASSIGN_OR_RETURN(plan.eval, BuildPipelineProgram(in));
+  plan.staging_slots = StagingSlots(plan.train, static_cast<int>(plan.buckets.size()));
+  return plan;
+}
+
+absl::StatusOr<StepPlan> PlanStep(const Model& model, const EngineOptions& options, int dp_size, int stage) {
+  if (options.pipeline.stages > 1 || options.pipeline.virtual_stages > 1) {
+    return PlanPipelineStep(model, options, dp_size, stage);
+  }
+  return PlanDataParallelStep(model, options, dp_size);
 }
 
 }  // namespace zeroshard

@@ -35,11 +35,28 @@ struct UnitPlan {
   bool backward = true;      // false in a leading run of units that train nothing
   bool input_grad = true;    // whether anything before it needs d/d(its input)
   bool checkpointed = false;  // activations recomputed before its backward
+  // Pipeline: this rank runs the unit (it is in one of the stage's chunks);
+  // holds its state (runs it, or keeps a mirror copy of a unit on another
+  // stage whose parameters one of its units borrows); and whether the
+  // unit's weight is shared with another stage (held on both ends of the
+  // embedding group: gradients summed over it before the update). With
+  // pp = 1 every unit is computed and held, none tied.
+  bool computed = true;
+  bool held = true;
+  bool mirror = false;  // held but computed on another stage
+  bool tied = false;
+  int stage = 0;        // the pipeline stage that computes it
 };
 
 struct StepPlan {
   std::vector<FlatParamLayout> layouts;  // by unit, laid out for dp ranks
   std::vector<UnitPlan> units;
+  // Pipeline: stages, this rank's stage, and chunk c = units
+  // [chunk_begin[c], chunk_begin[c + 1]) on stage c % stages.
+  int stages = 1;
+  int stage = 0;
+  std::vector<int> chunk_begin;
+  // Over the units this rank holds that train.
   std::vector<GradBucket> buckets;
   std::vector<std::string> metric_names;  // the last unit's
   StepProgram train;
@@ -53,6 +70,17 @@ struct StepPlan {
 // not exist (kInvalidArgument naming engine.activation_checkpointing.units),
 // a layout cannot be made.
 absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOptions& options, int dp_size);
+
+// The plan of pipeline stage `stage` (options.pipeline.stages > 1, or
+// virtual stages): chunks from options.pipeline.partition or by cost, the
+// stage's units and mirrors, and its pipeline step programs. Also
+// kInvalidArgument for a partition that does not fit the model, or a unit
+// borrowing from another stage unless it is the last stage borrowing from
+// the first (the embedding group's tie).
+absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOptions& options, int dp_size, int stage);
+
+// PlanDataParallelStep or PlanPipelineStep, as options ask.
+absl::StatusOr<StepPlan> PlanStep(const Model& model, const EngineOptions& options, int dp_size, int stage);
 
 // What OPTIMIZER issues for `plan` under `options` (the program builder's
 // optimizer_collectives).

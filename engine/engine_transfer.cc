@@ -1,0 +1,165 @@
+// Pipeline transfers (SEND_ACT/RECV_ACT, SEND_GRAD/RECV_GRAD): a unit
+// pack's tensors go to the neighbouring stage on the pp communicator as a
+// header — tensor count, then dtype, rank and dimensions of each — followed
+// by one message per tensor. A RECV_* posts the header's receive; the
+// payload's receives are posted as soon as the header has arrived (checked
+// after every action), and the consuming FORWARD or BACKWARD waits for
+// them. Sends are waited at the end of the program.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "comm/traced_wait.h"
+#include "core/status_macros.h"
+#include "engine/engine_impl.h"
+
+namespace zeroshard {
+namespace {
+
+constexpr int kHeaderWords = 64;
+constexpr int kMaxTag = 32767;
+constexpr int kActivations = 0;
+constexpr int kGradients = 1;
+
+int KindOf(ActionKind kind) {
+  return kind == ActionKind::kSendAct || kind == ActionKind::kRecvAct ? kActivations : kGradients;
+}
+
+// Tags: one block of (1 + tensors) per (kind, micro-batch, unit); every
+// transfer of a step has its own, so posted receives never match the wrong
+// message whatever order they complete in.
+absl::StatusOr<int> TransferTag(int kind, int micro_batch, int unit, int units, int micro_batches) {
+  const int64_t slot = (static_cast<int64_t>(kind) * micro_batches + micro_batch) * units + unit;
+  const int64_t tag = slot * 8;  // header + up to 7 tensors
+  if (tag + 8 > kMaxTag) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline transfer tag ", tag, " exceeds ", kMaxTag, " (", units,
+                                                   " units x ", micro_batches,
+                                                   " micro-batches): use fewer micro-batches per step"));
+  }
+  return static_cast<int>(tag);
+}
+
+absl::StatusOr<std::vector<int32_t>> EncodeHeader(const ActivationPack& pack) {
+  std::vector<int32_t> h(kHeaderWords, 0);
+  if (pack.size() > 7) {
+    return absl::InvalidArgumentError(absl::StrCat("a pipeline transfer carries ", pack.size(), " tensors, at most 7"));
+  }
+  int at = 0;
+  h[at++] = pack.size();
+  const std::vector<TensorView> views = pack.views();
+  for (const TensorView& v : views) {
+    if (at + 2 + static_cast<int>(v.shape.size()) > kHeaderWords) {
+      return absl::InvalidArgumentError("a pipeline transfer's shapes do not fit its header");
+    }
+    h[at++] = static_cast<int32_t>(v.dtype);
+    h[at++] = static_cast<int32_t>(v.shape.size());
+    for (int64_t d : v.shape) h[at++] = static_cast<int32_t>(d);
+  }
+  return h;
+}
+
+}  // namespace
+
+absl::Status EngineImpl::PostSend(const Action& a, RunContext* run) {
+  if (pp_ == nullptr) return absl::FailedPreconditionError("a SEND action without a pp communicator");
+  const int kind = KindOf(a.kind);
+  auto send = std::make_unique<TransferSend>();
+  // Activations: the unit's output, which no unit of this stage reads.
+  // Gradients: the unit's input gradient, written where the unit below
+  // would read it.
+  UnitState& slot = kind == kActivations ? run->state[a.micro_batch][a.unit] : run->state[a.micro_batch][a.unit - 1];
+  send->pack = std::move(kind == kActivations ? slot.output : slot.output_grad);
+  ASSIGN_OR_RETURN(send->header, EncodeHeader(send->pack));
+  ASSIGN_OR_RETURN(const int tag, TransferTag(kind, a.micro_batch, a.unit, num_units(), options_.accumulation_steps));
+  send->works.push_back(pp_->Send(send->header.data(), kHeaderWords, DType::kI32, a.peer_stage, tag));
+  std::vector<TensorView> views = send->pack.views();
+  for (size_t i = 0; i < views.size(); ++i) {
+    send->works.push_back(pp_->Send(views[i].data, views[i].numel(), views[i].dtype, a.peer_stage,
+                                    tag + 1 + static_cast<int>(i)));
+  }
+  run->sends.push_back(std::move(send));
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::PostReceive(const Action& a, RunContext* run) {
+  if (pp_ == nullptr) return absl::FailedPreconditionError("a RECV action without a pp communicator");
+  const int kind = KindOf(a.kind);
+  auto recv = std::make_unique<TransferReceive>();
+  recv->peer = a.peer_stage;
+  ASSIGN_OR_RETURN(recv->tag, TransferTag(kind, a.micro_batch, a.unit, num_units(), options_.accumulation_steps));
+  recv->header.assign(kHeaderWords, 0);
+  recv->header_work = pp_->Recv(recv->header.data(), kHeaderWords, DType::kI32, recv->peer, recv->tag);
+  run->receives[{kind, a.micro_batch, a.unit}] = std::move(recv);
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::PostPayload(TransferReceive& r) {
+  Communicator& pp = *pp_;
+  MemoryTracker* tracker = &tracker_;
+  const std::vector<int32_t>& h = r.header;
+  int at = 0;
+  const int tensors = h[at++];
+  if (tensors < 0 || tensors > 7) {
+    return absl::DataLossError(absl::StrCat("pipeline transfer header from stage ", r.peer, " lists ", tensors,
+                                            " tensors"));
+  }
+  for (int i = 0; i < tensors; ++i) {
+    const DType dtype = static_cast<DType>(h[at++]);
+    const int rank = h[at++];
+    std::vector<int64_t> shape;
+    int64_t numel = 1;
+    for (int d = 0; d < rank; ++d) {
+      shape.push_back(h[at++]);
+      numel *= shape.back();
+    }
+    ASSIGN_OR_RETURN(Buffer buf, Buffer::Allocate(tracker, MemoryCategory::kActivations, Device::kCpu, dtype, numel));
+    r.payload.push_back(pp.Recv(buf.data(), numel, dtype, r.peer, r.tag + 1 + i));
+    r.pack.Add(std::move(buf), std::move(shape));
+  }
+  r.payload_posted = true;
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::ProgressReceives(RunContext* run) {
+  for (auto& [key, r] : run->receives) {
+    if (!r->payload_posted && r->header_work->IsCompleted()) {
+      RETURN_IF_ERROR(r->header_work->Wait());
+      RETURN_IF_ERROR(PostPayload(*r));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::CompleteReceive(int kind, int micro_batch, int unit, RunContext* run) {
+  auto it = run->receives.find({kind, micro_batch, unit});
+  if (it == run->receives.end()) return absl::OkStatus();
+  TransferReceive& r = *it->second;
+  if (!r.payload_posted) {
+    RETURN_IF_ERROR(WaitTraced(*r.header_work, timeline_.get(), "wait", "Recv", "header", std::chrono::steady_clock::now(),
+                               kHeaderWords * 4));
+    RETURN_IF_ERROR(PostPayload(r));
+  }
+  for (auto& w : r.payload) RETURN_IF_ERROR(w->Wait());
+  // Activations arrive as the input of `unit`: where the unit below would
+  // have left its output. Gradients as d(output of `unit`).
+  UnitState& slot = kind == kActivations ? run->state[micro_batch][unit - 1] : run->state[micro_batch][unit];
+  (kind == kActivations ? slot.output : slot.output_grad) = std::move(r.pack);
+  run->receives.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::FinishTransfers(RunContext* run) {
+  absl::Status first;
+  for (auto& send : run->sends) {
+    for (auto& w : send->works) {
+      absl::Status s = w->Wait();
+      if (first.ok()) first = s;
+    }
+  }
+  run->sends.clear();
+  if (first.ok() && !run->receives.empty()) {
+    first = absl::InternalError(absl::StrCat(run->receives.size(), " pipeline receive(s) were posted and never used"));
+  }
+  return first;
+}
+
+}  // namespace zeroshard
