@@ -176,6 +176,29 @@ std::vector<GradBucket> HeldBuckets(const StepPlan& plan, const EngineOptions& o
   return FormGradBuckets(with_grads, options.bucket_bytes, options.reduce_dtype);
 }
 
+// chunk_begin from units per chunk: pp·v chunks, each with a unit, covering
+// the model.
+absl::StatusOr<std::vector<int>> ChunkBegins(const std::vector<int>& units_per_chunk, int units, int chunks) {
+  if (static_cast<int>(units_per_chunk.size()) != chunks) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.parallel.pp_partition: ", units_per_chunk.size(),
+                                                   " entries, expected pp x virtual_stages = ", chunks,
+                                                   " (units per chunk; the model has ", units, " units)"));
+  }
+  std::vector<int> begin = {0};
+  for (int c = 0; c < chunks; ++c) {
+    if (units_per_chunk[c] < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("engine.parallel.pp_partition: chunk ", c, " has ",
+                                                     units_per_chunk[c], " units, expected at least 1"));
+    }
+    begin.push_back(begin.back() + units_per_chunk[c]);
+  }
+  if (begin.back() != units) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.parallel.pp_partition: sums to ", begin.back(),
+                                                   ", expected the model's ", units, " units"));
+  }
+  return begin;
+}
+
 // A unit's share of the step's work for the automatic partition: the
 // elements of every parameter it multiplies with (its own and borrowed
 // ones), at least 1.
@@ -228,8 +251,13 @@ absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOption
   const int chunks = pipe.stages * pipe.virtual_stages;
   plan.stages = pipe.stages;
   plan.stage = stage;
-  ASSIGN_OR_RETURN(plan.chunk_begin, pipe.partition.empty() ? PartitionByCost(UnitCosts(model), chunks)
-                                                             : ChunkBeginsFromPartition(pipe.partition, L, chunks));
+  if (chunks > L) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.parallel.pp: pp x virtual_stages = ", chunks,
+                                                   " exceeds the model's ", L, " units"));
+  }
+  ASSIGN_OR_RETURN(plan.chunk_begin,
+                   ChunkBegins(pipe.partition.empty() ? PartitionByCost(UnitCosts(model), chunks) : pipe.partition, L,
+                               chunks));
   for (int c = 0; c < chunks; ++c) {
     for (int u = plan.chunk_begin[c]; u < plan.chunk_begin[c + 1]; ++u) {
       plan.units[u].stage = c % pipe.stages;
@@ -271,6 +299,7 @@ absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOption
   in.schedule = pipe.schedule;
   in.zero_stage = options.stage;
   in.keep_gathered_across_micro_batches = !pipe.reshard_per_micro_batch;
+  in.reshard_after_forward = pipe.reshard_per_micro_batch;
   in.prefetch = options.gather.prefetch;
   in.optimizer_collectives = optimizer;
   in.training = true;
