@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "engine/config_checker.h"
+#include "engine/pipeline_schedule.h"
 
 namespace zeroshard {
 namespace {
@@ -111,12 +112,36 @@ void CheckParallel(const EngineConfig& e, int64_t batch, const ValidationOptions
   c.Range("engine.parallel.dp", p.dp(), 1, 1 << 20);
   c.Range("engine.parallel.tp", p.tp(), 1, 1 << 20);
   c.Range("engine.parallel.pp", p.pp(), 1, 1 << 20);
-  c.Range("engine.parallel.micro_batches", p.micro_batches(), 1, 1 << 20);
+  c.Range("engine.parallel.virtual_stages", p.virtual_stages(), 1, 64);
   if (p.tp() > 1) c.NotYet(absl::StrCat("engine.parallel.tp: ", p.tp(), " (tensor parallelism; expected 1)"));
-  if (p.pp() > 1) c.NotYet(absl::StrCat("engine.parallel.pp: ", p.pp(), " (pipeline parallelism; expected 1)"));
-  if (p.pp() == 1 && p.micro_batches() != 1) {
+  if (p.has_micro_batches()) {
     c.Add(absl::StrCat("engine.parallel.micro_batches: ", p.micro_batches(),
-                       " is set but pp is 1; use engine.gradient_accumulation_steps"));
+                       " is set; the pipeline runs engine.gradient_accumulation_steps micro-batches, set that"));
+  }
+  if (p.pp() >= 1 && p.virtual_stages() >= 1 && e.gradient_accumulation_steps() >= 1 &&
+      (p.pp() > 1 || p.virtual_stages() > 1)) {
+    PipelineScheduleKind kind = PipelineScheduleKind::kOneFOneB;
+    switch (p.pipeline_schedule()) {
+      case ParallelConfig::GPIPE:
+        kind = PipelineScheduleKind::kGpipe;
+        break;
+      case ParallelConfig::ONE_F_ONE_B:
+        kind = PipelineScheduleKind::kOneFOneB;
+        break;
+      case ParallelConfig::INTERLEAVED_1F1B:
+        kind = PipelineScheduleKind::kInterleaved1F1B;
+        break;
+      case ParallelConfig::ZERO_BUBBLE_H1:
+        kind = PipelineScheduleKind::kZeroBubbleH1;
+        break;
+    }
+    absl::Status shape = ValidatePipelineShape(kind, {p.pp(), p.virtual_stages(), e.gradient_accumulation_steps()});
+    if (!shape.ok()) c.Add(std::string(shape.message()));
+  }
+  if (p.pp_partition_size() > 0 && p.pp_partition_size() != int64_t{p.pp()} * p.virtual_stages()) {
+    c.Add(absl::StrCat("engine.parallel.pp_partition: ", p.pp_partition_size(),
+                       " entries, expected pp x virtual_stages = ", int64_t{p.pp()} * p.virtual_stages(),
+                       " (units per chunk)"));
   }
   const int64_t product = int64_t{p.dp()} * p.tp() * p.pp();
   if (options.world_size > 0 && product != options.world_size) {

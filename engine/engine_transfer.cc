@@ -69,7 +69,10 @@ absl::Status EngineImpl::PostSend(const Action& a, RunContext* run) {
   UnitState& slot = kind == kActivations ? run->state[a.micro_batch][a.unit] : run->state[a.micro_batch][a.unit - 1];
   send->pack = std::move(kind == kActivations ? slot.output : slot.output_grad);
   ASSIGN_OR_RETURN(send->header, EncodeHeader(send->pack));
-  ASSIGN_OR_RETURN(const int tag, TransferTag(kind, a.micro_batch, a.unit, num_units(), options_.accumulation_steps));
+  // Tags name the unit whose output (or its gradient) crosses: SEND_ACT's
+  // own unit; SEND_GRAD's unit below.
+  const int boundary = kind == kActivations ? a.unit : a.unit - 1;
+  ASSIGN_OR_RETURN(const int tag, TransferTag(kind, a.micro_batch, boundary, num_units(), options_.accumulation_steps));
   send->works.push_back(pp_->Send(send->header.data(), kHeaderWords, DType::kI32, a.peer_stage, tag));
   std::vector<TensorView> views = send->pack.views();
   for (size_t i = 0; i < views.size(); ++i) {
@@ -85,7 +88,10 @@ absl::Status EngineImpl::PostReceive(const Action& a, RunContext* run) {
   const int kind = KindOf(a.kind);
   auto recv = std::make_unique<TransferReceive>();
   recv->peer = a.peer_stage;
-  ASSIGN_OR_RETURN(recv->tag, TransferTag(kind, a.micro_batch, a.unit, num_units(), options_.accumulation_steps));
+  // RECV_ACT's unit takes the output of the unit below; RECV_GRAD's unit
+  // takes the gradient of its own output.
+  const int boundary = kind == kActivations ? a.unit - 1 : a.unit;
+  ASSIGN_OR_RETURN(recv->tag, TransferTag(kind, a.micro_batch, boundary, num_units(), options_.accumulation_steps));
   recv->header.assign(kHeaderWords, 0);
   recv->header_work = pp_->Recv(recv->header.data(), kHeaderWords, DType::kI32, recv->peer, recv->tag);
   run->receives[{kind, a.micro_batch, a.unit}] = std::move(recv);
