@@ -284,6 +284,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
   loaded.step = m.step();
   loaded.optimizer_steps = m.optimizer_steps();
   loaded.saved_dp = m.topology().dp();
+  loaded.saved_pp = m.topology().pp();
   loaded.config = m.config();
   loaded.data.sequences_consumed = m.data().sequences_consumed();
   loaded.data.shuffle_seed = m.rng().data_shuffle_seed();

@@ -87,6 +87,7 @@ struct LoadedCheckpoint {
   int64_t step = 0;              // the trainer's step to continue from
   int64_t optimizer_steps = 0;   // restored into the engine (unless weights_only)
   int saved_dp = 0;              // dp of the saving job; != engine dp means resharded
+  int saved_pp = 1;              // its pipeline stages (units are read wherever they were)
   TrainConfig config;            // the saving run's config
   DataPosition data;
   CheckpointLossScaler loss_scaler;   // as saved (fields unset without a scaler)

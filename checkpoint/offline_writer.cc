@@ -18,7 +18,13 @@ absl::StatusOr<std::string> WriteCheckpointOffline(const std::string& root, Chec
   const int dp = manifest.topology().dp();
   if (dp < 1) return absl::InvalidArgumentError(absl::StrFormat("dp %d must be >= 1", dp));
   ASSIGN_OR_RETURN(std::vector<FlatParamLayout> layouts, LayoutsFromManifest(manifest, dp));
-  for (size_t u = 0; u < layouts.size(); ++u) manifest.mutable_units(u)->set_shard_numel(layouts[u].shard_numel());
+  // Offline output has one pipeline stage: every unit in the dp files (a
+  // job at any pp reads each unit from wherever the manifest says it is).
+  manifest.mutable_topology()->set_pp(1);
+  for (size_t u = 0; u < layouts.size(); ++u) {
+    manifest.mutable_units(u)->set_shard_numel(layouts[u].shard_numel());
+    manifest.mutable_units(u)->set_stage(0);
+  }
   const std::vector<std::string> kinds(manifest.kinds().begin(), manifest.kinds().end());
   std::random_device rd;
   const std::string tmp_dir =

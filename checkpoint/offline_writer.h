@@ -4,7 +4,8 @@
 // kinds and units. The writer makes one shard file per dp rank, taking each
 // unit's values from `read_flat` (elements [begin, begin + count) of the
 // unit's flat buffer of kind `kinds[k]`, with begin + count <= numel;
-// padding is written as zeros), then writes the manifest and commits the
+// padding is written as zeros; the output has one pipeline stage: pp 1,
+// every unit at stage 0), then writes the manifest and commits the
 // step under `root` exactly as SaveCheckpoint does (temporary directory,
 // rename, `latest`). Memory: one rank's shard file at a time.
 #ifndef ZEROSHARD_CHECKPOINT_OFFLINE_WRITER_H_

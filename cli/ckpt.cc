@@ -85,7 +85,7 @@ int Verify(int argc, char** argv) {
     std::cout << problems.size() << " problem(s) found\n";
     return 1;
   }
-  std::cout << "OK " << opened->dir() << ": manifest and " << opened->dp() << " shard file(s) intact\n";
+  std::cout << "OK " << opened->dir() << ": manifest and " << opened->manifest().files_size() << " shard file(s) intact\n";
   return 0;
 }
 

@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::st
         {"gradient_accumulation_steps", header.gradient_accumulation_steps},
         {"config", header.config_path},
     };
+    if (!header.pipeline.empty()) j["pipeline"] = header.pipeline;
     absl::Status s = w->WriteLine(j.dump());
     if (!s.ok()) return s;
   }

@@ -27,6 +27,9 @@ struct MetricsHeader {
   int64_t tokens_per_step = 0;
   int gradient_accumulation_steps = 1;
   std::string config_path;
+  // With pp > 1: the schedule and each stage's units, e.g.
+  // "ONE_F_ONE_B; stage 0: embed..h.0; stage 1: h.1..head". Empty otherwise.
+  std::string pipeline;
 };
 
 struct StepMetrics {

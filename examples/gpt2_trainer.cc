@@ -23,6 +23,7 @@
 #include "data/token_file.h"
 #include "engine/config_loader.h"
 #include "engine/engine.h"
+#include "engine/engine_impl.h"
 #include "engine/metrics_writer.h"
 #include "kernels/context.h"
 #include "nn/gpt2.h"
@@ -148,6 +149,23 @@ std::string ProgressLine(int64_t step, const StepResult& r, int64_t total_steps,
   return line;
 }
 
+// "ONE_F_ONE_B; stage 0: embed..h.0; stage 1: h.1..head" with pipeline
+// stages (chunks of a stage joined by ", "), empty without.
+std::string DescribePipeline(const StepPlan& plan, const EngineConfig& config) {
+  if (plan.chunk_begin.empty()) return "";
+  std::vector<std::string> stages(plan.stages);
+  const int chunks = static_cast<int>(plan.chunk_begin.size()) - 1;
+  for (int c = 0; c < chunks; ++c) {
+    const std::string first = plan.layouts[plan.chunk_begin[c]].unit_name();
+    const std::string last = plan.layouts[plan.chunk_begin[c + 1] - 1].unit_name();
+    std::string& s = stages[c % plan.stages];
+    absl::StrAppend(&s, s.empty() ? "" : ", ", first, first == last ? "" : absl::StrCat("..", last));
+  }
+  std::string out = ParallelConfig::PipelineSchedule_Name(config.parallel().pipeline_schedule());
+  for (int s = 0; s < plan.stages; ++s) absl::StrAppend(&out, "; stage ", s, ": ", stages[s]);
+  return out;
+}
+
 }  // namespace
 
 absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
@@ -195,6 +213,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildGpt2(model_config));
   const int64_t num_params = model->num_params();
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_config, &grid, std::move(model)));
+  const std::string pipeline = DescribePipeline(Internals(*engine).plan(), engine_config);
 
   ASSIGN_OR_RETURN(std::unique_ptr<DataSplit> train, OpenSplit(config.data().train_path(), config));
   std::unique_ptr<DataSplit> val;
@@ -226,7 +245,13 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     step = ck.step;
     if (leader) {
       out << "zeroshard: resumed from " << ck.dir << " at step " << step
-          << (ck.saved_dp != par.dp() ? absl::StrCat(" (resharded from dp ", ck.saved_dp, ")") : "") << "\n";
+          << (ck.saved_dp != par.dp() || ck.saved_pp != par.pp()
+                  ? absl::StrCat(" (resharded from dp ", ck.saved_dp, ck.saved_pp != 1 || par.pp() != 1
+                                                                      ? absl::StrCat(" pp ", ck.saved_pp)
+                                                                      : "",
+                                 ")")
+                  : "")
+          << "\n";
     }
   }
 
@@ -235,7 +260,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     if (val == nullptr) return absl::InvalidArgumentError("--eval_only needs data.val_path in the config");
     ASSIGN_OR_RETURN(float loss, EvaluateValidation(*engine, *val, config, dp_rank));
     if (leader) out << absl::StrFormat("val_loss %.6f\n", loss);
-    if (engine->timeline() != nullptr) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, par.dp(), leader, out));
+    if (engine->timeline() != nullptr) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, world_size, leader, out));
     return absl::OkStatus();
   }
 
@@ -252,6 +277,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     h.tokens_per_step = int64_t{config.data().batch_size()} * config.model().seq_len();
     h.gradient_accumulation_steps = engine_config.gradient_accumulation_steps();
     h.config_path = flags.config_path;
+    h.pipeline = pipeline;
     ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(engine_config.logging().metrics_path(), h, /*append=*/flags.resume));
   }
   if (leader) {
@@ -260,6 +286,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
         "per step | %d steps\n",
         num_params, world_size, par.dp(), par.tp(), par.pp(), engine_config.zero().stage(),
         config.data().batch_size(), config.model().seq_len(), total_steps);
+    if (!pipeline.empty()) out << "zeroshard: pipeline " << pipeline << "\n";
   }
 
   StepBatches batches(engine_config.gradient_accumulation_steps(), train->source->plan().micro_batch_size(),
@@ -314,11 +341,11 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     }
     last_loss = r.loss;
     if (engine->trace_due()) {
-      RETURN_IF_ERROR(WriteTrace(*engine, trace_path, par.dp(), leader, out));
+      RETURN_IF_ERROR(WriteTrace(*engine, trace_path, world_size, leader, out));
       trace_written = true;
     }
   }
-  if (engine->timeline() != nullptr && !trace_written) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, par.dp(), leader, out));
+  if (engine->timeline() != nullptr && !trace_written) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, world_size, leader, out));
   if (leader && last_loss.has_value()) out << absl::StrFormat("done: step %d, final train loss %.4f\n", step, *last_loss);
   return absl::OkStatus();
 }
