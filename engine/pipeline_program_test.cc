@@ -85,12 +85,12 @@ TEST(PipelineProgramTest, GpipeBothStages) {
   EXPECT_EQ(Text(Input(S::kGpipe, 0, 0)), Program(R"(
 FORWARD mb=0 unit=a
 SEND_ACT mb=0 unit=a peer=1 bytes=0
-RECV_GRAD mb=1 unit=a peer=1 bytes=0
+RECV_GRAD mb=0 unit=a peer=1 bytes=0
 FORWARD mb=1 unit=a
 SEND_ACT mb=1 unit=a peer=1 bytes=0
-RECV_GRAD mb=0 unit=a peer=1 bytes=0
-BACKWARD mb=1 unit=a
+RECV_GRAD mb=1 unit=a peer=1 bytes=0
 BACKWARD mb=0 unit=a
+BACKWARD mb=1 unit=a
 REDUCE bucket=a bytes=10
 WAIT_REDUCE bucket=a
 OPTIMIZER bytes=60
@@ -102,13 +102,13 @@ FORWARD mb=0 unit=b
 FORWARD mb=0 unit=c
 FORWARD mb=1 unit=b
 FORWARD mb=1 unit=c
-BACKWARD mb=1 unit=c
-BACKWARD mb=1 unit=b
-SEND_GRAD mb=1 unit=b peer=0 bytes=0
 BACKWARD mb=0 unit=c
-REDUCE bucket=a bytes=10
 BACKWARD mb=0 unit=b
 SEND_GRAD mb=0 unit=b peer=0 bytes=0
+BACKWARD mb=1 unit=c
+REDUCE bucket=a bytes=10
+BACKWARD mb=1 unit=b
+SEND_GRAD mb=1 unit=b peer=0 bytes=0
 REDUCE bucket=b..c bytes=50
 WAIT_REDUCE bucket=a
 WAIT_REDUCE bucket=b..c

@@ -34,7 +34,10 @@ std::vector<std::vector<ChunkOp>> Gpipe(const PipelineShape& shape) {
   std::vector<std::vector<ChunkOp>> stages(shape.stages);
   for (int s = 0; s < shape.stages; ++s) {
     for (int mb = 0; mb < shape.micro_batches; ++mb) stages[s].push_back(Op(ChunkOpKind::kForward, s, mb));
-    for (int mb = shape.micro_batches - 1; mb >= 0; --mb) stages[s].push_back(Op(ChunkOpKind::kBackward, s, mb));
+    // Backwards in micro-batch order, like every other schedule: each
+    // gradient then sums its micro-batches in the same order, so every
+    // schedule gives bitwise the same weights.
+    for (int mb = 0; mb < shape.micro_batches; ++mb) stages[s].push_back(Op(ChunkOpKind::kBackward, s, mb));
   }
   return stages;
 }

@@ -10,8 +10,10 @@
 // (W) needs its input part (B).
 //
 // Schedules (m micro-batches, stage s of pp, v chunks per stage):
-//   GPIPE             every forward (micro-batch order), then every
-//                     backward (reverse order). Any m >= 1, v = 1. Peak
+//   GPIPE             every forward, then every backward, both in
+//                     micro-batch order (so each gradient sums its
+//                     micro-batches in the order every schedule does). Any
+//                     m >= 1, v = 1. Peak
 //                     in flight: m.
 //   ONE_F_ONE_B       stage s runs w = min(pp − s − 1, m) warm-up forwards,
 //                     then alternates one forward and one backward, then

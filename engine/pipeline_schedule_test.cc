@@ -166,7 +166,7 @@ TEST(PipelineScheduleTest, RejectedShapesNameTheConfigFields) {
 
 TEST(PipelineScheduleTest, OrdersPerStage) {
   std::vector<std::vector<ChunkOp>> s = Build(K::kGpipe, Shape(2, 3));
-  EXPECT_EQ(Text(s[1]), "F(1,0) F(1,1) F(1,2) BW(1,2) BW(1,1) BW(1,0)");
+  EXPECT_EQ(Text(s[1]), "F(1,0) F(1,1) F(1,2) BW(1,0) BW(1,1) BW(1,2)");
   s = Build(K::kOneFOneB, Shape(4, 6));
   EXPECT_EQ(Text(s[0]), "F(0,0) F(0,1) F(0,2) F(0,3) BW(0,0) F(0,4) BW(0,1) F(0,5) BW(0,2) BW(0,3) BW(0,4) BW(0,5)");
   EXPECT_EQ(Text(s[2]), "F(2,0) F(2,1) BW(2,0) F(2,2) BW(2,1) F(2,3) BW(2,2) F(2,4) BW(2,3) F(2,5) BW(2,4) BW(2,5)");
@@ -198,8 +198,8 @@ std::string Drawn(K kind, const PipelineShape& shape) { return DrawTimeline(Simu
 // characters per time unit.
 TEST(PipelineScheduleTest, DrawnTimelines) {
   EXPECT_EQ(Drawn(K::kGpipe, Shape(2, 4)),
-            "stage 0 |F0F1F2F3......B3bbB2bbB1bbB0bb|\n"
-            "stage 1 |..F0F1F2F3B3bbB2bbB1bbB0bb....|\n");
+            "stage 0 |F0F1F2F3......B0bbB1bbB2bbB3bb|\n"
+            "stage 1 |..F0F1F2F3B0bbB1bbB2bbB3bb....|\n");
   EXPECT_EQ(Drawn(K::kOneFOneB, Shape(2, 4)),
             "stage 0 |F0F1....B0bbF2B1bbF3B2bb..B3bb|\n"
             "stage 1 |..F0B0bbF1B1bbF2B2bbF3B3bb....|\n");
