@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,8 @@ struct Case {
   int dp = 1, pp = 1, v = 1, m = 1, stage = 0;
   Schedule schedule = ParallelConfig::ONE_F_ONE_B;
   std::vector<int> partition;
+  bool f16 = false;           // F16 compute, dynamic loss scale 2^10, hysteresis 1
+  bool checkpointing = false; // EVERY_UNIT
   std::string Name() const {
     std::string s = absl::StrCat("dp ", dp, " pp ", pp, " v ", v, " m ", m, " ZeRO ", stage, " ",
                                  ParallelConfig::PipelineSchedule_Name(schedule));
@@ -85,6 +88,12 @@ EngineConfig Config(const Case& c) {
   e.mutable_parallel()->set_virtual_stages(c.v);
   e.mutable_parallel()->set_pipeline_schedule(c.schedule);
   for (int u : c.partition) e.mutable_parallel()->add_pp_partition(u);
+  if (c.f16) {
+    e.mutable_precision()->set_compute_dtype(F16);
+    e.mutable_precision()->mutable_loss_scale()->set_initial_scale(1024);
+    e.mutable_precision()->mutable_loss_scale()->set_hysteresis(1);
+  }
+  if (c.checkpointing) e.mutable_activation_checkpointing()->set_policy(ActivationCheckpointingConfig::EVERY_UNIT);
   e.mutable_optimizer()->set_lr(1e-3);
   e.mutable_optimizer()->set_eps(1e-6);  // see engine_mpi_test.cc: noise-driven AdamW steps
   e.mutable_device()->set_threads_per_rank(1);
@@ -95,6 +104,9 @@ EngineConfig Config(const Case& c) {
 struct Outcome {
   Weights weights;
   std::vector<float> losses;
+  std::vector<int> skipped;
+  std::vector<double> scales;
+  int64_t activations_peak = 0;  // this rank's
   bool tied_equal = true;  // the mirror and its owner agree bitwise after every step
 };
 
@@ -118,12 +130,15 @@ bool TiedCopiesEqual(EngineImpl& impl, ProcessGrid& grid) {
   return std::memcmp(both.data(), both.data() + n, n * sizeof(float)) == 0;
 }
 
-Outcome RunPipeline(const Case& c, const std::vector<int32_t>& tokens) {
+using GradHook = EngineImpl::GradHook;
+
+Outcome RunPipeline(const Case& c, const std::vector<int32_t>& tokens, GradHook hook = nullptr) {
   Outcome run;
   ProcessGrid& grid = Grid(c.dp, c.pp);
   auto engine = Engine::Create(Config(c), &grid, std::move(BuildGpt2(Model())).value());
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return run;
+  if (hook) Internals(**engine).SetGradHookForTesting(hook);
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, c.Batch(), Model().seq_len, c.dp, c.m, grid.dp_rank());
   const std::vector<Batch> views = Views(batches);
   for (int s = 0; s < kSteps; ++s) {
@@ -131,8 +146,11 @@ Outcome RunPipeline(const Case& c, const std::vector<int32_t>& tokens) {
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return run;
     run.losses.push_back(r->loss);
+    run.skipped.push_back(r->skipped ? 1 : 0);
+    run.scales.push_back(r->loss_scale);
     run.tied_equal = run.tied_equal && TiedCopiesEqual(Internals(**engine), grid);
   }
+  run.activations_peak = (*engine)->memory().Usage(MemoryCategory::kActivations).peak;
   for (const std::string& name : (*engine)->ParamNames()) {
     absl::StatusOr<std::vector<float>> w = (*engine)->GatherParam(name);
     EXPECT_TRUE(w.ok()) << w.status();
@@ -278,6 +296,72 @@ TEST(PipelineMpiTest, ABadPartitionFailsCreateOnEveryRankNamingTheField) {
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine.status().message(),
             absl::StrCat("engine.parallel.pp_partition: sums to ", n, ", expected the model's 8 units"));
+}
+
+TEST(PipelineMpiTest, CheckpointingChangesNoBitAndKeepsFewerActivations) {
+  const int n = WorldSize();
+  if (n < 2) GTEST_SKIP() << "needs at least 2 ranks";
+  for (int stage : {0, 3}) {
+    Case c;
+    c.pp = n;
+    c.m = 2 * n;
+    c.stage = stage;
+    uint32_t seed = 0;
+    const std::vector<int32_t> tokens = SharedTokens(c.Batch(), &seed);
+    SCOPED_TRACE(absl::StrCat("token seed ", seed, " ", c.Name()));
+    const Outcome kept = RunPipeline(c, tokens);
+    c.checkpointing = true;
+    const Outcome recomputed = RunPipeline(c, tokens);
+    EXPECT_TRUE(Bitwise(recomputed.weights, kept.weights));
+    EXPECT_EQ(recomputed.losses, kept.losses);
+    EXPECT_LT(recomputed.activations_peak, kept.activations_peak);
+    std::printf("%s: rank %d peak activation bytes %lld checkpointed vs %lld kept\n", c.Name().c_str(),
+                Grid(1, n).world().rank(), static_cast<long long>(recomputed.activations_peak),
+                static_cast<long long>(kept.activations_peak));
+  }
+}
+
+// An inf in one stage's gradient (the last unit, on the last stage's last
+// dp rank) skips the step on every rank of every stage, leaves the weights
+// bitwise as they were, and halves the scale everywhere.
+TEST(PipelineMpiTest, F16InfOnOneStageSkipsTheStepOnEveryStage) {
+  const int n = WorldSize();
+  if (n < 2) GTEST_SKIP() << "needs at least 2 ranks";
+  const int dp = n == 4 ? 2 : 1;
+  Case c;
+  c.dp = dp;
+  c.pp = n / dp;
+  c.m = c.pp;
+  c.f16 = true;
+  c.stage = 2;
+  ProcessGrid& grid = Grid(c.dp, c.pp);
+  const bool poisoner = grid.pp_rank() == c.pp - 1 && grid.dp_rank() == dp - 1;
+  const int last_unit = 7;  // held by the last stage only
+  const std::set<int64_t> poisoned = {2, 5};
+  GradHook hook = [&](int64_t attempt, int unit, float* g, int64_t numel) {
+    if (poisoner && unit == last_unit && numel > 0 && poisoned.count(attempt) > 0) g[numel / 2] = INFINITY;
+  };
+  uint32_t seed = 0;
+  const std::vector<int32_t> tokens = SharedTokens(c.Batch(), &seed);
+  SCOPED_TRACE(absl::StrCat("token seed ", seed, " ", c.Name()));
+  const Outcome run = RunPipeline(c, tokens, hook);
+  ASSERT_EQ(run.skipped.size(), static_cast<size_t>(kSteps));
+  std::vector<int> expected_skips(kSteps, 0);
+  std::vector<double> expected_scales;
+  double scale = 1024;
+  for (int s = 0; s < kSteps; ++s) {
+    expected_scales.push_back(scale);  // the scale the step ran with
+    if (poisoned.count(s) > 0) {
+      expected_skips[s] = 1;
+      scale /= 2;
+    }
+  }
+  EXPECT_EQ(run.skipped, expected_skips) << "pp rank " << grid.pp_rank() << " dp rank " << grid.dp_rank();
+  EXPECT_EQ(run.scales, expected_scales);
+  EXPECT_TRUE(run.tied_equal);
+  // A skipped step changes nothing: its weights are the previous step's,
+  // so the run's loss repeats on the step after each skip.
+  for (int64_t s : poisoned) EXPECT_EQ(run.losses[s + 1], run.losses[s]) << "step " << s + 2;
 }
 
 }  // namespace
