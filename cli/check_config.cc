@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "cli/args.h"
 #include "cli/run_config.h"
@@ -74,6 +75,12 @@ std::string ConfigSummary(const RunConfig& c, int world_size) {
   absl::StrAppend(&out, "kind       ", c.kind, " (", c.message_name, ")\n");
   absl::StrAppend(&out, "model      ", c.model_summary, "\n");
   absl::StrAppendFormat(&out, "parallel   dp=%d tp=%d pp=%d\n", p.dp(), p.tp(), p.pp());
+  if (p.pp() > 1) {
+    absl::StrAppend(&out, "pipeline   ", ParallelConfig::PipelineSchedule_Name(p.pipeline_schedule()), ", ",
+                    p.virtual_stages(), " chunk(s) per stage, partition ",
+                    p.pp_partition_size() > 0 ? absl::StrJoin(p.pp_partition(), ",") : std::string("by cost"),
+                    " (`zeroshard schedule` prints it)\n");
+  }
   absl::StrAppendFormat(&out, "batch      %d %s/step = dp %d x accumulation %d x micro-batch %d%s\n", c.global_batch,
                         c.rows_name, p.dp(), e.gradient_accumulation_steps(), MicroBatchSize(e, c.global_batch),
                         c.batch_note);
