@@ -57,6 +57,12 @@ struct StepTimings {
   double backward = 0;      // RECOMPUTE/BACKWARD actions, their gathers, reduction launches and waits
   double gather_wait = 0;   // blocked waiting for parameter all-gathers (stage 3)
   double reduce_wait = 0;   // blocked waiting for gradient reduce-scatters
+  // Pipeline stages: blocked for a neighbour's activations (within forward)
+  // or gradients (within backward). A stage's idle time in the schedule is
+  // these plus the wait for its sends to drain after the last action
+  // (within total only).
+  double pipeline_wait_forward = 0;
+  double pipeline_wait_backward = 0;
   double optimizer = 0;     // norm all-reduce, clipping, update, parameter publication
   double publish_wait = 0;  // blocked in the optimizer phase's collectives (norm, gathers)
   double total = 0;

@@ -8,6 +8,7 @@
 #include "comm/status_agreement.h"
 #include "comm/traced_wait.h"
 #include "core/status_macros.h"
+#include "core/stopwatch.h"
 #include "engine/engine_impl.h"
 #include "kernels/scale.h"
 #include "kernels/sum_squares.h"
@@ -16,9 +17,7 @@
 namespace zeroshard {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using Clock = SteadyClock;
 
 // Indices into the optimizer phase's all-reduce.
 enum SumIndex { kSumSq, kLossSum, kLossWeight, kNonFinite, kFailedAllocations, kFirstMetric };

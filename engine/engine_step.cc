@@ -13,14 +13,13 @@
 #include "comm/traced_wait.h"
 #include "core/hash.h"
 #include "core/status_macros.h"
+#include "core/stopwatch.h"
 #include "engine/engine_impl.h"
 
 namespace zeroshard {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using Clock = SteadyClock;
 
 // The per-rank record of the batch agreement, in i32 words.
 constexpr int kRecordWords = 9;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/traced_wait.h"
 #include "core/status_macros.h"
+#include "core/stopwatch.h"
 #include "engine/engine_impl.h"
 
 namespace zeroshard {
@@ -139,12 +140,17 @@ absl::Status EngineImpl::CompleteReceive(int kind, int micro_batch, int unit, Ru
   auto it = run->receives.find({kind, micro_batch, unit});
   if (it == run->receives.end()) return absl::OkStatus();
   TransferReceive& r = *it->second;
+  const SteadyClock::time_point waited = SteadyClock::now();
   if (!r.payload_posted) {
     RETURN_IF_ERROR(WaitTraced(*r.header_work, timeline_.get(), "wait", "Recv", "header", std::chrono::steady_clock::now(),
                                kHeaderWords * 4));
     RETURN_IF_ERROR(PostPayload(r));
   }
   for (auto& w : r.payload) RETURN_IF_ERROR(w->Wait());
+  if (run->timings != nullptr) {
+    (kind == kActivations ? run->timings->pipeline_wait_forward : run->timings->pipeline_wait_backward) +=
+        SecondsSince(waited);
+  }
   // Activations arrive as the input of `unit`: where the unit below would
   // have left its output. Gradients as d(output of `unit`).
   UnitState& slot = kind == kActivations ? run->state[micro_batch][unit - 1] : run->state[micro_batch][unit];
