@@ -32,14 +32,19 @@ absl::Status LayerNormBackward(const KernelContext& ctx, void* dinp, void* dweig
                                const void* inp, const void* weight, const float* mean, const float* rstd,
                                int64_t rows, int64_t channels, DType dtype) {
   RETURN_IF_ERROR(CheckDims("LayerNormBackward", {{"rows", rows}, {"channels", channels}}));
-  RETURN_IF_ERROR(CheckNotNull("LayerNormBackward", {{"dinp", dinp},
-                                                     {"dweight", dweight},
-                                                     {"dbias", dbias},
-                                                     {"dout", dout},
-                                                     {"inp", inp},
-                                                     {"weight", weight},
-                                                     {"mean", mean},
-                                                     {"rstd", rstd}}));
+  if ((dweight == nullptr) != (dbias == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("LayerNormBackward: ", dweight == nullptr ? "dweight" : "dbias",
+                                                   " is null but ", dweight == nullptr ? "dbias" : "dweight",
+                                                   " is not, expected both or neither"));
+  }
+  if (dinp == nullptr && dweight == nullptr) {
+    return absl::InvalidArgumentError("LayerNormBackward: nothing to compute (dinp, dweight and dbias are all null)");
+  }
+  RETURN_IF_ERROR(
+      CheckNotNull("LayerNormBackward", {{"dout", dout}, {"inp", inp}, {"mean", mean}, {"rstd", rstd}}));
+  if (dinp != nullptr && weight == nullptr) {
+    return absl::InvalidArgumentError("LayerNormBackward: weight is null, expected non-null when dinp is set");
+  }
   RETURN_IF_ERROR(CheckComputeDType("LayerNormBackward", dtype));
   ZS_KERNEL_DISPATCH("LayerNormBackward", ctx,
                      cpu::LayerNormBackward(LoopThreads(ctx), dinp, dweight, dbias, dout, inp, weight, mean, rstd,

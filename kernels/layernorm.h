@@ -22,6 +22,11 @@ absl::Status LayerNormForward(const KernelContext& ctx, void* out, float* mean, 
 
 // dinp (N,C) WRITTEN; dweight (C) and dbias (C) ACCUMULATED (+=).
 // dinp must not alias dout or inp.
+// Either part may be skipped: dinp == nullptr computes the parameter
+// gradients only, dweight == dbias == nullptr the input gradient only (then
+// weight may be null too: only dinp reads it). A computed part is bitwise
+// what the full call gives. kInvalidArgument when only one of dweight and
+// dbias is null, or when nothing is left to compute.
 absl::Status LayerNormBackward(const KernelContext& ctx, void* dinp, void* dweight, void* dbias, const void* dout,
                                const void* inp, const void* weight, const float* mean, const float* rstd,
                                int64_t rows, int64_t channels, DType dtype);

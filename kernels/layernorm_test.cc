@@ -100,6 +100,58 @@ TEST_P(LayerNormTest, BackwardMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, LayerNormTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                          testing::DTypeParamName);
 
+// dinp alone and dweight + dbias alone, at 1 and 2 threads: each part is
+// bitwise the full call's, the buffers of skipped outputs stay poisoned, and
+// weight (read by dinp only) is null (1 thread) or NaN (2 threads) for the
+// parameter gradients.
+TEST_P(LayerNormTest, PartialBackwardIsBitwiseTheFullCall) {
+  const DType dtype = GetParam();
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(::testing::Message() << "ZS_TEST_SEED=" << seed);
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
+  testing::Rng rng(seed);
+  const int64_t n = 45, c = 72;
+  const HostTensor x = HostTensor::From(dtype, rng.Uniform(n * c, -2, 2));
+  const HostTensor w = HostTensor::From(dtype, rng.Uniform(c, 0.5, 1.5));
+  const HostTensor b = HostTensor::From(dtype, rng.Uniform(c, -1, 1));
+  const HostTensor dy = HostTensor::From(dtype, rng.Uniform(n * c, -1, 1));
+  const HostTensor dw0 = HostTensor::From(dtype, rng.Uniform(c, -1, 1));
+  const HostTensor db0 = HostTensor::From(dtype, rng.Uniform(c, -1, 1));
+  const HostTensor nan_w = HostTensor::Poisoned(dtype, c);
+  HostTensor y = HostTensor::Poisoned(dtype, n * c);
+  std::vector<float> mean(n), rstd(n);
+  ASSERT_TRUE(LayerNormForward(KernelContext::Cpu(), y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
+                               n, c, static_cast<float>(kEps), dtype)
+                  .ok());
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "threads " << threads);
+    const KernelContext ctx = KernelContext::Cpu(threads);
+    HostTensor full_dx = HostTensor::Poisoned(dtype, n * c), full_dw = dw0, full_db = db0;
+    ASSERT_TRUE(LayerNormBackward(ctx, full_dx.data(), full_dw.data(), full_db.data(), dy.data(), x.data(), w.data(),
+                                  mean.data(), rstd.data(), n, c, dtype)
+                    .ok());
+
+    HostTensor dx = HostTensor::Poisoned(dtype, n * c);
+    HostTensor dw = HostTensor::Poisoned(dtype, c), db = HostTensor::Poisoned(dtype, c);
+    ASSERT_TRUE(LayerNormBackward(ctx, dx.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), mean.data(),
+                                  rstd.data(), n, c, dtype)
+                    .ok());
+    testing::ExpectBitwiseEqual(dx, full_dx, "dinp (input only)");
+    testing::ExpectBitwiseEqual(dw, HostTensor::Poisoned(dtype, c), "dweight (input only)");
+    testing::ExpectBitwiseEqual(db, HostTensor::Poisoned(dtype, c), "dbias (input only)");
+
+    dx = HostTensor::Poisoned(dtype, n * c);
+    dw = dw0;
+    db = db0;
+    ASSERT_TRUE(LayerNormBackward(ctx, nullptr, dw.data(), db.data(), dy.data(), x.data(),
+                                  threads == 1 ? nullptr : nan_w.data(), mean.data(), rstd.data(), n, c, dtype)
+                    .ok());
+    testing::ExpectBitwiseEqual(dx, HostTensor::Poisoned(dtype, n * c), "dinp (weights only)");
+    testing::ExpectBitwiseEqual(dw, full_dw, "dweight (weights only)");
+    testing::ExpectBitwiseEqual(db, full_db, "dbias (weights only)");
+  }
+}
+
 TEST(LayerNorm, ThreadCountIndependent) {
   cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
   testing::Rng rng(testing::TestSeed());
@@ -135,6 +187,27 @@ TEST(LayerNormErrors, RejectsNonPositiveEps) {
   absl::Status s = LayerNormForward(KernelContext::Cpu(), buf, buf, buf, buf, buf, buf, 1, 4, 0.0f, DType::kF32);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "LayerNormForward: eps = 0, expected > 0");
+}
+
+TEST(LayerNormErrors, BackwardNeedsWhatItsRequestedPartsRead) {
+  float dx[4] = {}, dw[4] = {}, db[4] = {}, dy[4] = {}, x[4] = {}, w[4] = {}, mean[1] = {}, rstd[1] = {1};
+  const KernelContext ctx = KernelContext::Cpu();
+  absl::Status s = LayerNormBackward(ctx, dx, nullptr, db, dy, x, w, mean, rstd, 1, 4, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LayerNormBackward: dweight is null but dbias is not, expected both or neither");
+  s = LayerNormBackward(ctx, dx, dw, nullptr, dy, x, w, mean, rstd, 1, 4, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LayerNormBackward: dbias is null but dweight is not, expected both or neither");
+  s = LayerNormBackward(ctx, nullptr, nullptr, nullptr, dy, x, w, mean, rstd, 1, 4, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LayerNormBackward: nothing to compute (dinp, dweight and dbias are all null)");
+  s = LayerNormBackward(ctx, dx, nullptr, nullptr, dy, x, nullptr, mean, rstd, 1, 4, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LayerNormBackward: weight is null, expected non-null when dinp is set");
+  s = LayerNormBackward(ctx, nullptr, dw, db, dy, x, w, nullptr, rstd, 1, 4, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LayerNormBackward: mean is null");
+  EXPECT_TRUE(LayerNormBackward(ctx, nullptr, dw, db, dy, x, nullptr, mean, rstd, 1, 4, DType::kF32).ok());
 }
 
 }  // namespace

@@ -25,8 +25,10 @@ absl::Status LinearBackwardCuda(const KernelContext& ctx, void* dinp, void* dwei
     RETURN_IF_ERROR(cuda::Gemm(ctx, Transpose::kNo, Transpose::kYes, n, c, oc, 1.0f, dout, oc, weight, oc, 0.0f,
                                dinp, c, dtype));
   }
-  RETURN_IF_ERROR(cuda::Gemm(ctx, Transpose::kYes, Transpose::kNo, c, oc, n, 1.0f, inp, c, dout, oc, 1.0f, dweight,
-                             oc, dtype));
+  if (dweight != nullptr) {
+    RETURN_IF_ERROR(cuda::Gemm(ctx, Transpose::kYes, Transpose::kNo, c, oc, n, 1.0f, inp, c, dout, oc, 1.0f, dweight,
+                               oc, dtype));
+  }
   if (dbias != nullptr) RETURN_IF_ERROR(cuda::BiasGrad(ctx, dbias, dout, n, oc, dtype));
   return absl::OkStatus();
 }
@@ -55,8 +57,16 @@ absl::Status LinearBackward(const KernelContext& ctx, void* dinp, void* dweight,
                             const void* inp, const void* weight, int64_t rows, int64_t in_features,
                             int64_t out_features, DType dtype) {
   RETURN_IF_ERROR(CheckLinear("LinearBackward", rows, in_features, out_features, dtype));
-  RETURN_IF_ERROR(
-      CheckNotNull("LinearBackward", {{"dweight", dweight}, {"dout", dout}, {"inp", inp}, {"weight", weight}}));
+  if (dinp == nullptr && dweight == nullptr && dbias == nullptr) {
+    return absl::InvalidArgumentError("LinearBackward: nothing to compute (dinp, dweight and dbias are all null)");
+  }
+  RETURN_IF_ERROR(CheckNotNull("LinearBackward", {{"dout", dout}}));
+  if (dinp != nullptr && weight == nullptr) {
+    return absl::InvalidArgumentError("LinearBackward: weight is null, expected non-null when dinp is set");
+  }
+  if (dweight != nullptr && inp == nullptr) {
+    return absl::InvalidArgumentError("LinearBackward: inp is null, expected non-null when dweight is set");
+  }
   ZS_KERNEL_DISPATCH("LinearBackward", ctx,
                      cpu::LinearBackward(LoopThreads(ctx), dinp, dweight, dbias, dout, inp, weight, rows, in_features,
                                          out_features, dtype),

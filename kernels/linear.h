@@ -19,9 +19,12 @@ absl::Status LinearForward(const KernelContext& ctx, void* out, const void* inp,
                            const void* bias, int64_t rows, int64_t in_features, int64_t out_features, DType dtype);
 
 // dinp (N,C)     = dout · weight^T   WRITTEN (skipped when dinp is null)
-// dweight (C,OC) += inp^T · dout     ACCUMULATED
+// dweight (C,OC) += inp^T · dout     ACCUMULATED (skipped when dweight is null)
 // dbias (OC)     += sum over rows of dout   ACCUMULATED (skipped when null)
-// dout is (N,OC).
+// dout is (N,OC) and always required; weight only when dinp is set, inp only
+// when dweight is set. Each part is computed by the same calls whatever else
+// is skipped, so split calls give bitwise the full call's results.
+// kInvalidArgument when dinp, dweight and dbias are all null.
 absl::Status LinearBackward(const KernelContext& ctx, void* dinp, void* dweight, void* dbias, const void* dout,
                             const void* inp, const void* weight, int64_t rows, int64_t in_features,
                             int64_t out_features, DType dtype);

@@ -78,6 +78,49 @@ TEST_P(LinearTest, BackwardMatchesFiniteDifferences) {
   ExpectAllClose(db.Values(), gb, tol, tol, "dbias");
 }
 
+// Every non-empty subset of {dinp, dweight, dbias}, at 1 and 2 threads: each
+// part computed is bitwise the full call's, the buffers of skipped outputs
+// stay poisoned, and an input no requested part needs is null (1 thread) or
+// NaN (2 threads) without effect.
+TEST_P(LinearTest, PartialBackwardIsBitwiseTheFullCall) {
+  const DType dtype = GetParam();
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(::testing::Message() << "ZS_TEST_SEED=" << seed);
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
+  testing::Rng rng(seed);
+  const int64_t n = 37, c = 24, oc = 40;
+  const HostTensor x = HostTensor::From(dtype, rng.Uniform(n * c, -1, 1));
+  const HostTensor w = HostTensor::From(dtype, rng.Uniform(c * oc, -1, 1));
+  const HostTensor dy = HostTensor::From(dtype, rng.Uniform(n * oc, -1, 1));
+  const HostTensor dw0 = HostTensor::From(dtype, rng.Uniform(c * oc, -1, 1));
+  const HostTensor db0 = HostTensor::From(dtype, rng.Uniform(oc, -1, 1));
+  const HostTensor nan_x = HostTensor::Poisoned(dtype, n * c), nan_w = HostTensor::Poisoned(dtype, c * oc);
+  for (int threads : {1, 2}) {
+    const KernelContext ctx = KernelContext::Cpu(threads);
+    HostTensor full_dx = HostTensor::Poisoned(dtype, n * c), full_dw = dw0, full_db = db0;
+    ASSERT_TRUE(LinearBackward(ctx, full_dx.data(), full_dw.data(), full_db.data(), dy.data(), x.data(), w.data(), n,
+                               c, oc, dtype)
+                    .ok());
+    for (int mask = 1; mask < 8; ++mask) {
+      const bool want_dx = mask & 1, want_dw = mask & 2, want_db = mask & 4;
+      SCOPED_TRACE(::testing::Message() << "threads " << threads << " dinp " << want_dx << " dweight " << want_dw
+                                        << " dbias " << want_db);
+      HostTensor dx = HostTensor::Poisoned(dtype, n * c);
+      HostTensor dw = want_dw ? dw0 : HostTensor::Poisoned(dtype, c * oc);
+      HostTensor db = want_db ? db0 : HostTensor::Poisoned(dtype, oc);
+      const void* unused_x = threads == 1 ? nullptr : nan_x.data();
+      const void* unused_w = threads == 1 ? nullptr : nan_w.data();
+      ASSERT_TRUE(LinearBackward(ctx, want_dx ? dx.data() : nullptr, want_dw ? dw.data() : nullptr,
+                                 want_db ? db.data() : nullptr, dy.data(), want_dw ? x.data() : unused_x,
+                                 want_dx ? w.data() : unused_w, n, c, oc, dtype)
+                      .ok());
+      testing::ExpectBitwiseEqual(dx, want_dx ? full_dx : HostTensor::Poisoned(dtype, n * c), "dinp");
+      testing::ExpectBitwiseEqual(dw, want_dw ? full_dw : HostTensor::Poisoned(dtype, c * oc), "dweight");
+      testing::ExpectBitwiseEqual(db, want_db ? full_db : HostTensor::Poisoned(dtype, oc), "dbias");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                          testing::DTypeParamName);
 
@@ -103,9 +146,28 @@ TEST(LinearErrors, NamesTheBadArgument) {
   absl::Status s = LinearForward(KernelContext::Cpu(), buf, buf, buf, nullptr, 2, 0, 2, DType::kF32);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "LinearForward: in_features = 0, expected >= 1");
-  s = LinearBackward(KernelContext::Cpu(), buf, nullptr, buf, buf, buf, buf, 2, 2, 2, DType::kF32);
+}
+
+TEST(LinearErrors, BackwardNeedsWhatItsRequestedPartsRead) {
+  float buf[8] = {};
+  const KernelContext ctx = KernelContext::Cpu();
+  absl::Status s = LinearBackward(ctx, nullptr, nullptr, nullptr, buf, buf, buf, 2, 2, 2, DType::kF32);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "LinearBackward: dweight is null");
+  EXPECT_EQ(s.message(), "LinearBackward: nothing to compute (dinp, dweight and dbias are all null)");
+  s = LinearBackward(ctx, buf, nullptr, nullptr, buf, buf, nullptr, 2, 2, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LinearBackward: weight is null, expected non-null when dinp is set");
+  s = LinearBackward(ctx, nullptr, buf, nullptr, buf, nullptr, buf, 2, 2, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LinearBackward: inp is null, expected non-null when dweight is set");
+  s = LinearBackward(ctx, nullptr, nullptr, buf, nullptr, buf, buf, 2, 2, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LinearBackward: dout is null");
+  // dbias alone reads only dout; dweight alone no weight; dinp alone no inp.
+  float out[4] = {}, dout[4] = {}, in[4] = {};
+  EXPECT_TRUE(LinearBackward(ctx, nullptr, nullptr, out, dout, nullptr, nullptr, 2, 2, 2, DType::kF32).ok());
+  EXPECT_TRUE(LinearBackward(ctx, nullptr, out, nullptr, dout, in, nullptr, 2, 2, 2, DType::kF32).ok());
+  EXPECT_TRUE(LinearBackward(ctx, out, nullptr, nullptr, dout, nullptr, in, 2, 2, 2, DType::kF32).ok());
 }
 
 class BiasTest : public ::testing::TestWithParam<DType> {};

@@ -1,6 +1,7 @@
 #include "nn/gpt2_units.h"
 
 #include <cmath>
+#include <initializer_list>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -89,6 +90,83 @@ struct HeadSaved : public SavedActivations {
   }
 };
 
+// What each unit's BackwardInput keeps for its BackwardWeight (kActivations).
+struct EmbedWeightInputs : public SavedActivations {
+  Buffer dout;  // (B,T,C): the caller's output grad need not outlive BackwardInput
+  int64_t bytes() const override { return dout.bytes(); }
+};
+
+// The output gradient of every layer with parameters.
+struct BlockWeightInputs : public SavedActivations {
+  Buffer dy;     // mlp.c_proj (N,C): the block's output grad
+  Buffer dfch;   // mlp.c_fc (N,4C), after GELU backward
+  Buffer dln2;   // ln_2 (N,C)
+  Buffer dres2;  // attn.c_proj (N,C): dy + ln_2's input grad
+  Buffer dqkv;   // attn.c_attn (N,3C)
+  Buffer dln1;   // ln_1 (N,C)
+  int64_t bytes() const override {
+    return dy.bytes() + dfch.bytes() + dln2.bytes() + dres2.bytes() + dqkv.bytes() + dln1.bytes();
+  }
+};
+
+struct HeadWeightInputs : public SavedActivations {
+  Buffer dlogits;  // (N,V): the lm head's output grad
+  Buffer dlnf;     // (N,C): ln_f's output grad
+  int64_t bytes() const override { return dlogits.bytes() + dlnf.bytes(); }
+};
+
+// An absent tensor: the layers skip an output whose data is null.
+const TensorView kNone{};
+
+// A layer whose gradient views are all null (frozen parameters) is skipped.
+bool AllNull(std::initializer_list<const TensorView*> grads) {
+  for (const TensorView* g : grads) {
+    if (g->data != nullptr) return false;
+  }
+  return true;
+}
+
+template <typename T>
+absl::StatusOr<const T*> WeightInputsAs(const std::string& unit, const SavedActivations& weight_inputs) {
+  const auto* w = dynamic_cast<const T*>(&weight_inputs);
+  if (w == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(unit, ": weight inputs are not this unit's (pass what its BackwardInput returned)"));
+  }
+  return w;
+}
+
+// The block's saved activations, once they and grad_out (B,T,C) are checked.
+absl::StatusOr<const BlockSaved*> CheckBlockBackward(const std::string& unit, int64_t c, const ComputeContext& ctx,
+                                                     const SavedActivations& saved, const TensorView& grad_out) {
+  const auto* s = dynamic_cast<const BlockSaved*>(&saved);
+  if (s == nullptr) return absl::InvalidArgumentError(absl::StrCat(unit, ": saved activations are not a block's"));
+  const int64_t b = grad_out.shape.size() == 3 ? grad_out.shape[0] : -1;
+  const int64_t t = grad_out.shape.size() == 3 ? grad_out.shape[1] : -1;
+  const int64_t n = b * t;
+  RETURN_IF_ERROR(CheckTensor(grad_out, absl::StrCat(unit, " output grad"), ctx.compute_dtype, {b, t, c},
+                              ctx.kernels.device));
+  if (s->x.numel() != n * c) {
+    return absl::InvalidArgumentError(absl::StrCat(unit, ": output grad has ", n, " rows but the saved forward had ",
+                                                   s->x.numel() / c));
+  }
+  return s;
+}
+
+// The head's saved activations, once checked against the batch.
+absl::StatusOr<const HeadSaved*> CheckHeadSaved(int64_t c, const ComputeContext& ctx, const Batch& batch,
+                                                const SavedActivations& saved) {
+  const auto* s = dynamic_cast<const HeadSaved*>(&saved);
+  if (s == nullptr) return absl::InvalidArgumentError("head: saved activations are not the head's");
+  ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/true));
+  const int64_t n = bt.first * bt.second;
+  if (s->x.numel() != n * c) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("head: batch has ", n, " rows but the saved forward had ", s->x.numel() / c));
+  }
+  return s;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -126,6 +204,38 @@ absl::Status Gpt2EmbedUnit::Backward(const UnitContext& uctx, absl::Span<const T
   ASSIGN_OR_RETURN(const TensorView inputs, batch.Get("inputs"));
   grad_in->Clear();
   return embedding_.Backward(uctx.compute, inputs, dy, grads[0], grads[1]);
+}
+
+absl::Status Gpt2EmbedUnit::BackwardInput(const UnitContext& uctx, absl::Span<const TensorView> params,
+                                          const Batch& batch, const SavedActivations& /*saved*/,
+                                          absl::Span<const TensorView> grad_out, ActivationPack* grad_in,
+                                          std::unique_ptr<SavedActivations>* weight_inputs) const {
+  const ComputeContext& ctx = uctx.compute;
+  RETURN_IF_ERROR(CheckParamCount(name_, params, 2, "parameter"));
+  ASSIGN_OR_RETURN(const TensorView dy, OnlyInput(name_ + " output grad", grad_out));
+  ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/false));
+  RETURN_IF_ERROR(
+      CheckTensor(dy, "embedding output grad", ctx.compute_dtype, {bt.first, bt.second, c_}, ctx.kernels.device));
+  auto w = std::make_unique<EmbedWeightInputs>();
+  ASSIGN_OR_RETURN(w->dout, CopyOf(ctx, dy, MemoryCategory::kActivations));
+  grad_in->Clear();
+  *weight_inputs = std::move(w);
+  return absl::OkStatus();
+}
+
+absl::Status Gpt2EmbedUnit::BackwardWeight(const UnitContext& uctx, absl::Span<const TensorView> grads,
+                                           const Batch& batch, const SavedActivations& /*saved*/,
+                                           const SavedActivations& weight_inputs) const {
+  RETURN_IF_ERROR(CheckParamCount(name_, grads, 2, "gradient"));
+  ASSIGN_OR_RETURN(const EmbedWeightInputs* w, WeightInputsAs<EmbedWeightInputs>(name_, weight_inputs));
+  ASSIGN_OR_RETURN(auto bt, BatchShape(uctx.compute, batch, /*need_targets=*/false));
+  if (w->dout.numel() != bt.first * bt.second * c_) {
+    return absl::InvalidArgumentError(absl::StrCat(name_, ": batch has ", bt.first * bt.second,
+                                                   " rows but the weight inputs have ", w->dout.numel() / c_));
+  }
+  if (AllNull({&grads[0], &grads[1]})) return absl::OkStatus();
+  return embedding_.Backward(uctx.compute, *batch.Find("inputs"), View(w->dout, {bt.first, bt.second, c_}), grads[0],
+                             grads[1]);
 }
 
 // ---------------------------------------------------------------------------
@@ -226,18 +336,9 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
   RETURN_IF_ERROR(CheckParamCount(name_, params, 12, "parameter"));
   ASSIGN_OR_RETURN(const TensorView grad_out, OnlyInput(name_ + " output grad", grad_outs));
   RETURN_IF_ERROR(CheckParamCount(name_, grads, 12, "gradient"));
-  const auto* s = dynamic_cast<const BlockSaved*>(&saved_base);
-  if (s == nullptr) return absl::InvalidArgumentError(absl::StrCat(name_, ": saved activations are not a block's"));
+  ASSIGN_OR_RETURN(const BlockSaved* s, CheckBlockBackward(name_, c_, ctx, saved_base, grad_out));
   const DType dt = ctx.compute_dtype;
-  const Device dev = ctx.kernels.device;
-  const int64_t b = grad_out.shape.size() == 3 ? grad_out.shape[0] : -1;
-  const int64_t t = grad_out.shape.size() == 3 ? grad_out.shape[1] : -1;
-  const int64_t n = b * t;
-  RETURN_IF_ERROR(CheckTensor(grad_out, absl::StrCat(name_, " output grad"), dt, {b, t, c_}, dev));
-  if (s->x.numel() != n * c_) {
-    return absl::InvalidArgumentError(absl::StrCat(name_, ": output grad has ", n, " rows but the saved forward had ",
-                                                   s->x.numel() / c_));
-  }
+  const int64_t b = grad_out.shape[0], t = grad_out.shape[1], n = b * t;
   const auto ws = MemoryCategory::kWorkspace;
   const TensorView dy = Reshaped(grad_out, {n, c_});
   // dres2 = dout + (ln_2 branch's input grad).
@@ -269,6 +370,96 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
   RETURN_IF_ERROR(kernels::AddInPlace(ctx.kernels, dx.data(), dres2.data(), n * c_, dt));
   grad_in->Clear();
   grad_in->Add(std::move(dx), {b, t, c_});
+  return absl::OkStatus();
+}
+
+// The same kernels on the same values as Backward, with the weight-gradient
+// parts skipped; each layer's output gradient lands in *weight_inputs.
+absl::Status Gpt2BlockUnit::BackwardInput(const UnitContext& uctx, absl::Span<const TensorView> params,
+                                          const Batch& /*batch*/, const SavedActivations& saved_base,
+                                          absl::Span<const TensorView> grad_outs, ActivationPack* grad_in,
+                                          std::unique_ptr<SavedActivations>* weight_inputs) const {
+  const ComputeContext& ctx = uctx.compute;
+  RETURN_IF_ERROR(CheckParamCount(name_, params, 12, "parameter"));
+  ASSIGN_OR_RETURN(const TensorView grad_out, OnlyInput(name_ + " output grad", grad_outs));
+  ASSIGN_OR_RETURN(const BlockSaved* s, CheckBlockBackward(name_, c_, ctx, saved_base, grad_out));
+  const DType dt = ctx.compute_dtype;
+  const int64_t b = grad_out.shape[0], t = grad_out.shape[1], n = b * t;
+  const auto act = MemoryCategory::kActivations;
+  const TensorView dy_in = Reshaped(grad_out, {n, c_});
+  auto w = std::make_unique<BlockWeightInputs>();
+  ASSIGN_OR_RETURN(w->dy, CopyOf(ctx, dy_in, act));
+  ASSIGN_OR_RETURN(w->dfch, AllocateOnDevice(ctx, act, dt, n * 4 * c_));
+  ASSIGN_OR_RETURN(w->dln2, AllocateOnDevice(ctx, act, dt, n * c_));
+  ASSIGN_OR_RETURN(w->dres2, CopyOf(ctx, dy_in, act));  // += ln_2's input grad below
+  ASSIGN_OR_RETURN(w->dqkv, AllocateOnDevice(ctx, act, dt, n * 3 * c_));
+  ASSIGN_OR_RETURN(w->dln1, AllocateOnDevice(ctx, act, dt, n * c_));
+  const auto ws = MemoryCategory::kWorkspace;
+  ASSIGN_OR_RETURN(Buffer datty, AllocateOnDevice(ctx, ws, dt, n * c_));  // attention output grad
+  ASSIGN_OR_RETURN(Buffer dtmp, AllocateOnDevice(ctx, ws, dt, n * c_));   // ln_2 input grad
+  const TensorView dy = View(w->dy, {n, c_});
+  const TensorView dfch = View(w->dfch, {n, 4 * c_});
+  const TensorView dln2 = View(w->dln2, {n, c_});
+  const TensorView dres2 = View(w->dres2, {n, c_});
+  const TensorView dln1 = View(w->dln1, {n, c_});
+  RETURN_IF_ERROR(mlp_c_proj_.Backward(ctx, params[kFcProjW], kNone, dy, dfch, kNone, kNone));
+  RETURN_IF_ERROR(gelu_.Backward(ctx, View(s->fch, {n, 4 * c_}), dfch, dfch));
+  RETURN_IF_ERROR(c_fc_.Backward(ctx, params[kFcW], kNone, dfch, dln2, kNone, kNone));
+  RETURN_IF_ERROR(ln_2_.Backward(ctx, params[kLn2W], View(s->res2, {n, c_}), View(s->ln2_mean, {n}),
+                                 View(s->ln2_rstd, {n}), dln2, View(dtmp, {n, c_}), kNone, kNone));
+  RETURN_IF_ERROR(kernels::AddInPlace(ctx.kernels, dres2.data, dtmp.data(), n * c_, dt));
+  RETURN_IF_ERROR(attn_c_proj_.Backward(ctx, params[kAttnProjW], kNone, dres2, View(datty, {n, c_}), kNone, kNone));
+  RETURN_IF_ERROR(attn_.Backward(ctx, View(s->qkv, {b, t, 3 * c_}), View(s->att, {b, nh_, t, t}),
+                                 View(datty, {b, t, c_}), View(w->dqkv, {b, t, 3 * c_})));
+  RETURN_IF_ERROR(c_attn_.Backward(ctx, params[kAttnW], kNone, View(w->dqkv, {n, 3 * c_}), dln1, kNone, kNone));
+  ASSIGN_OR_RETURN(Buffer dx, AllocateOnDevice(ctx, act, dt, n * c_));
+  RETURN_IF_ERROR(ln_1_.Backward(ctx, params[kLn1W], View(s->x, {n, c_}), View(s->ln1_mean, {n}),
+                                 View(s->ln1_rstd, {n}), dln1, View(dx, {n, c_}), kNone, kNone));
+  RETURN_IF_ERROR(kernels::AddInPlace(ctx.kernels, dx.data(), dres2.data, n * c_, dt));
+  grad_in->Clear();
+  grad_in->Add(std::move(dx), {b, t, c_});
+  *weight_inputs = std::move(w);
+  return absl::OkStatus();
+}
+
+absl::Status Gpt2BlockUnit::BackwardWeight(const UnitContext& uctx, absl::Span<const TensorView> grads,
+                                           const Batch& /*batch*/, const SavedActivations& saved_base,
+                                           const SavedActivations& weight_inputs) const {
+  const ComputeContext& ctx = uctx.compute;
+  RETURN_IF_ERROR(CheckParamCount(name_, grads, 12, "gradient"));
+  const auto* s = dynamic_cast<const BlockSaved*>(&saved_base);
+  if (s == nullptr) return absl::InvalidArgumentError(absl::StrCat(name_, ": saved activations are not a block's"));
+  ASSIGN_OR_RETURN(const BlockWeightInputs* w, WeightInputsAs<BlockWeightInputs>(name_, weight_inputs));
+  const int64_t n = s->x.numel() / c_;
+  if (w->dy.numel() != s->x.numel()) {
+    return absl::InvalidArgumentError(absl::StrCat(name_, ": weight inputs have ", w->dy.numel() / c_,
+                                                   " rows but the saved forward had ", n));
+  }
+  // Each parameter's gradient gets exactly one += (Backward's), in any order.
+  if (!AllNull({&grads[kFcProjW], &grads[kFcProjB]})) {
+    RETURN_IF_ERROR(mlp_c_proj_.Backward(ctx, kNone, View(s->fch_gelu, {n, 4 * c_}), View(w->dy, {n, c_}), kNone,
+                                         grads[kFcProjW], grads[kFcProjB]));
+  }
+  if (!AllNull({&grads[kFcW], &grads[kFcB]})) {
+    RETURN_IF_ERROR(c_fc_.Backward(ctx, kNone, View(s->ln2, {n, c_}), View(w->dfch, {n, 4 * c_}), kNone, grads[kFcW],
+                                   grads[kFcB]));
+  }
+  if (!AllNull({&grads[kLn2W], &grads[kLn2B]})) {
+    RETURN_IF_ERROR(ln_2_.Backward(ctx, kNone, View(s->res2, {n, c_}), View(s->ln2_mean, {n}), View(s->ln2_rstd, {n}),
+                                   View(w->dln2, {n, c_}), kNone, grads[kLn2W], grads[kLn2B]));
+  }
+  if (!AllNull({&grads[kAttnProjW], &grads[kAttnProjB]})) {
+    RETURN_IF_ERROR(attn_c_proj_.Backward(ctx, kNone, View(s->atty, {n, c_}), View(w->dres2, {n, c_}), kNone,
+                                          grads[kAttnProjW], grads[kAttnProjB]));
+  }
+  if (!AllNull({&grads[kAttnW], &grads[kAttnB]})) {
+    RETURN_IF_ERROR(c_attn_.Backward(ctx, kNone, View(s->ln1, {n, c_}), View(w->dqkv, {n, 3 * c_}), kNone,
+                                     grads[kAttnW], grads[kAttnB]));
+  }
+  if (!AllNull({&grads[kLn1W], &grads[kLn1B]})) {
+    RETURN_IF_ERROR(ln_1_.Backward(ctx, kNone, View(s->x, {n, c_}), View(s->ln1_mean, {n}), View(s->ln1_rstd, {n}),
+                                   View(w->dln1, {n, c_}), kNone, grads[kLn1W], grads[kLn1B]));
+  }
   return absl::OkStatus();
 }
 
@@ -331,15 +522,10 @@ absl::Status Gpt2HeadUnit::Backward(const UnitContext& uctx, absl::Span<const Te
   RETURN_IF_ERROR(CheckParamCount(name_, params, 3, "parameter (ln_f.weight, ln_f.bias, wte.weight)"));
   RETURN_IF_ERROR(CheckParamCount(name_, grads, 3, "gradient"));
   ASSIGN_OR_RETURN(const TensorView grad_out, OnlyInput("head output grad", grad_outs));
-  const auto* s = dynamic_cast<const HeadSaved*>(&saved_base);
-  if (s == nullptr) return absl::InvalidArgumentError("head: saved activations are not the head's");
+  ASSIGN_OR_RETURN(const HeadSaved* s, CheckHeadSaved(c_, ctx, batch, saved_base));
   const DType dt = ctx.compute_dtype;
   ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/true));
   const int64_t n = bt.first * bt.second;
-  if (s->x.numel() != n * c_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("head: batch has ", n, " rows but the saved forward had ", s->x.numel() / c_));
-  }
   RETURN_IF_ERROR(CheckTensor(grad_out, "head output grad", DType::kF32, {1}, Device::kCpu));
   const float dloss = grad_out.as<float>()[0];
   const auto ws = MemoryCategory::kWorkspace;
@@ -354,6 +540,58 @@ absl::Status Gpt2HeadUnit::Backward(const UnitContext& uctx, absl::Span<const Te
                                  View(dlnf, {n, c_}), View(dx, {n, c_}), grads[0], grads[1]));
   grad_in->Clear();
   grad_in->Add(std::move(dx), {bt.first, bt.second, c_});
+  return absl::OkStatus();
+}
+
+absl::Status Gpt2HeadUnit::BackwardInput(const UnitContext& uctx, absl::Span<const TensorView> params,
+                                         const Batch& batch, const SavedActivations& saved_base,
+                                         absl::Span<const TensorView> grad_outs, ActivationPack* grad_in,
+                                         std::unique_ptr<SavedActivations>* weight_inputs) const {
+  const ComputeContext& ctx = uctx.compute;
+  RETURN_IF_ERROR(CheckParamCount(name_, params, 3, "parameter (ln_f.weight, ln_f.bias, wte.weight)"));
+  ASSIGN_OR_RETURN(const TensorView grad_out, OnlyInput("head output grad", grad_outs));
+  ASSIGN_OR_RETURN(const HeadSaved* s, CheckHeadSaved(c_, ctx, batch, saved_base));
+  const DType dt = ctx.compute_dtype;
+  ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/true));
+  const int64_t n = bt.first * bt.second;
+  RETURN_IF_ERROR(CheckTensor(grad_out, "head output grad", DType::kF32, {1}, Device::kCpu));
+  const float dloss = grad_out.as<float>()[0];
+  const auto act = MemoryCategory::kActivations;
+  auto w = std::make_unique<HeadWeightInputs>();
+  ASSIGN_OR_RETURN(w->dlogits, AllocateOnDevice(ctx, act, dt, n * v_));
+  ASSIGN_OR_RETURN(w->dlnf, AllocateOnDevice(ctx, act, dt, n * c_));
+  RETURN_IF_ERROR(cross_entropy_.Backward(ctx, View(s->logits, {n, v_}), View(s->lse, {n}),
+                                          Reshaped(*batch.Find("targets"), {n}), dloss, View(w->dlogits, {n, v_})));
+  RETURN_IF_ERROR(
+      lm_head_.Backward(ctx, params[2], kNone, View(w->dlogits, {n, v_}), View(w->dlnf, {n, c_}), kNone));
+  ASSIGN_OR_RETURN(Buffer dx, AllocateOnDevice(ctx, act, dt, n * c_));
+  RETURN_IF_ERROR(ln_f_.Backward(ctx, params[0], View(s->x, {n, c_}), View(s->lnf_mean, {n}), View(s->lnf_rstd, {n}),
+                                 View(w->dlnf, {n, c_}), View(dx, {n, c_}), kNone, kNone));
+  grad_in->Clear();
+  grad_in->Add(std::move(dx), {bt.first, bt.second, c_});
+  *weight_inputs = std::move(w);
+  return absl::OkStatus();
+}
+
+absl::Status Gpt2HeadUnit::BackwardWeight(const UnitContext& uctx, absl::Span<const TensorView> grads,
+                                          const Batch& batch, const SavedActivations& saved_base,
+                                          const SavedActivations& weight_inputs) const {
+  const ComputeContext& ctx = uctx.compute;
+  RETURN_IF_ERROR(CheckParamCount(name_, grads, 3, "gradient"));
+  ASSIGN_OR_RETURN(const HeadSaved* s, CheckHeadSaved(c_, ctx, batch, saved_base));
+  ASSIGN_OR_RETURN(const HeadWeightInputs* w, WeightInputsAs<HeadWeightInputs>(name_, weight_inputs));
+  const int64_t n = s->x.numel() / c_;
+  if (w->dlnf.numel() != s->x.numel()) {
+    return absl::InvalidArgumentError(absl::StrCat(name_, ": weight inputs have ", w->dlnf.numel() / c_,
+                                                   " rows but the saved forward had ", n));
+  }
+  if (grads[2].data != nullptr) {
+    RETURN_IF_ERROR(lm_head_.Backward(ctx, kNone, View(s->lnf, {n, c_}), View(w->dlogits, {n, v_}), kNone, grads[2]));
+  }
+  if (!AllNull({&grads[0], &grads[1]})) {
+    RETURN_IF_ERROR(ln_f_.Backward(ctx, kNone, View(s->x, {n, c_}), View(s->lnf_mean, {n}), View(s->lnf_rstd, {n}),
+                                   View(w->dlnf, {n, c_}), kNone, grads[0], grads[1]));
+  }
   return absl::OkStatus();
 }
 

@@ -32,6 +32,14 @@ class Gpt2EmbedUnit : public NamedUnit {
   absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> params,
                         absl::Span<const TensorView> grads, const Batch& batch, const SavedActivations& saved,
                         absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const override;
+  // B: nothing (grad_in stays empty), keeps a copy of the output grad (B,T,C);
+  // W: the embeddings' gradients from it.
+  bool SupportsSplitBackward() const override { return true; }
+  absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
+                             const SavedActivations& saved, absl::Span<const TensorView> grad_out,
+                             ActivationPack* grad_in, std::unique_ptr<SavedActivations>* weight_inputs) const override;
+  absl::Status BackwardWeight(const UnitContext& ctx, absl::Span<const TensorView> grads, const Batch& batch,
+                              const SavedActivations& saved, const SavedActivations& weight_inputs) const override;
 
  private:
   Embedding embedding_;
@@ -49,6 +57,16 @@ class Gpt2BlockUnit : public NamedUnit {
   absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> params,
                         absl::Span<const TensorView> grads, const Batch& batch, const SavedActivations& saved,
                         absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const override;
+  // B: the input-gradient path (every linear's dX, attention, GELU, both
+  // LayerNorms' dX), keeping the output grad of each linear and LayerNorm:
+  // 11·B·T·C elements in compute dtype. W: every dW, db and LayerNorm
+  // dweight/dbias from those and the saved activations.
+  bool SupportsSplitBackward() const override { return true; }
+  absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
+                             const SavedActivations& saved, absl::Span<const TensorView> grad_out,
+                             ActivationPack* grad_in, std::unique_ptr<SavedActivations>* weight_inputs) const override;
+  absl::Status BackwardWeight(const UnitContext& ctx, absl::Span<const TensorView> grads, const Batch& batch,
+                              const SavedActivations& saved, const SavedActivations& weight_inputs) const override;
 
  private:
   int64_t c_;
@@ -74,6 +92,14 @@ class Gpt2HeadUnit : public NamedUnit {
   absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> params,
                         absl::Span<const TensorView> grads, const Batch& batch, const SavedActivations& saved,
                         absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const override;
+  // B: dlogits, dlnf = dlogits·wte and ln_f's dX, keeping dlogits (B,T,V) and
+  // dlnf (B,T,C). W: wte.weight's gradient and ln_f's dweight/dbias.
+  bool SupportsSplitBackward() const override { return true; }
+  absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
+                             const SavedActivations& saved, absl::Span<const TensorView> grad_out,
+                             ActivationPack* grad_in, std::unique_ptr<SavedActivations>* weight_inputs) const override;
+  absl::Status BackwardWeight(const UnitContext& ctx, absl::Span<const TensorView> grads, const Batch& batch,
+                              const SavedActivations& saved, const SavedActivations& weight_inputs) const override;
 
  private:
   int64_t c_;

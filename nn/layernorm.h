@@ -22,6 +22,9 @@ class LayerNorm {
                        const TensorView& rstd) const;
 
   // dx (N,C) WRITTEN; dweight, dbias (C) ACCUMULATED. dx must not alias dy or x.
+  // dx.data null: the parameter gradients only (weight unread, may be an
+  // empty view); dweight.data and dbias.data null: the input gradient only.
+  // The parts computed are bitwise those of the full call.
   absl::Status Backward(const ComputeContext& ctx, const TensorView& weight, const TensorView& x,
                         const TensorView& mean, const TensorView& rstd, const TensorView& dy, const TensorView& dx,
                         const TensorView& dweight, const TensorView& dbias) const;

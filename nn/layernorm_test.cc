@@ -1,6 +1,7 @@
 #include "nn/layernorm.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "nn/testing/grad_check.h"
 
@@ -58,6 +59,41 @@ TEST(LayerNormTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
   ExpectAllClose(dx, testing::NumericalGradient([&](const auto& v) { return Dot(RefLayerNorm(v, wd, bd, n, c, eps), dy); }, xd), 1e-5, 1e-4, "dx");
   ExpectAllClose(dw, testing::NumericalGradient([&](const auto& v) { return Dot(RefLayerNorm(xd, v, bd, n, c, eps), dy); }, wd), 1e-5, 1e-4, "dweight");
   ExpectAllClose(db, testing::NumericalGradient([&](const auto& v) { return Dot(RefLayerNorm(xd, wd, v, n, c, eps), dy); }, bd), 1e-5, 1e-4, "dbias");
+}
+
+// dx.data null: the parameter gradients only (weight may be an empty view);
+// dweight.data and dbias.data null: the input gradient only. Both bitwise
+// the full call's.
+TEST(LayerNormTest, NullOutputsAreSkippedAndThePartsAreBitwiseTheFullCall) {
+  const uint32_t seed = testing::FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  const int64_t n = 4, c = 8;
+  ComputeContext ctx;
+  LayerNorm ln("ln_1", c, 1e-5f);
+  auto x = testing::RandomFloats(rng, n * c, 1.0f, 0.5f), w = testing::RandomFloats(rng, c, 0.5f, 1.0f);
+  auto b = testing::RandomFloats(rng, c, 0.5f);
+  auto y = testing::Poisoned(n * c), mean = testing::Poisoned(n), rstd = testing::Poisoned(n);
+  ASSERT_TRUE(ln.Forward(ctx, HostView(w, {c}), HostView(b, {c}), HostView(x, {n, c}), HostView(y, {n, c}),
+                         HostView(mean, {n}), HostView(rstd, {n}))
+                  .ok());
+  auto dy = testing::RandomFloats(rng, n * c, 1.0f);
+  auto dw0 = testing::RandomFloats(rng, c, 1.0f), db0 = testing::RandomFloats(rng, c, 1.0f);
+  auto full_dx = testing::Poisoned(n * c), full_dw = dw0, full_db = db0;
+  ASSERT_TRUE(ln.Backward(ctx, HostView(w, {c}), HostView(x, {n, c}), HostView(mean, {n}), HostView(rstd, {n}),
+                          HostView(dy, {n, c}), HostView(full_dx, {n, c}), HostView(full_dw, {c}),
+                          HostView(full_db, {c}))
+                  .ok());
+  auto dx = testing::Poisoned(n * c), dw = dw0, db = db0;
+  ASSERT_TRUE(ln.Backward(ctx, HostView(w, {c}), HostView(x, {n, c}), HostView(mean, {n}), HostView(rstd, {n}),
+                          HostView(dy, {n, c}), HostView(dx, {n, c}), TensorView{}, TensorView{})
+                  .ok());
+  ASSERT_TRUE(ln.Backward(ctx, TensorView{}, HostView(x, {n, c}), HostView(mean, {n}), HostView(rstd, {n}),
+                          HostView(dy, {n, c}), TensorView{}, HostView(dw, {c}), HostView(db, {c}))
+                  .ok());
+  EXPECT_EQ(std::memcmp(dx.data(), full_dx.data(), dx.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(dw.data(), full_dw.data(), dw.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(db.data(), full_db.data(), db.size() * sizeof(float)), 0);
 }
 
 TEST(LayerNormTest, StatsMustBeF32) {

@@ -25,14 +25,20 @@ absl::Status Linear::Backward(const ComputeContext& ctx, const TensorView& weigh
                               const TensorView& dbias) const {
   const DType dt = ctx.compute_dtype;
   const Device dev = ctx.kernels.device;
-  if (x.shape.size() != 2) return CheckTensor(x, absl::StrCat(name_, " input"), dt, {-1, in_}, dev);
-  const int64_t n = x.shape[0];
-  RETURN_IF_ERROR(CheckTensor(x, absl::StrCat(name_, " input"), dt, {n, in_}, dev));
-  RETURN_IF_ERROR(CheckTensor(weight, absl::StrCat(name_, ".weight"), dt, {in_, out_}, dev));
+  if (dy.shape.size() != 2) return CheckTensor(dy, absl::StrCat(name_, " output grad"), dt, {-1, out_}, dev);
+  const int64_t n = dy.shape[0];
   RETURN_IF_ERROR(CheckTensor(dy, absl::StrCat(name_, " output grad"), dt, {n, out_}, dev));
-  if (dx.data != nullptr) RETURN_IF_ERROR(CheckTensor(dx, absl::StrCat(name_, " input grad"), dt, {n, in_}, dev));
-  RETURN_IF_ERROR(CheckTensor(dweight, absl::StrCat(name_, ".weight grad"), dt, {in_, out_}, dev));
-  RETURN_IF_ERROR(CheckTensor(dbias, absl::StrCat(name_, ".bias grad"), dt, {out_}, dev));
+  if (dx.data != nullptr) {
+    RETURN_IF_ERROR(CheckTensor(weight, absl::StrCat(name_, ".weight"), dt, {in_, out_}, dev));
+    RETURN_IF_ERROR(CheckTensor(dx, absl::StrCat(name_, " input grad"), dt, {n, in_}, dev));
+  }
+  if (dweight.data != nullptr) {
+    RETURN_IF_ERROR(CheckTensor(x, absl::StrCat(name_, " input"), dt, {n, in_}, dev));
+    RETURN_IF_ERROR(CheckTensor(dweight, absl::StrCat(name_, ".weight grad"), dt, {in_, out_}, dev));
+  }
+  if (dbias.data != nullptr) {
+    RETURN_IF_ERROR(CheckTensor(dbias, absl::StrCat(name_, ".bias grad"), dt, {out_}, dev));
+  }
   return kernels::LinearBackward(ctx.kernels, dx.data, dweight.data, dbias.data, dy.data, x.data, weight.data, n,
                                  in_, out_, dt);
 }

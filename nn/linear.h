@@ -24,8 +24,10 @@ class Linear {
   absl::Status Forward(const ComputeContext& ctx, const TensorView& weight, const TensorView& bias,
                        const TensorView& x, const TensorView& y) const;
 
-  // dx (N,in) WRITTEN (skipped when dx.data is null); dweight (in,out) and
-  // dbias (out) ACCUMULATED. x and weight are the forward's.
+  // dx (N,in) WRITTEN; dweight (in,out) and dbias (out) ACCUMULATED. x and
+  // weight are the forward's. Each output whose data is null is skipped
+  // (weight is read only for dx, x only for dweight, and may then be empty
+  // views); the parts computed are bitwise those of the full call.
   absl::Status Backward(const ComputeContext& ctx, const TensorView& weight, const TensorView& x,
                         const TensorView& dy, const TensorView& dx, const TensorView& dweight,
                         const TensorView& dbias) const;

@@ -1,5 +1,7 @@
 #include "nn/linear.h"
 
+#include <cstring>
+
 #include "nn/testing/grad_check.h"
 
 namespace zeroshard {
@@ -54,6 +56,35 @@ TEST(LinearTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
   ExpectAllClose(dx, testing::NumericalGradient([&](const auto& v) { return Dot(RefLinear(v, wd, bd, n, in, out), dy); }, xd), 1e-5, 1e-4, "dx");
   ExpectAllClose(dw, testing::NumericalGradient([&](const auto& v) { return Dot(RefLinear(xd, v, bd, n, in, out), dy); }, wd), 1e-5, 1e-4, "dweight");
   ExpectAllClose(db, testing::NumericalGradient([&](const auto& v) { return Dot(RefLinear(xd, wd, v, n, in, out), dy); }, bd), 1e-5, 1e-4, "dbias");
+}
+
+// Null outputs are skipped (the split backward's B and W halves): the parts
+// computed are bitwise the full call's; an input only a skipped part reads
+// may be an empty view.
+TEST(LinearTest, NullOutputsAreSkippedAndThePartsAreBitwiseTheFullCall) {
+  const uint32_t seed = testing::FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  const int64_t n = 5, in = 7, out = 6;
+  ComputeContext ctx;
+  Linear linear("fc", in, out);
+  auto x = testing::RandomFloats(rng, n * in, 1.0f), w = testing::RandomFloats(rng, in * out, 0.5f);
+  auto dy = testing::RandomFloats(rng, n * out, 1.0f);
+  auto dw0 = testing::RandomFloats(rng, in * out, 1.0f), db0 = testing::RandomFloats(rng, out, 1.0f);
+  auto full_dx = testing::Poisoned(n * in), full_dw = dw0, full_db = db0;
+  ASSERT_TRUE(linear.Backward(ctx, HostView(w, {in, out}), HostView(x, {n, in}), HostView(dy, {n, out}),
+                              HostView(full_dx, {n, in}), HostView(full_dw, {in, out}), HostView(full_db, {out}))
+                  .ok());
+  auto dx = testing::Poisoned(n * in), dw = dw0, db = db0;
+  ASSERT_TRUE(linear.Backward(ctx, HostView(w, {in, out}), TensorView{}, HostView(dy, {n, out}), HostView(dx, {n, in}),
+                              TensorView{}, TensorView{})
+                  .ok());
+  ASSERT_TRUE(linear.Backward(ctx, TensorView{}, HostView(x, {n, in}), HostView(dy, {n, out}), TensorView{},
+                              HostView(dw, {in, out}), HostView(db, {out}))
+                  .ok());
+  EXPECT_EQ(std::memcmp(dx.data(), full_dx.data(), dx.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(dw.data(), full_dw.data(), dw.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(db.data(), full_db.data(), db.size() * sizeof(float)), 0);
 }
 
 TEST(LinearTest, WrongWeightShapeNamesTheTensor) {

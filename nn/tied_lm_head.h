@@ -20,6 +20,9 @@ class TiedLmHead {
                        const TensorView& logits) const;
 
   // dx (N,C) WRITTEN = dlogits · wte; dwte (V,C) ACCUMULATED += dlogits^T · x.
+  // dx.data null skips dx (then wte is unread), dwte.data null skips dwte
+  // (then x is unread); each part is the full call's GEMM, so bitwise equal.
+  // kInvalidArgument when both are null.
   absl::Status Backward(const ComputeContext& ctx, const TensorView& wte, const TensorView& x,
                         const TensorView& dlogits, const TensorView& dx, const TensorView& dwte) const;
 

@@ -50,27 +50,32 @@ absl::Status LayerNormBackward(int threads, void* dinp, void* dweight, void* dbi
     const T* dy = static_cast<const T*>(dout);
     T* dx = static_cast<T*>(dinp);
     const int64_t c = channels;
-    ParallelFor(threads, rows, MinItems(4 * c), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* xr = x + r * c;
-        const T* dyr = dy + r * c;
-        const float m = mean[r], s = rstd[r];
-        float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
-        for (int64_t i = 0; i < c; ++i) {
-          float norm = (Load(xr[i]) - m) * s;
-          float dnorm = Load(dyr[i]) * Load(w[i]);
-          dnorm_sum += dnorm;
-          dnorm_norm_sum += dnorm * norm;
+    // The input and parameter gradients are separate passes, so either may
+    // be skipped without changing the other's arithmetic.
+    if (dx != nullptr) {
+      ParallelFor(threads, rows, MinItems(4 * c), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const T* xr = x + r * c;
+          const T* dyr = dy + r * c;
+          const float m = mean[r], s = rstd[r];
+          float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
+          for (int64_t i = 0; i < c; ++i) {
+            float norm = (Load(xr[i]) - m) * s;
+            float dnorm = Load(dyr[i]) * Load(w[i]);
+            dnorm_sum += dnorm;
+            dnorm_norm_sum += dnorm * norm;
+          }
+          const float dnorm_mean = dnorm_sum / static_cast<float>(c);
+          const float dnorm_norm_mean = dnorm_norm_sum / static_cast<float>(c);
+          T* dxr = dx + r * c;
+          for (int64_t i = 0; i < c; ++i) {
+            float norm = (Load(xr[i]) - m) * s;
+            dxr[i] = Store<T>(LayerNormInputGrad(Load(dyr[i]) * Load(w[i]), norm, s, dnorm_mean, dnorm_norm_mean));
+          }
         }
-        const float dnorm_mean = dnorm_sum / static_cast<float>(c);
-        const float dnorm_norm_mean = dnorm_norm_sum / static_cast<float>(c);
-        T* dxr = dx + r * c;
-        for (int64_t i = 0; i < c; ++i) {
-          float norm = (Load(xr[i]) - m) * s;
-          dxr[i] = Store<T>(LayerNormInputGrad(Load(dyr[i]) * Load(w[i]), norm, s, dnorm_mean, dnorm_norm_mean));
-        }
-      }
-    });
+      });
+    }
+    if (dweight == nullptr) return absl::OkStatus();
     // Parameter gradients: each column summed over rows in row order.
     T* dw = static_cast<T*>(dweight);
     T* db = static_cast<T*>(dbias);

@@ -60,7 +60,7 @@ absl::Status LinearBackward(int threads, void* dinp, void* dweight, void* dbias,
       SgemmRowMajor(Transpose::kNo, Transpose::kYes, n, c, oc, 1.0f, dy.get(), oc, w.get(), oc, 0.0f, dx.get(), c);
       dx.Commit();
     }
-    {
+    if (dweight != nullptr) {
       F32Input<T> x(threads, static_cast<const T*>(inp), n * c);
       F32Output<T> dw(threads, static_cast<T*>(dweight), c * oc, /*load=*/true);
       SgemmRowMajor(Transpose::kYes, Transpose::kNo, c, oc, n, 1.0f, x.get(), c, dy.get(), oc, 1.0f, dw.get(), oc);

@@ -151,6 +151,47 @@ TEST_P(GpuKernelTest, LinearForwardBackward) {
   ExpectAllClose(Fetch(gdb, dt, oc), dbias.Values(), Tol(1e-4), Tol(1e-4), "dbias");
 }
 
+// The split modes (dinp only; dweight + dbias only; dbias only): the GPU
+// partial calls match the CPU full call to tolerance and the GPU full call
+// bitwise (the same cuBLAS calls on one stream); skipped outputs stay
+// poisoned; the input a mode does not need is null.
+TEST_P(GpuKernelTest, LinearBackwardParts) {
+  const DType dt = GetParam();
+  const int64_t n = 33, c = 40, oc = 24;
+  HostTensor x = HostTensor::From(dt, rng_.Uniform(n * c, -1, 1));
+  HostTensor w = HostTensor::From(dt, rng_.Uniform(c * oc, -1, 1));
+  HostTensor dy = HostTensor::From(dt, rng_.Uniform(n * oc, -1, 1));
+  HostTensor dw0 = HostTensor::From(dt, rng_.Uniform(c * oc, -1, 1));
+  HostTensor db0 = HostTensor::From(dt, rng_.Uniform(oc, -1, 1));
+  HostTensor dx = HostTensor::Poisoned(dt, n * c), dw = dw0, db = db0;
+  ASSERT_TRUE(LinearBackward(cpu_, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), n, c, oc, dt).ok());
+  const HostTensor nan_dx = HostTensor::Poisoned(dt, n * c), nan_dw = HostTensor::Poisoned(dt, c * oc);
+  const HostTensor nan_db = HostTensor::Poisoned(dt, oc);
+  DeviceArray gx(x), gw(w), gdy(dy);
+  DeviceArray full_dx(nan_dx), full_dw(dw0), full_db(db0);
+  ASSERT_TRUE(LinearBackward(gpu_, full_dx.get(), full_dw.get(), full_db.get(), gdy.get(), gx.get(), gw.get(), n, c, oc,
+                             dt)
+                  .ok());
+  DeviceArray in_dx(nan_dx), in_dw(nan_dw), in_db(nan_db);  // dinp only
+  ASSERT_TRUE(LinearBackward(gpu_, in_dx.get(), nullptr, nullptr, gdy.get(), nullptr, gw.get(), n, c, oc, dt).ok());
+  DeviceArray wt_dx(nan_dx), wt_dw(dw0), wt_db(db0);  // dweight + dbias only
+  ASSERT_TRUE(LinearBackward(gpu_, nullptr, wt_dw.get(), wt_db.get(), gdy.get(), gx.get(), nullptr, n, c, oc, dt).ok());
+  DeviceArray b_db(db0);  // dbias only
+  ASSERT_TRUE(LinearBackward(gpu_, nullptr, nullptr, b_db.get(), gdy.get(), nullptr, nullptr, n, c, oc, dt).ok());
+  Sync();
+  ExpectAllClose(Fetch(in_dx, dt, n * c), dx.Values(), Tol(1e-4), Tol(1e-4), "dinp (dinp only)");
+  ExpectAllClose(Fetch(wt_dw, dt, c * oc), dw.Values(), Tol(1e-4), Tol(1e-4), "dweight (weights only)");
+  ExpectAllClose(Fetch(wt_db, dt, oc), db.Values(), Tol(1e-4), Tol(1e-4), "dbias (weights only)");
+  ExpectAllClose(Fetch(b_db, dt, oc), db.Values(), Tol(1e-4), Tol(1e-4), "dbias (dbias only)");
+  EXPECT_EQ(Fetch(in_dx, dt, n * c), Fetch(full_dx, dt, n * c));
+  EXPECT_EQ(Fetch(wt_dw, dt, c * oc), Fetch(full_dw, dt, c * oc));
+  EXPECT_EQ(Fetch(wt_db, dt, oc), Fetch(full_db, dt, oc));
+  EXPECT_EQ(Fetch(b_db, dt, oc), Fetch(full_db, dt, oc));
+  for (double v : Fetch(in_dw, dt, c * oc)) ASSERT_TRUE(std::isnan(v)) << "dweight written in dinp-only mode";
+  for (double v : Fetch(in_db, dt, oc)) ASSERT_TRUE(std::isnan(v)) << "dbias written in dinp-only mode";
+  for (double v : Fetch(wt_dx, dt, n * c)) ASSERT_TRUE(std::isnan(v)) << "dinp written in weights-only mode";
+}
+
 TEST_P(GpuKernelTest, Embedding) {
   const DType dt = GetParam();
   const int64_t b = 3, t = 9, c = 70, v = 13;
@@ -197,6 +238,49 @@ TEST_P(GpuKernelTest, LayerNorm) {
   ExpectAllClose(Fetch(gdx, dt, n * c), dx.Values(), Tol(1e-4), Tol(1e-4), "dinp");
   ExpectAllClose(Fetch(gdw, dt, c), dw.Values(), Tol(1e-4), Tol(1e-4), "dweight");
   ExpectAllClose(Fetch(gdb, dt, c), db.Values(), Tol(1e-4), Tol(1e-4), "dbias");
+}
+
+// LayerNormBackward's two modes (dinp only; dweight + dbias only, weight
+// null) against the CPU full call (tolerance) and the GPU full call
+// (bitwise: the same kernels); skipped outputs stay poisoned.
+TEST_P(GpuKernelTest, LayerNormBackwardParts) {
+  const DType dt = GetParam();
+  const int64_t n = 37, c = 200;
+  HostTensor x = HostTensor::From(dt, rng_.Uniform(n * c, -2, 2)), w = HostTensor::From(dt, rng_.Uniform(c, 0.5, 1.5));
+  HostTensor b = HostTensor::From(dt, rng_.Uniform(c, -1, 1)), dy = HostTensor::From(dt, rng_.Uniform(n * c, -1, 1));
+  HostTensor dw0 = HostTensor::From(dt, rng_.Uniform(c, -1, 1)), db0 = HostTensor::From(dt, rng_.Uniform(c, -1, 1));
+  HostTensor y(dt, n * c), dx = HostTensor::Poisoned(dt, n * c), dw = dw0, db = db0;
+  std::vector<float> mean(n), rstd(n);
+  ASSERT_TRUE(
+      LayerNormForward(cpu_, y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c, 1e-5f, dt).ok());
+  ASSERT_TRUE(LayerNormBackward(cpu_, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                                rstd.data(), n, c, dt)
+                  .ok());
+  const HostTensor nan_dx = HostTensor::Poisoned(dt, n * c), nan_c = HostTensor::Poisoned(dt, c);
+  // The CPU's mean and rstd, so both devices differentiate the same forward.
+  DeviceArray gx(x), gw(w), gdy(dy), gmean(mean), grstd(rstd);
+  DeviceArray full_dx(nan_dx), full_dw(dw0), full_db(db0);
+  ASSERT_TRUE(LayerNormBackward(gpu_, full_dx.get(), full_dw.get(), full_db.get(), gdy.get(), gx.get(), gw.get(),
+                                gmean.as<float>(), grstd.as<float>(), n, c, dt)
+                  .ok());
+  DeviceArray in_dx(nan_dx), in_dw(nan_c), in_db(nan_c);
+  ASSERT_TRUE(LayerNormBackward(gpu_, in_dx.get(), nullptr, nullptr, gdy.get(), gx.get(), gw.get(), gmean.as<float>(),
+                                grstd.as<float>(), n, c, dt)
+                  .ok());
+  DeviceArray wt_dx(nan_dx), wt_dw(dw0), wt_db(db0);
+  ASSERT_TRUE(LayerNormBackward(gpu_, nullptr, wt_dw.get(), wt_db.get(), gdy.get(), gx.get(), nullptr,
+                                gmean.as<float>(), grstd.as<float>(), n, c, dt)
+                  .ok());
+  Sync();
+  ExpectAllClose(Fetch(in_dx, dt, n * c), dx.Values(), Tol(1e-4), Tol(1e-4), "dinp (input only)");
+  ExpectAllClose(Fetch(wt_dw, dt, c), dw.Values(), Tol(1e-4), Tol(1e-4), "dweight (weights only)");
+  ExpectAllClose(Fetch(wt_db, dt, c), db.Values(), Tol(1e-4), Tol(1e-4), "dbias (weights only)");
+  EXPECT_EQ(Fetch(in_dx, dt, n * c), Fetch(full_dx, dt, n * c));
+  EXPECT_EQ(Fetch(wt_dw, dt, c), Fetch(full_dw, dt, c));
+  EXPECT_EQ(Fetch(wt_db, dt, c), Fetch(full_db, dt, c));
+  for (double v : Fetch(in_dw, dt, c)) ASSERT_TRUE(std::isnan(v)) << "dweight written in input-only mode";
+  for (double v : Fetch(in_db, dt, c)) ASSERT_TRUE(std::isnan(v)) << "dbias written in input-only mode";
+  for (double v : Fetch(wt_dx, dt, n * c)) ASSERT_TRUE(std::isnan(v)) << "dinp written in weights-only mode";
 }
 
 TEST_P(GpuKernelTest, ElementwiseKernels) {

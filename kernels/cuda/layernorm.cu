@@ -108,12 +108,17 @@ absl::Status LayerNormBackward(const KernelContext& ctx, void* dinp, void* dweig
                                int64_t rows, int64_t channels, DType dtype) {
   return DispatchFloatDType(dtype, "LayerNormBackward", [&](auto tag) {
     using T = decltype(tag);
-    unsigned grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-    LayerNormBackwardInputKernel<T><<<grid, 32 * kRowsPerBlock, 0, StreamOf(ctx)>>>(
-        static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp),
-        static_cast<const T*>(weight), mean, rstd, rows, channels);
-    absl::Status s = CheckLaunch("LayerNormBackward (input)");
-    if (!s.ok()) return s;
+    // Two independent kernels: either part may be skipped (null) without
+    // changing the other.
+    if (dinp != nullptr) {
+      unsigned grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+      LayerNormBackwardInputKernel<T><<<grid, 32 * kRowsPerBlock, 0, StreamOf(ctx)>>>(
+          static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp),
+          static_cast<const T*>(weight), mean, rstd, rows, channels);
+      absl::Status s = CheckLaunch("LayerNormBackward (input)");
+      if (!s.ok()) return s;
+    }
+    if (dweight == nullptr) return absl::OkStatus();
     dim3 block(32, 16);
     unsigned grid_c = static_cast<unsigned>((channels + 31) / 32);
     LayerNormBackwardParamKernel<T><<<grid_c, block, 0, StreamOf(ctx)>>>(

@@ -139,6 +139,22 @@ inline void ExpectAllClose(const std::vector<double>& actual, const std::vector<
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << actual.size() << " elements out of tolerance";
 }
 
+// Same dtype, size and bytes (NaN payloads included); reports the first
+// differing element.
+inline void ExpectBitwiseEqual(const HostTensor& actual, const HostTensor& expected, const std::string& what) {
+  ASSERT_EQ(actual.dtype(), expected.dtype()) << what;
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  const size_t elem = DTypeSize(actual.dtype());
+  const auto* a = static_cast<const unsigned char*>(actual.data());
+  const auto* e = static_cast<const unsigned char*>(expected.data());
+  for (int64_t i = 0; i < actual.size(); ++i) {
+    if (std::memcmp(a + i * elem, e + i * elem, elem) != 0) {
+      ADD_FAILURE() << what << "[" << i << "] = " << actual.Get(i) << ", expected bitwise " << expected.Get(i);
+      return;
+    }
+  }
+}
+
 // d loss / d x[i] for every i by central differences with step h (f64).
 inline std::vector<double> NumericGrad(std::vector<double>& x, const std::function<double()>& loss,
                                        double h = 1e-5) {
