@@ -23,6 +23,11 @@ struct ValidationOptions {
   int world_size = -1;
   // The field the global batch comes from, as the batch-split rule names it.
   std::string batch_field = "data.batch_size";
+  // Accept engine.parallel.pp > 1, which the engine does not run yet
+  // (EngineOptionsFromConfig keeps its own gate): every other rule,
+  // the pipeline's included, still applies. `zeroshard schedule` sets it
+  // to plan and simulate pipeline configs (docs/parallelism.md).
+  bool allow_pipeline_parallelism = false;
 };
 
 // Errors of the engine section, each prefixed "engine." (or
