@@ -27,8 +27,8 @@ Gpt2Config Gpt2FromProto(const ModelConfig& m) {
 }
 
 absl::StatusOr<RunConfig> LoadGpt2(const std::string& path, const std::vector<std::string>& overrides,
-                                   int world_size) {
-  ASSIGN_OR_RETURN(TrainConfig config, LoadTrainConfig(path, overrides, world_size));
+                                   const ValidationOptions& validation) {
+  ASSIGN_OR_RETURN(TrainConfig config, LoadTrainConfig(path, overrides, validation));
   RunConfig run;
   run.kind = "gpt2";
   run.engine = config.engine();
@@ -52,8 +52,8 @@ absl::StatusOr<RunConfig> LoadGpt2(const std::string& path, const std::vector<st
 }
 
 absl::StatusOr<RunConfig> LoadClassifier(const std::string& path, const std::vector<std::string>& overrides,
-                                         int world_size) {
-  ASSIGN_OR_RETURN(ClassifierTrainConfig config, LoadClassifierConfig(path, overrides, world_size));
+                                         const ValidationOptions& validation) {
+  ASSIGN_OR_RETURN(ClassifierTrainConfig config, LoadClassifierConfig(path, overrides, validation));
   RunConfig run;
   run.kind = "classifier";
   run.engine = ClassifierEngineConfig(config);
@@ -81,7 +81,7 @@ absl::StatusOr<RunConfig> LoadClassifier(const std::string& path, const std::vec
 struct Kind {
   const char* message;
   absl::StatusOr<RunConfig> (*load)(const std::string& path, const std::vector<std::string>& overrides,
-                                    int world_size);
+                                    const ValidationOptions& validation);
 };
 
 const Kind kKinds[] = {
@@ -99,11 +99,18 @@ std::vector<std::string> KnownConfigMessages() {
 
 absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides,
                                         int world_size) {
+  ValidationOptions validation;
+  validation.world_size = world_size;
+  return LoadRunConfig(path, overrides, validation);
+}
+
+absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides,
+                                        const ValidationOptions& validation) {
   ASSIGN_OR_RETURN(const std::string text, ReadConfigFile(path));
   const std::string message = ConfigMessageNameOrDefault(text);
   for (const Kind& k : kKinds) {
     if (message != k.message) continue;
-    ASSIGN_OR_RETURN(RunConfig run, k.load(path, overrides, world_size));
+    ASSIGN_OR_RETURN(RunConfig run, k.load(path, overrides, validation));
     run.message_name = message;
     ASSIGN_OR_RETURN(std::unique_ptr<Model> model, run.build_model());
     RETURN_IF_ERROR(InvalidConfig(path, EngineModelErrors(run.engine, *model)));

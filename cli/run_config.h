@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/config_validation.h"
 #include "nn/model.h"
 #include "proto/config.pb.h"
 
@@ -52,6 +53,10 @@ std::vector<std::string> KnownConfigMessages();
 // syntax, "field.path: ..." for values) otherwise.
 absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides,
                                         int world_size);
+// The same, validated with `validation` (world_size among them; `zeroshard
+// schedule` allows pipeline parallelism there).
+absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides,
+                                        const ValidationOptions& validation);
 
 }  // namespace zeroshard::cli
 

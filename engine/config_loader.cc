@@ -178,10 +178,15 @@ absl::Status InvalidConfig(const std::string& path, const std::vector<std::strin
 
 absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
                                             int world_size) {
-  TrainConfig config;
-  RETURN_IF_ERROR(LoadConfigMessage(path, overrides, &config));
   ValidationOptions options;
   options.world_size = world_size;
+  return LoadTrainConfig(path, overrides, options);
+}
+
+absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
+                                            const ValidationOptions& options) {
+  TrainConfig config;
+  RETURN_IF_ERROR(LoadConfigMessage(path, overrides, &config));
   RETURN_IF_ERROR(InvalidConfig(path, TrainConfigErrors(config, options)));
   return config;
 }

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
+#include "engine/config_validation.h"
 #include "proto/config.pb.h"
 
 namespace zeroshard {
@@ -59,6 +60,9 @@ absl::Status LoadConfigMessage(const std::string& path, const std::vector<std::s
 absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path,
                                             const std::vector<std::string>& overrides = {},
                                             int world_size = -1);
+// The same, validated with `options` (world_size among them).
+absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
+                                            const ValidationOptions& options);
 
 // kInvalidArgument "PATH: invalid config:\n" + the errors, one a line; OK
 // when there are none.

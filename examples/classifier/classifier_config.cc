@@ -37,10 +37,16 @@ std::vector<std::string> ClassifierConfigErrors(const ClassifierTrainConfig& con
 
 absl::StatusOr<ClassifierTrainConfig> LoadClassifierConfig(const std::string& path,
                                                            const std::vector<std::string>& overrides, int world_size) {
-  ClassifierTrainConfig config;
-  RETURN_IF_ERROR(LoadConfigMessage(path, overrides, &config));
   ValidationOptions options;
   options.world_size = world_size;
+  return LoadClassifierConfig(path, overrides, options);
+}
+
+absl::StatusOr<ClassifierTrainConfig> LoadClassifierConfig(const std::string& path,
+                                                           const std::vector<std::string>& overrides,
+                                                           const ValidationOptions& options) {
+  ClassifierTrainConfig config;
+  RETURN_IF_ERROR(LoadConfigMessage(path, overrides, &config));
   RETURN_IF_ERROR(InvalidConfig(path, ClassifierConfigErrors(config, options)));
   return config;
 }

@@ -24,6 +24,10 @@ std::vector<std::string> ClassifierConfigErrors(const ClassifierTrainConfig& con
 // with every error otherwise (config_loader.h).
 absl::StatusOr<ClassifierTrainConfig> LoadClassifierConfig(const std::string& path,
                                                            const std::vector<std::string>& overrides, int world_size);
+// The same, validated with `options` (world_size among them).
+absl::StatusOr<ClassifierTrainConfig> LoadClassifierConfig(const std::string& path,
+                                                           const std::vector<std::string>& overrides,
+                                                           const ValidationOptions& options);
 
 // The engine section the run uses: a decaying schedule's decay_steps 0
 // resolved to max(steps, warmup_steps + 1).

@@ -1,0 +1,137 @@
+#include "engine/pipeline_plan.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/engine_options.h"
+#include "engine/program_simulator.h"
+#include "engine/step_program.h"
+#include "engine/testing/toy_model.h"
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+// Every rank of a dp x pp grid (rank = dp_rank + dp * stage,
+// comm/process_grid.h with tp 1) with its stage's program.
+std::vector<SimulatedRank> Ranks(const PipelinePlan& plan, int dp, bool zero3) {
+  const int pp = plan.shape.stages;
+  std::vector<SimulatedRank> ranks(dp * pp);
+  for (int s = 0; s < pp; ++s) {
+    for (int d = 0; d < dp; ++d) {
+      SimulatedRank& r = ranks[d + dp * s];
+      r.program = plan.stages[s].train;
+      r.units = plan.stages[s].units.own;
+      r.gathers_params = zero3;
+      for (int e = 0; e < dp; ++e) r.groups["dp"].push_back(e + dp * s);
+      for (int t = 0; t < pp; ++t) r.groups["pp"].push_back(d + dp * t);
+      for (int w = 0; w < dp * pp; ++w) r.groups["world"].push_back(w);
+      if (std::find(plan.tied_stages.begin(), plan.tied_stages.end(), s) != plan.tied_stages.end()) {
+        for (int t : plan.tied_stages) r.groups["embed"].push_back(d + dp * t);
+      }
+    }
+  }
+  return ranks;
+}
+
+std::string Collectives(const std::vector<IssuedCollective>& issues) {
+  std::string out;
+  for (const IssuedCollective& c : issues) {
+    absl::StrAppend(&out, c.group, " ", CommOpName(c.op), " ", c.bytes_per_rank, " ", c.what, "\n");
+  }
+  return out;
+}
+
+TEST(PipelinePlanTest, ToyModelOverTwoStagesWithATiedWeight) {
+  ToyModelConfig toy;
+  toy.n_layer = 2;
+  const std::unique_ptr<Model> model = BuildToyModel(toy);
+  EngineOptions options;
+  options.stage = 3;
+  options.accumulation_steps = 4;
+  PipelinePlanOptions pipeline;
+  pipeline.stages = 2;
+  absl::StatusOr<PipelinePlan> plan = PlanPipelineStep(*model, options, pipeline, 2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->partitioned_by_cost);
+  EXPECT_EQ(plan->chunk_begin, (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(plan->stages[0].units.own, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(plan->stages[0].units.mirrors.empty());
+  EXPECT_EQ(plan->stages[1].units.own, (std::vector<int>{2, 3}));
+  EXPECT_EQ(plan->stages[1].units.mirrors, (std::vector<int>{0}));  // the head reads wte
+  EXPECT_EQ(plan->tied_stages, (std::vector<int>{0, 1}));
+  // The embedding's (67 + 8) x 16 parameters in shards of 608 f32 (padded)
+  // over dp 2: the owner and the mirror sum their gradient shards, then
+  // every rank joins the norm's AllReduce.
+  const std::string tied = "embed AllReduce 2432 tied grads embed\nworld AllReduce 20 norm, loss, overflow\n";
+  EXPECT_EQ(Collectives(plan->stages[0].optimizer_collectives), tied);
+  EXPECT_EQ(Collectives(plan->stages[1].optimizer_collectives), tied);
+  // Stage 1's buckets hold the mirror's gradient next to its own units'.
+  ASSERT_EQ(plan->stages[1].buckets.size(), 1u);
+  EXPECT_EQ(plan->stages[1].buckets[0].units, (std::vector<int>{0, 2, 3}));
+  absl::StatusOr<Simulation> sim = SimulatePrograms(Ranks(*plan, 2, true));
+  ASSERT_TRUE(sim.ok()) << sim.status();
+}
+
+TEST(PipelinePlanTest, ExplicitPartitionsAndErrors) {
+  ToyModelConfig toy;
+  toy.n_layer = 2;
+  const std::unique_ptr<Model> model = BuildToyModel(toy);
+  EngineOptions options;
+  options.accumulation_steps = 2;
+  PipelinePlanOptions pipeline;
+  pipeline.stages = 2;
+  pipeline.partition = {1, 3};
+  absl::StatusOr<PipelinePlan> plan = PlanPipelineStep(*model, options, pipeline, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->partitioned_by_cost);
+  EXPECT_EQ(plan->chunk_begin, (std::vector<int>{0, 1, 4}));
+  ASSERT_TRUE(SimulatePrograms(Ranks(*plan, 1, false)).ok());
+  pipeline.partition = {1, 2};
+  EXPECT_EQ(PlanPipelineStep(*model, options, pipeline, 1).status().message(),
+            "the partition has 2 chunks of 3 units, expected 2 of the model's 4");
+  pipeline.partition = {4, 0};
+  EXPECT_EQ(PlanPipelineStep(*model, options, pipeline, 1).status().message(),
+            "a chunk of 0 units in the partition, expected >= 1");
+  pipeline.partition.clear();
+  pipeline.stages = 5;
+  options.accumulation_steps = 5;
+  EXPECT_EQ(PlanPipelineStep(*model, options, pipeline, 1).status().message(),
+            "pp x virtual stages = 5 chunks exceed the model's 4 units");
+  pipeline.stages = 2;
+  pipeline.schedule = PipelineScheduleKind::kInterleaved1F1B;
+  pipeline.virtual_stages = 2;
+  EXPECT_EQ(PlanPipelineStep(*model, options, pipeline, 1).status().message(),
+            "engine.parallel.pipeline_schedule: INTERLEAVED_1F1B needs engine.gradient_accumulation_steps (5) to be "
+            "a multiple of engine.parallel.pp (2)");
+  options.accumulation_steps = 4;
+  plan = PlanPipelineStep(*model, options, pipeline, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->chunk_begin, (std::vector<int>{0, 1, 2, 3, 4}));
+  // Chunk 3 (the head) on stage 1 mirrors the embedding of chunk 0.
+  EXPECT_EQ(plan->stages[1].units.mirrors, (std::vector<int>{0}));
+  ASSERT_TRUE(SimulatePrograms(Ranks(*plan, 1, false)).ok());
+}
+
+TEST(PipelinePlanTest, OptionsFromTheConfig) {
+  ParallelConfig p;
+  p.set_pp(4);
+  p.set_virtual_stages(2);
+  p.set_pipeline_schedule(ParallelConfig::INTERLEAVED_1F1B);
+  for (int n : {1, 2, 1, 1, 1, 1, 1, 1}) p.add_pp_partition(n);
+  const PipelinePlanOptions o = PipelinePlanOptionsFromConfig(p);
+  EXPECT_EQ(o.schedule, PipelineScheduleKind::kInterleaved1F1B);
+  EXPECT_EQ(o.stages, 4);
+  EXPECT_EQ(o.virtual_stages, 2);
+  EXPECT_EQ(o.partition, (std::vector<int>{1, 2, 1, 1, 1, 1, 1, 1}));
+  EXPECT_TRUE(o.keep_gathered_across_micro_batches);
+  p.set_pipeline_schedule(ParallelConfig::ZERO_BUBBLE_H1);
+  EXPECT_EQ(PipelinePlanOptionsFromConfig(p).schedule, PipelineScheduleKind::kZeroBubbleH1);
+  p.set_pipeline_schedule(ParallelConfig::GPIPE);
+  EXPECT_EQ(PipelinePlanOptionsFromConfig(p).schedule, PipelineScheduleKind::kGpipe);
+  EXPECT_EQ(PipelinePlanOptionsFromConfig(ParallelConfig()).schedule, PipelineScheduleKind::kOneFOneB);
+}
+
+}  // namespace
+}  // namespace zeroshard
