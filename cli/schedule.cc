@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "cli/args.h"
 #include "cli/run_config.h"
@@ -81,8 +81,8 @@ std::string ChunkName(const std::vector<std::string>& units, int begin, int end)
 // peaks; the overall bubble; the programs' verdict.
 std::string FormatSimulation(const std::vector<std::string>& unit_names, const std::vector<int>& chunk_begin,
                              const std::string& partition, PipelineScheduleKind kind, const PipelineShape& shape,
-                             const std::vector<std::vector<ChunkOp>>& schedule, const UnitCosts& costs,
-                             int dp, const absl::StatusOr<Simulation>& simulation, int* exit_code) {
+                             const std::vector<std::vector<ChunkOp>>& schedule, const UnitCosts& costs, int dp,
+                             const absl::StatusOr<Simulation>& simulation, int* exit_code) {
   std::string out = absl::StrCat("chunks (", partition, "):");
   std::vector<int> sizes;
   for (int c = 0; c + 1 < static_cast<int>(chunk_begin.size()); ++c) {
@@ -123,16 +123,15 @@ std::string FormatSimulation(const std::vector<std::string>& unit_names, const s
     absl::StrAppend(&out, "\n");
   }
   absl::StrAppendFormat(&out, "overall: bubble fraction %.4f, makespan %g\n", t->overall_bubble, t->makespan);
-  absl::StrAppend(&out, "step programs of ", Plural(dp * shape.stages, "rank"), " simulated: ",
-                  simulation.ok() ? std::string("OK") : simulation.status().ToString(), "\n");
+  absl::StrAppend(&out, "step programs of ", Plural(dp * shape.stages, "rank"),
+                  " simulated: ", simulation.ok() ? std::string("OK") : simulation.status().ToString(), "\n");
   *exit_code = simulation.ok() ? 0 : 1;
   return out;
 }
 
 int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedArgs> args = ParseArgs(
-      argc, argv, 1,
-      {{"world-size"}, {"rank"}, {"set", true, true}, {"help", false}, {"simulate", false}, {"costs"}});
+      argc, argv, 1, {{"world-size"}, {"rank"}, {"set", true, true}, {"help", false}, {"simulate", false}, {"costs"}});
   if (!args.ok()) {
     err << kName << ": " << args.status().message() << "\n" << kUsage;
     return 2;
@@ -179,8 +178,8 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
   const ParallelConfig& parallel = run->engine.parallel();
   const int world = world_size > 0 ? world_size : parallel.dp() * parallel.tp() * parallel.pp();
   if (rank < 0 || rank >= world) {
-    err << kName << ": --rank: " << rank << " is outside [0, " << world << ") for a world of "
-        << Plural(world, "rank") << "\n";
+    err << kName << ": --rank: " << rank << " is outside [0, " << world << ") for a world of " << Plural(world, "rank")
+        << "\n";
     return 2;
   }
   // EngineOptionsFromConfig keeps the engine's own pp gate; what it maps
@@ -247,8 +246,7 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return simulation.ok() ? 0 : 1;
   }
 
-  absl::StatusOr<PipelinePlan> plan =
-      PlanPipelineStep(**model, *options, PipelinePlanOptionsFromConfig(parallel), dp);
+  absl::StatusOr<PipelinePlan> plan = PlanPipelineStep(**model, *options, PipelinePlanOptionsFromConfig(parallel), dp);
   if (!plan.ok()) {
     err << path << ": " << plan.status().message() << "\n";
     return 2;
@@ -257,18 +255,17 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
   const absl::StatusOr<Simulation> simulation = SimulatePrograms(ranks);
   if (simulate) {
     int code = 0;
-    const std::string section =
-        FormatSimulation(plan->stages[0].train.names.units, plan->chunk_begin,
-                         plan->partitioned_by_cost ? "partitioned by cost" : "engine.parallel.pp_partition",
-                         PipelinePlanOptionsFromConfig(parallel).schedule, plan->shape, plan->schedule, *costs, dp,
-                         simulation, &code);
+    const std::string section = FormatSimulation(
+        plan->stages[0].train.names.units, plan->chunk_begin,
+        plan->partitioned_by_cost ? "partitioned by cost" : "engine.parallel.pp_partition",
+        PipelinePlanOptionsFromConfig(parallel).schedule, plan->shape, plan->schedule, *costs, dp, simulation, &code);
     out << header << "\n" << section;
     return code;
   }
   const int stage = rank / dp;
   const StepProgram& program = plan->stages[stage].train;
-  absl::StrAppend(&header, "; train program of rank ", rank, " (stage ", stage, ", dp rank ", rank % dp, "): ",
-                  Plural(program.num_units, "unit"), ", ", Plural(program.num_buckets, "bucket"), ", ",
+  absl::StrAppend(&header, "; train program of rank ", rank, " (stage ", stage, ", dp rank ", rank % dp,
+                  "): ", Plural(program.num_units, "unit"), ", ", Plural(program.num_buckets, "bucket"), ", ",
                   Plural(program.actions.size(), "action"), "\n");
   std::map<std::string, int> sizes;
   for (const auto& [name, members] : ranks[rank].groups) sizes[name] = static_cast<int>(members.size());
@@ -282,8 +279,8 @@ int Run(int argc, char** argv) { return RunCommand(argc, argv, std::cout, std::c
 
 }  // namespace
 
-const Subcommand kSchedule = {"schedule", "print a config's step program, its collectives and predicted peaks",
-                              kUsage, Run};
+const Subcommand kSchedule = {"schedule", "print a config's step program, its collectives and predicted peaks", kUsage,
+                              Run};
 
 std::string FormatScheduleSummary(const StepProgram& program, int dp, int rank,
                                   const absl::StatusOr<Simulation>& simulation) {

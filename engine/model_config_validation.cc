@@ -15,10 +15,12 @@ void CheckPipeline(const ParallelConfig& p, int units, std::vector<std::string>*
   if (p.pp() <= 1) return;  // pp 1 takes no pipeline fields (EngineConfigErrors)
   const int64_t chunks = int64_t{p.pp()} * p.virtual_stages();
   if (chunks > units) {
-    errors->push_back(p.virtual_stages() == 1
-                          ? absl::StrCat("engine.parallel.pp: ", p.pp(), " exceeds the model's ", units, " units")
-                          : absl::StrCat("engine.parallel.pp: ", p.pp(), " x virtual_stages ", p.virtual_stages(), " = ",
-                                         chunks, " chunks exceed the model's ", units, " units"));
+    if (p.virtual_stages() == 1) {
+      errors->push_back(absl::StrCat("engine.parallel.pp: ", p.pp(), " exceeds the model's ", units, " units"));
+    } else {
+      errors->push_back(absl::StrCat("engine.parallel.pp: ", p.pp(), " x virtual_stages ", p.virtual_stages(), " = ",
+                                     chunks, " chunks exceed the model's ", units, " units"));
+    }
   }
   if (p.pp_partition_size() == 0) return;
   int64_t sum = 0;

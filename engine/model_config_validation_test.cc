@@ -43,15 +43,16 @@ TEST(EngineModelErrorsTest, PipelineChunksFitTheModel) {
   c.mutable_parallel()->set_pp(6);
   EXPECT_TRUE(EngineModelErrors(c, *model).empty());
   c.mutable_parallel()->set_pp(8);
-  EXPECT_EQ(EngineModelErrors(c, *model), (std::vector<std::string>{"engine.parallel.pp: 8 exceeds the model's 6 units"}));
+  using Errors = std::vector<std::string>;
+  EXPECT_EQ(EngineModelErrors(c, *model), Errors{"engine.parallel.pp: 8 exceeds the model's 6 units"});
   c.mutable_parallel()->set_pp(4);
   c.mutable_parallel()->set_virtual_stages(2);
   EXPECT_EQ(EngineModelErrors(c, *model),
-            (std::vector<std::string>{"engine.parallel.pp: 4 x virtual_stages 2 = 8 chunks exceed the model's 6 units"}));
+            Errors{"engine.parallel.pp: 4 x virtual_stages 2 = 8 chunks exceed the model's 6 units"});
   c.mutable_parallel()->set_virtual_stages(1);
   for (int n : {1, 1, 2, 1}) c.mutable_parallel()->add_pp_partition(n);
   EXPECT_EQ(EngineModelErrors(c, *model),
-            (std::vector<std::string>{"engine.parallel.pp_partition: sums to 5, expected the model's 6 units"}));
+            Errors{"engine.parallel.pp_partition: sums to 5, expected the model's 6 units"});
   c.mutable_parallel()->set_pp_partition(3, 2);
   EXPECT_TRUE(EngineModelErrors(c, *model).empty());
   // pp 1: the pipeline fields are EngineConfigErrors' business.

@@ -92,7 +92,8 @@ absl::StatusOr<PipelinePlan> PlanPipelineStep(const Model& model, const EngineOp
   }
   int sum = 0;
   for (int s : sizes) {
-    if (s < 1) return absl::InvalidArgumentError(absl::StrCat("a chunk of ", s, " units in the partition, expected >= 1"));
+    if (s < 1)
+      return absl::InvalidArgumentError(absl::StrCat("a chunk of ", s, " units in the partition, expected >= 1"));
     sum += s;
   }
   if (static_cast<int>(sizes.size()) != chunks || sum != n) {
@@ -125,9 +126,9 @@ absl::StatusOr<PipelinePlan> PlanPipelineStep(const Model& model, const EngineOp
   std::set<int> tied;
   for (int u = 0; u < n; ++u) {
     if (holders[u].empty()) continue;
-    holders[u].insert((std::upper_bound(plan.chunk_begin.begin(), plan.chunk_begin.end(), u) - plan.chunk_begin.begin() -
-                       1) %
-                      pipeline.stages);
+    holders[u].insert(
+        (std::upper_bound(plan.chunk_begin.begin(), plan.chunk_begin.end(), u) - plan.chunk_begin.begin() - 1) %
+        pipeline.stages);
     if (!tied.empty() && std::set<int>(holders[u]) != tied) {
       return absl::UnimplementedError(absl::StrCat("unit ", dp.layouts[u].unit_name(),
                                                    " is shared by other stages than an earlier shared unit; one "
@@ -185,6 +186,27 @@ absl::StatusOr<PipelinePlan> PlanPipelineStep(const Model& model, const EngineOp
     plan.stages.push_back(std::move(stage));
   }
   return plan;
+}
+
+std::vector<SimulatedRank> PipelineSimulatedRanks(const PipelinePlan& plan, int dp, bool gathers_params) {
+  const int pp = static_cast<int>(plan.stages.size());
+  std::vector<SimulatedRank> ranks(static_cast<size_t>(dp) * pp);
+  for (int s = 0; s < pp; ++s) {
+    const bool tied = std::find(plan.tied_stages.begin(), plan.tied_stages.end(), s) != plan.tied_stages.end();
+    for (int d = 0; d < dp; ++d) {
+      SimulatedRank& r = ranks[d + dp * s];
+      r.program = plan.stages[s].train;
+      r.units = plan.stages[s].units.own;
+      r.gathers_params = gathers_params;
+      for (int e = 0; e < dp; ++e) r.groups["dp"].push_back(e + dp * s);
+      for (int t = 0; t < pp; ++t) r.groups["pp"].push_back(d + dp * t);
+      for (int w = 0; w < dp * pp; ++w) r.groups["world"].push_back(w);
+      if (tied) {
+        for (int t : plan.tied_stages) r.groups["embed"].push_back(d + dp * t);
+      }
+    }
+  }
+  return ranks;
 }
 
 }  // namespace zeroshard

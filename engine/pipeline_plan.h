@@ -16,6 +16,7 @@
 #include "engine/engine_options.h"
 #include "engine/pipeline_program.h"
 #include "engine/pipeline_schedule.h"
+#include "engine/program_simulator.h"
 #include "engine/step_plan.h"
 #include "engine/step_program.h"
 #include "nn/model.h"
@@ -48,9 +49,9 @@ struct PipelinePlan {
   std::vector<double> unit_costs;  // UnitCosts
   bool partitioned_by_cost = false;
   PipelineShape shape;
-  std::vector<int> chunk_begin;                  // pp·v + 1 entries
-  std::vector<std::vector<ChunkOp>> schedule;    // per stage
-  std::vector<PipelineStagePlan> stages;         // per stage (the same on each of its dp ranks)
+  std::vector<int> chunk_begin;                // pp·v + 1 entries
+  std::vector<std::vector<ChunkOp>> schedule;  // per stage
+  std::vector<PipelineStagePlan> stages;       // per stage (the same on each of its dp ranks)
   // Stages holding a unit another stage mirrors or a mirror (GPT-2's first
   // and last): the "embed" group, one per dp rank; empty when no
   // parameter is shared across stages.
@@ -76,6 +77,13 @@ std::vector<double> UnitCosts(const StepPlan& plan);
 // units, BuildPipelineProgram's.
 absl::StatusOr<PipelinePlan> PlanPipelineStep(const Model& model, const EngineOptions& options,
                                               const PipelinePlanOptions& pipeline, int dp_size);
+
+// Every rank of a dp x pp grid (tp 1: rank = dp_rank + dp · stage,
+// comm/process_grid.h) with its stage's training program, for
+// SimulatePrograms: groups "dp" (the stage's ranks), "pp" (the dp rank's
+// stages in order), "world", and "embed" (the dp rank's tied stages) on
+// the ranks of tied stages; gathers_params for ZeRO-3.
+std::vector<SimulatedRank> PipelineSimulatedRanks(const PipelinePlan& plan, int dp, bool gathers_params);
 
 }  // namespace zeroshard
 

@@ -13,26 +13,8 @@
 namespace zeroshard {
 namespace {
 
-// Every rank of a dp x pp grid (rank = dp_rank + dp * stage,
-// comm/process_grid.h with tp 1) with its stage's program.
 std::vector<SimulatedRank> Ranks(const PipelinePlan& plan, int dp, bool zero3) {
-  const int pp = plan.shape.stages;
-  std::vector<SimulatedRank> ranks(dp * pp);
-  for (int s = 0; s < pp; ++s) {
-    for (int d = 0; d < dp; ++d) {
-      SimulatedRank& r = ranks[d + dp * s];
-      r.program = plan.stages[s].train;
-      r.units = plan.stages[s].units.own;
-      r.gathers_params = zero3;
-      for (int e = 0; e < dp; ++e) r.groups["dp"].push_back(e + dp * s);
-      for (int t = 0; t < pp; ++t) r.groups["pp"].push_back(d + dp * t);
-      for (int w = 0; w < dp * pp; ++w) r.groups["world"].push_back(w);
-      if (std::find(plan.tied_stages.begin(), plan.tied_stages.end(), s) != plan.tied_stages.end()) {
-        for (int t : plan.tied_stages) r.groups["embed"].push_back(d + dp * t);
-      }
-    }
-  }
-  return ranks;
+  return PipelineSimulatedRanks(plan, dp, zero3);
 }
 
 std::string Collectives(const std::vector<IssuedCollective>& issues) {
@@ -70,7 +52,13 @@ TEST(PipelinePlanTest, ToyModelOverTwoStagesWithATiedWeight) {
   // Stage 1's buckets hold the mirror's gradient next to its own units'.
   ASSERT_EQ(plan->stages[1].buckets.size(), 1u);
   EXPECT_EQ(plan->stages[1].buckets[0].units, (std::vector<int>{0, 2, 3}));
-  absl::StatusOr<Simulation> sim = SimulatePrograms(Ranks(*plan, 2, true));
+  const std::vector<SimulatedRank> ranks = Ranks(*plan, 2, true);
+  ASSERT_EQ(ranks.size(), 4u);
+  EXPECT_EQ(ranks[3].groups.at("dp"), (std::vector<int>{2, 3}));
+  EXPECT_EQ(ranks[3].groups.at("pp"), (std::vector<int>{1, 3}));
+  EXPECT_EQ(ranks[3].groups.at("embed"), (std::vector<int>{1, 3}));
+  EXPECT_EQ(ranks[3].units, (std::vector<int>{2, 3}));
+  absl::StatusOr<Simulation> sim = SimulatePrograms(ranks);
   ASSERT_TRUE(sim.ok()) << sim.status();
 }
 

@@ -410,8 +410,10 @@ TEST(PipelineProgramTest, TransfersNameTheTensorTheSameOnBothSides) {
     return IssuedCollective();
   };
   // b's output goes from stage 1 to stage 0 (chunk 1 -> 2), its gradient back.
-  EXPECT_EQ(issue(*p1, "SEND_ACT mb=1 unit=b peer=0 bytes=0"), (IssuedCollective{"pp", CommOp::kSend, 0, "act b mb 1"}));
-  EXPECT_EQ(issue(*p0, "RECV_ACT mb=1 unit=c peer=1 bytes=0"), (IssuedCollective{"pp", CommOp::kRecv, 0, "act b mb 1"}));
+  EXPECT_EQ(issue(*p1, "SEND_ACT mb=1 unit=b peer=0 bytes=0"),
+            (IssuedCollective{"pp", CommOp::kSend, 0, "act b mb 1"}));
+  EXPECT_EQ(issue(*p0, "RECV_ACT mb=1 unit=c peer=1 bytes=0"),
+            (IssuedCollective{"pp", CommOp::kRecv, 0, "act b mb 1"}));
   EXPECT_EQ(issue(*p0, "SEND_GRAD mb=0 unit=c peer=1 bytes=0"),
             (IssuedCollective{"pp", CommOp::kSend, 0, "grad b mb 0"}));
   EXPECT_EQ(issue(*p1, "RECV_GRAD mb=0 unit=b peer=0 bytes=0"),
@@ -458,8 +460,8 @@ TEST(PipelineProgramTest, EveryBuiltProgramPassesTheSimulator) {
             if (!frozen && n > 1) units[n - 1].needs = {n - 1, 0};  // tied to the first unit
             std::vector<int> chunk_begin = {0};
             for (int c = 0; c < chunks; ++c) chunk_begin.push_back(chunk_begin.back() + n / chunks + (c < n % chunks));
-            const std::string where = absl::StrCat(PipelineScheduleName(schedule), " pp ", pp, " v ", v, " m ", m,
-                                                   " variant ", variant);
+            const std::string where =
+                absl::StrCat(PipelineScheduleName(schedule), " pp ", pp, " v ", v, " m ", m, " variant ", variant);
             for (bool training : {true, false}) {
               std::vector<SimulatedRank> ranks(2 * pp);
               for (int stage = 0; stage < pp; ++stage) {

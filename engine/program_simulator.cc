@@ -264,12 +264,13 @@ class Simulator {
                                         ") other than this rank's stage ", s.stage));
         }
         if (Boundary(a) < 1 || Boundary(a) >= units) {
-          return Malformed(r, i,
-                           absl::StrCat("unit ", a.unit, ": the transfer crosses no boundary between units (the ",
-                                        ActionKindName(a.kind), " of a unit in [",
-                                        a.kind == ActionKind::kSendAct || a.kind == ActionKind::kRecvGrad ? 0 : 1,
-                                        ", ", a.kind == ActionKind::kSendAct || a.kind == ActionKind::kRecvGrad ? units - 1 : units,
-                                        ") expected)"));
+          return Malformed(
+              r, i,
+              absl::StrCat("unit ", a.unit, ": the transfer crosses no boundary between units (the ",
+                           ActionKindName(a.kind), " of a unit in [",
+                           a.kind == ActionKind::kSendAct || a.kind == ActionKind::kRecvGrad ? 0 : 1, ", ",
+                           a.kind == ActionKind::kSendAct || a.kind == ActionKind::kRecvGrad ? units - 1 : units,
+                           ") expected)"));
         }
       }
       for (const IssuedCollective& c : a.issues) {
@@ -484,10 +485,10 @@ class Simulator {
         s.awaited_send.micro_batch = posted.micro_batch;
         s.awaited_send.unit = IsGrad(posted.kind) ? posted.unit + 1 : posted.unit - 1;
         s.awaited_send.peer_stage = s.stage;
-        s.waiting_for = absl::StrCat(ActionKindName(s.awaited_send.kind), " mb=", posted.micro_batch, " unit=",
-                                     UnitName(r, s.awaited_send.unit), " from stage ", posted.peer_stage, " (rank ",
-                                     s.blocked_sender, "; the ", ActionKindName(posted.kind), " is action ",
-                                     recv->action, ")");
+        s.waiting_for =
+            absl::StrCat(ActionKindName(s.awaited_send.kind), " mb=", posted.micro_batch,
+                         " unit=", UnitName(r, s.awaited_send.unit), " from stage ", posted.peer_stage, " (rank ",
+                         s.blocked_sender, "; the ", ActionKindName(posted.kind), " is action ", recv->action, ")");
       }
     }
     if (!transfer_ready || !Complete(waits, &s.waiting_for)) return false;
@@ -662,8 +663,8 @@ class Simulator {
       for (int m = 0; m < mbs; ++m) {
         const Compute& c = s.compute[m][u];
         if (forwards && !c.forward) {
-          return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": no FORWARD of mb=", m, " unit=",
-                                                            UnitName(r, u),
+          return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": no FORWARD of mb=", m,
+                                                            " unit=", UnitName(r, u),
                                                             " (the program forwards the unit for other micro-batches; "
                                                             "each runs once)"));
         }
@@ -678,7 +679,7 @@ class Simulator {
   std::map<TransferKey, int> sent_;
   std::map<TransferKey, int> received_;
   std::map<TransferKey, std::vector<std::pair<int, int>>> pending_sends_;  // (rank, action), oldest first
-  bool posted_ = false;  // the current Step issued a collective
+  bool posted_ = false;                                                    // the current Step issued a collective
 };
 
 }  // namespace
