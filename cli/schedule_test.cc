@@ -1,5 +1,8 @@
 #include "cli/schedule.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -113,6 +116,217 @@ TEST(FormatScheduleSummaryTest, OneRankMovesNothing) {
   const std::string summary = FormatScheduleSummary(program, 1, 0, Simulate(program, 1));
   EXPECT_NE(summary.find("  dp AllGather                4 calls            0 bytes\n"), std::string::npos) << summary;
   EXPECT_NE(summary.find("  dp AllReduce                1 call             0 bytes\n"), std::string::npos) << summary;
+}
+
+// GPT-2 n_layer 4 n_embd 32 (units embed, h.0..h.3, head; the head borrows
+// wte), ZeRO-3, 16 sequences a step.
+std::string WriteConfig(const std::string& name, const std::string& engine) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::ofstream(path) << "model { n_layer: 4 n_head: 2 n_embd: 32 vocab_size: 256 seq_len: 16 }\n"
+                         "data { train_path: \"train.bin\" batch_size: 16 }\n"
+                         "engine { zero { stage: 3 } "
+                      << engine << " }\n";
+  return path;
+}
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result Schedule(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int code = RunSchedule(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+// Everything after the header line.
+std::string Body(const std::string& out) { return out.substr(out.find('\n') + 1); }
+
+TEST(ScheduleCommandTest, SimulatesFourStagesOf1F1B) {
+  const std::string path = WriteConfig("pp4.pbtxt", "parallel { pp: 4 } gradient_accumulation_steps: 8");
+  const Result r = Schedule({path, "--simulate"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Body(r.out),
+            "chunks (partitioned by cost): 0 = embed..h.0 (stage 0), 1 = h.1 (stage 1), 2 = h.2 (stage 2), 3 = "
+            "h.3..head (stage 3)\n"
+            "ONE_F_ONE_B timeline, per unit F 1 B 1 W 1, one character = 0.5:\n"
+            "stage 0 "
+            "|F0ffF1ffF2ffF3ff............B0bbbbbbF4ffB1bbbbbbF5ffB2bbbbbbF6ffB3bbbbbbF7ffB4bbbbbb....B5bbbbbb...."
+            "B6bbbbbb....B7bbbbbb|\n"
+            "stage 1 "
+            "|....F0..F1..F2..........B0bbF3......B1bbF4......B2bbF5......B3bbF6......B4bbF7......B5bb........B6bb....."
+            "...B7bb........|\n"
+            "stage 2 "
+            "|......F0..F1........B0bbF2......B1bbF3......B2bbF4......B3bbF5......B4bbF6......B5bbF7......B6bb........"
+            "B7bb............|\n"
+            "stage 3 "
+            "|........F0ffB0bbbbbbF1ffB1bbbbbbF2ffB2bbbbbbF3ffB3bbbbbbF4ffB4bbbbbbF5ffB5bbbbbbF6ffB6bbbbbbF7ffB7bbbbbb."
+            "...............|\n"
+            "stage 0: bubble fraction 0.2000, peak in-flight activations 4, peak kept unit activations 8\n"
+            "stage 1: bubble fraction 0.6000, peak in-flight activations 3, peak kept unit activations 3\n"
+            "stage 2: bubble fraction 0.6000, peak in-flight activations 2, peak kept unit activations 2\n"
+            "stage 3: bubble fraction 0.2000, peak in-flight activations 1, peak kept unit activations 2\n"
+            "overall: bubble fraction 0.4000, makespan 60\n"
+            "step programs of 4 ranks simulated: OK\n");
+}
+
+TEST(ScheduleCommandTest, SimulatesTwoStagesOfZeroBubbleH1) {
+  const std::string path = WriteConfig(
+      "pp2_zb.pbtxt", "parallel { dp: 2 pp: 2 pipeline_schedule: ZERO_BUBBLE_H1 } gradient_accumulation_steps: 8");
+  const Result r = Schedule({path, "--simulate", "--world-size", "4"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Body(r.out),
+            "chunks (partitioned by cost): 0 = embed..h.1 (stage 0), 1 = h.2..head (stage 1)\n"
+            "ZERO_BUBBLE_H1 timeline, per unit F 1 B 1 W 1, one character = 1.5:\n"
+            "stage 0 |F0F1..B0W0F2B1W1F3B2W2F4B3W3F5B4W4F6B5W5F7B6W6B7W7|\n"
+            "stage 1 |..F0B0F1B1W0F2B2W1F3B3W2F4B4W3F5B5W4F6B6W5F7B7W6W7|\n"
+            "stage 0: bubble fraction 0.0400, peak in-flight activations 2, peak kept unit activations 6\n"
+            "stage 1: bubble fraction 0.0400, peak in-flight activations 2, peak kept unit activations 6\n"
+            "overall: bubble fraction 0.0400, makespan 75\n"
+            "step programs of 4 ranks simulated: OK\n");
+}
+
+TEST(ScheduleCommandTest, ExplicitPartitionAndCosts) {
+  const std::string path =
+      WriteConfig("pp2_gpipe.pbtxt",
+                  "parallel { pp: 2 pipeline_schedule: GPIPE pp_partition: [1, 5] } gradient_accumulation_steps: 2");
+  const Result r = Schedule({path, "--simulate", "--costs", "2,1,0.5"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Body(r.out),
+            "chunks (engine.parallel.pp_partition): 0 = embed (stage 0), 1 = h.0..head (stage 1)\n"
+            "GPIPE timeline, per unit F 2 B 1 W 0.5, one character = 0.75:\n"
+            "stage 0 |F0fF1..................................B0........B1|\n"
+            "stage 1 |...F0fffffffffffF1fffffffffffB0bbbbbbbbB1bbbbbbbb..|\n"
+            "stage 0: bubble fraction 0.8182, peak in-flight activations 2, peak kept unit activations 2\n"
+            "stage 1: bubble fraction 0.0909, peak in-flight activations 2, peak kept unit activations 10\n"
+            "overall: bubble fraction 0.4545, makespan 38.5\n"
+            "step programs of 2 ranks simulated: OK\n");
+}
+
+TEST(ScheduleCommandTest, InterleavedProgramOfOneRank) {
+  const std::string path = WriteConfig(
+      "pp2_v3.pbtxt",
+      "parallel { pp: 2 virtual_stages: 3 pipeline_schedule: INTERLEAVED_1F1B } gradient_accumulation_steps: 2");
+  const Result r = Schedule({path, "--rank", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, path +
+                       " (gpt2): GPT-2 n_layer=4 n_head=2 n_embd=32 vocab_size=256 seq_len=16: 59584 parameters; dp=1, "
+                       "pp=2 x 3 virtual stages (INTERLEAVED_1F1B), ZeRO stage 3, 2 micro-batches; train program of "
+                       "rank 1 (stage 1, dp rank 0): 6 units, 1 bucket, 47 actions\n"
+                       "RECV_ACT mb=0 unit=h.0 peer=0 bytes=0\n"
+                       "GATHER unit=h.0 bytes=50816\n"
+                       "GATHER unit=h.2 bytes=50816\n"
+                       "WAIT_GATHER unit=h.0\n"
+                       "RECV_ACT mb=1 unit=h.0 peer=0 bytes=0\n"
+                       "FORWARD mb=0 unit=h.0\n"
+                       "SEND_ACT mb=0 unit=h.0 peer=0 bytes=0\n"
+                       "RECV_ACT mb=0 unit=h.2 peer=0 bytes=0\n"
+                       "FORWARD mb=1 unit=h.0\n"
+                       "SEND_ACT mb=1 unit=h.0 peer=0 bytes=0\n"
+                       "GATHER unit=head bytes=256\n"
+                       "WAIT_GATHER unit=h.2\n"
+                       "RECV_ACT mb=1 unit=h.2 peer=0 bytes=0\n"
+                       "FORWARD mb=0 unit=h.2\n"
+                       "SEND_ACT mb=0 unit=h.2 peer=0 bytes=0\n"
+                       "RECV_ACT mb=0 unit=head peer=0 bytes=0\n"
+                       "FORWARD mb=1 unit=h.2\n"
+                       "SEND_ACT mb=1 unit=h.2 peer=0 bytes=0\n"
+                       "GATHER unit=embed bytes=34816\n"
+                       "WAIT_GATHER unit=head\n"
+                       "WAIT_GATHER unit=embed\n"
+                       "FORWARD mb=0 unit=head\n"
+                       "RECV_ACT mb=1 unit=head peer=0 bytes=0\n"
+                       "BACKWARD mb=0 unit=head\n"
+                       "SEND_GRAD mb=0 unit=head peer=0 bytes=0\n"
+                       "FORWARD mb=1 unit=head\n"
+                       "RECV_GRAD mb=0 unit=h.2 peer=0 bytes=0\n"
+                       "BACKWARD mb=1 unit=head\n"
+                       "SEND_GRAD mb=1 unit=head peer=0 bytes=0\n"
+                       "RECV_GRAD mb=1 unit=h.2 peer=0 bytes=0\n"
+                       "BACKWARD mb=0 unit=h.2\n"
+                       "SEND_GRAD mb=0 unit=h.2 peer=0 bytes=0\n"
+                       "RECV_GRAD mb=0 unit=h.0 peer=0 bytes=0\n"
+                       "BACKWARD mb=1 unit=h.2\n"
+                       "SEND_GRAD mb=1 unit=h.2 peer=0 bytes=0\n"
+                       "RECV_GRAD mb=1 unit=h.0 peer=0 bytes=0\n"
+                       "BACKWARD mb=0 unit=h.0\n"
+                       "SEND_GRAD mb=0 unit=h.0 peer=0 bytes=0\n"
+                       "BACKWARD mb=1 unit=h.0\n"
+                       "SEND_GRAD mb=1 unit=h.0 peer=0 bytes=0\n"
+                       "REDUCE bucket=embed..head bytes=136704\n"
+                       "WAIT_REDUCE bucket=embed..head\n"
+                       "RELEASE unit=embed\n"
+                       "RELEASE unit=h.0\n"
+                       "RELEASE unit=h.2\n"
+                       "RELEASE unit=head\n"
+                       "OPTIMIZER bytes=34836\n"
+                       "actions by kind:\n"
+                       "  FORWARD                     6\n"
+                       "  BACKWARD                    6\n"
+                       "  GATHER                      4\n"
+                       "  WAIT_GATHER                 4\n"
+                       "  RELEASE                     4\n"
+                       "  REDUCE                      1\n"
+                       "  WAIT_REDUCE                 1\n"
+                       "  SEND_ACT                    4\n"
+                       "  RECV_ACT                    6\n"
+                       "  SEND_GRAD                   6\n"
+                       "  RECV_GRAD                   4\n"
+                       "  OPTIMIZER                   1\n"
+                       "  total                      47\n"
+                       "collectives per step (calls, bytes this rank sends):\n"
+                       "  dp AllGather                4 calls            0 bytes\n"
+                       "  dp ReduceScatter            1 call             0 bytes\n"
+                       "  embed AllReduce             1 call         34816 bytes\n"
+                       "  pp Send                    10 calls            0 bytes\n"
+                       "  pp Recv                    10 calls            0 bytes\n"
+                       "  world AllReduce             1 call            20 bytes\n"
+                       "  control AllGather           1 call  (the batch-signature agreement starting every step; not "
+                       "in the program)\n"
+                       "prediction for rank 1 (every rank's program simulated, 2 ranks):\n"
+                       "  peak gathered units         4\n"
+                       "  peak kept activations       5\n"
+                       "  verdict: OK\n");
+}
+
+TEST(ScheduleCommandTest, OneStageSimulates) {
+  const std::string path = WriteConfig("pp1.pbtxt", "gradient_accumulation_steps: 2");
+  const Result r = Schedule({path, "--simulate"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Body(r.out),
+            "chunks (one stage): 0 = embed..head (stage 0)\n"
+            "ONE_F_ONE_B timeline, per unit F 1 B 1 W 1, one character = 3:\n"
+            "stage 0 |F0B0bbF1B1bb|\n"
+            "stage 0: bubble fraction 0.0000, peak in-flight activations 1, peak kept unit activations 6\n"
+            "overall: bubble fraction 0.0000, makespan 36\n"
+            "step programs of 1 rank simulated: OK\n");
+}
+
+TEST(ScheduleCommandTest, BadInputs) {
+  const std::string path = WriteConfig("pp2.pbtxt", "parallel { pp: 2 } gradient_accumulation_steps: 2");
+  Result r = Schedule({path, "--simulate", "--costs", "1,x,1"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "zeroshard schedule: --costs: '1,x,1' is not three numbers F,B,W >= 0 (not all 0), e.g. 1,1,1\n");
+  r = Schedule({path, "--costs", "0,0,0"});
+  EXPECT_EQ(r.code, 2);
+  r = Schedule({path, "--set", "engine.parallel.pp_partition=2", "--set", "engine.parallel.pp_partition=3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, path + ": invalid config:\nengine.parallel.pp_partition: sums to 5, expected the model's 6 units\n");
+  r = Schedule({path, "--set", "engine.parallel.pp=8", "--set", "engine.gradient_accumulation_steps=8"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, path + ": invalid config:\nengine.parallel.pp: 8 exceeds the model's 6 units\n");
+  r = Schedule({path, "--set", "engine.parallel.pipeline_schedule=ZERO_BUBBLE_H1", "--set",
+                "engine.gradient_accumulation_steps=1"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, path +
+                       ": invalid config:\nengine.parallel.pipeline_schedule: ZERO_BUBBLE_H1 needs "
+                       "engine.gradient_accumulation_steps (1) >= engine.parallel.pp (2)\n");
+  r = Schedule({path, "--rank", "2"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "zeroshard schedule: --rank: 2 is outside [0, 2) for a world of 2 ranks\n");
 }
 
 }  // namespace

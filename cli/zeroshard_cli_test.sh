@@ -108,4 +108,47 @@ expect schedule_world 2 "engine.parallel: dp*tp*pp = 4 but the world has 3 ranks
   "$bin" schedule "$demo" --world-size 3
 expect schedule_bad_flag 2 "unknown flag --rnk" -- "$bin" schedule "$demo" --rnk 1
 expect schedule_help 0 "usage: zeroshard schedule CONFIG" -- "$bin" help schedule
+# Pipelines (planned and simulated; the engine does not run them yet). The
+# demo's 6 units over 4 stages of 1F1B, 8 micro-batches, partitioned by the
+# parameters each unit reads: embed..h.0, h.1, h.2, h.3..head; with one
+# time step per unit the two-unit end stages idle least.
+pp4=(--set engine.parallel.dp=1 --set engine.parallel.pp=4 --set engine.gradient_accumulation_steps=8)
+out=$("$bin" schedule "$demo" "${pp4[@]}" --simulate 2>&1)
+expect_eq pipeline_1f1b_rc $? 0
+expect_eq pipeline_1f1b_chunks "$(sed -n 2p <<<"$out")" \
+  "chunks (partitioned by cost): 0 = embed..h.0 (stage 0), 1 = h.1 (stage 1), 2 = h.2 (stage 2), 3 = h.3..head (stage 3)"
+expect_eq pipeline_1f1b_stage0 "$(grep '^stage 0:' <<<"$out")" \
+  "stage 0: bubble fraction 0.2000, peak in-flight activations 4, peak kept unit activations 8"
+expect_eq pipeline_1f1b_stage1 "$(grep '^stage 1:' <<<"$out")" \
+  "stage 1: bubble fraction 0.6000, peak in-flight activations 3, peak kept unit activations 3"
+expect_eq pipeline_1f1b_stage2 "$(grep '^stage 2:' <<<"$out")" \
+  "stage 2: bubble fraction 0.6000, peak in-flight activations 2, peak kept unit activations 2"
+expect_eq pipeline_1f1b_stage3 "$(grep '^stage 3:' <<<"$out")" \
+  "stage 3: bubble fraction 0.2000, peak in-flight activations 1, peak kept unit activations 2"
+expect_eq pipeline_1f1b_overall "$(grep '^overall:' <<<"$out")" "overall: bubble fraction 0.4000, makespan 60"
+expect_eq pipeline_1f1b_verdict "$(tail -1 <<<"$out")" "step programs of 4 ranks simulated: OK"
+# Two stages of ZB-H1 at dp 2: equal chunks, so the closed form
+# (p - 1)/(3m + p - 1) = 1/25 on both.
+out=$("$bin" schedule "$demo" --world-size 4 --set engine.parallel.dp=2 --set engine.parallel.pp=2 \
+  --set engine.parallel.pipeline_schedule=ZERO_BUBBLE_H1 --set engine.gradient_accumulation_steps=8 --simulate 2>&1)
+expect_eq pipeline_zb_rc $? 0
+expect_eq pipeline_zb_stage0 "$(grep '^stage 0:' <<<"$out")" \
+  "stage 0: bubble fraction 0.0400, peak in-flight activations 2, peak kept unit activations 6"
+expect_eq pipeline_zb_stage1 "$(grep '^stage 1:' <<<"$out")" \
+  "stage 1: bubble fraction 0.0400, peak in-flight activations 2, peak kept unit activations 6"
+expect_eq pipeline_zb_overall "$(grep '^overall:' <<<"$out")" "overall: bubble fraction 0.0400, makespan 75"
+expect_eq pipeline_zb_timeline "$(grep '^stage 1 |' <<<"$out")" \
+  "stage 1 |..F0B0F1B1W0F2B2W1F3B3W2F4B4W3F5B5W4F6B6W5F7B7W6W7|"
+# Without --simulate: the program of one rank of the last stage (the demo
+# sets reshard_after_forward, so ZeRO-3 gathers per micro-batch and pass).
+out=$("$bin" schedule "$demo" "${pp4[@]}" --rank 3 2>&1)
+expect_eq pipeline_program_rc $? 0
+expect_eq pipeline_program_header "$(head -1 <<<"$out" | sed 's/.*; dp=/dp=/')" \
+  "dp=1, pp=4 (ONE_F_ONE_B), ZeRO stage 3, 8 micro-batches; train program of rank 3 (stage 3, dp rank 0): 6 units, 1 bucket, 195 actions"
+expect_eq pipeline_program_first "$(sed -n 2p <<<"$out")" "RECV_ACT mb=0 unit=h.3 peer=2 bytes=0"
+expect_eq pipeline_program_verdict "$(tail -1 <<<"$out")" "  verdict: OK"
+# check-config accepts the pipeline and names its schedule.
+expect pipeline_check_config 0 "pipeline   ONE_F_ONE_B, 1 chunk(s) per stage, partition by cost" -- \
+  "$bin" check-config "$demo" "${pp4[@]}"
+expect pipeline_bad_costs 2 "--costs: '1,1' is not three numbers" -- "$bin" schedule "$demo" "${pp4[@]}" --costs 1,1
 finish_cases

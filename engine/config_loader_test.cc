@@ -143,6 +143,40 @@ TEST(ConfigLoaderTest, EngineErrorsNameTheBatchFieldTheyAreGiven) {
   EXPECT_TRUE(EngineConfigErrors(engine, 10, options).empty());
 }
 
+// The pipeline's rules: its shape per schedule, the partition's entries
+// and the retired micro_batches field.
+TEST(ConfigLoaderTest, PipelineRules) {
+  ValidationOptions options;
+  auto errors = [&](const char* text) {
+    EngineConfig engine;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &engine)) << text;
+    return EngineConfigErrors(engine, 48, options);
+  };
+  using Errors = std::vector<std::string>;
+  EXPECT_EQ(errors("parallel { pp: 4 } gradient_accumulation_steps: 8"), Errors{});
+  EXPECT_EQ(errors("parallel { pp: 4 pipeline_schedule: INTERLEAVED_1F1B virtual_stages: 2 } "
+                   "gradient_accumulation_steps: 6"),
+            Errors{"engine.parallel.pipeline_schedule: INTERLEAVED_1F1B needs engine.gradient_accumulation_steps (6) "
+                   "to be a multiple of engine.parallel.pp (4)"});
+  EXPECT_EQ(errors("parallel { pp: 4 pipeline_schedule: INTERLEAVED_1F1B } gradient_accumulation_steps: 8"),
+            Errors{"engine.parallel.pipeline_schedule: INTERLEAVED_1F1B needs engine.parallel.virtual_stages > 1 "
+                   "(is 1)"});
+  EXPECT_EQ(errors("parallel { pp: 4 virtual_stages: 2 } gradient_accumulation_steps: 8"),
+            Errors{"engine.parallel.virtual_stages: 2 needs engine.parallel.pipeline_schedule INTERLEAVED_1F1B (is "
+                   "ONE_F_ONE_B)"});
+  EXPECT_EQ(errors("parallel { pp: 4 pipeline_schedule: ZERO_BUBBLE_H1 } gradient_accumulation_steps: 2"),
+            Errors{"engine.parallel.pipeline_schedule: ZERO_BUBBLE_H1 needs engine.gradient_accumulation_steps (2) >= "
+                   "engine.parallel.pp (4)"});
+  EXPECT_EQ(errors("parallel { pp: 2 pp_partition: [3, 0, 1] } gradient_accumulation_steps: 2"),
+            (Errors{"engine.parallel.pp_partition: 3 entries, expected one per chunk: pp x virtual_stages = 2",
+                    "engine.parallel.pp_partition[1]: 0 units, expected >= 1 (a chunk with no units)"}));
+  EXPECT_EQ(errors("parallel { pp: 2 virtual_stages: 0 }"),
+            Errors{"engine.parallel.virtual_stages: 0 is out of range [1, 1048576]"});
+  EXPECT_EQ(errors("parallel { pp: 2 micro_batches: 2 } gradient_accumulation_steps: 2"),
+            Errors{"engine.parallel.micro_batches: 2 is set; a pipeline runs engine.gradient_accumulation_steps "
+                   "micro-batches per step, expected engine.parallel.micro_batches unset"});
+}
+
 struct BadOverride {
   const char* override_text;
   const char* message;
@@ -253,9 +287,20 @@ const BadConfig kBadConfigs[] = {
      "PATH: invalid config:\nengine.gradient_accumulation_steps: 0 is out of range [1, 1048576]"},
     {"negative_trace_steps", "engine { logging { trace_path: \"t.json\" trace_steps: -1 } }", false, 3,
      "PATH: invalid config:\nengine.logging.trace_steps: -1 is out of range; expected >= 0"},
-    {"micro_batches_without_pp", "engine { parallel { micro_batches: 4 } }", false, 3,
-     "PATH: invalid config:\nengine.parallel.micro_batches: 4 is set but pp is 1; use "
-     "engine.gradient_accumulation_steps"},
+    {"micro_batches_set", "engine { parallel { micro_batches: 4 } }", false, 3,
+     "PATH: invalid config:\nengine.parallel.micro_batches: 4 is set; a pipeline runs "
+     "engine.gradient_accumulation_steps micro-batches per step, expected engine.parallel.micro_batches unset"},
+    {"micro_batches_set_to_one", "engine { parallel { micro_batches: 1 } }", false, 3,
+     "PATH: invalid config:\nengine.parallel.micro_batches: 1 is set; a pipeline runs "
+     "engine.gradient_accumulation_steps micro-batches per step, expected engine.parallel.micro_batches unset"},
+    {"pipeline_too_few_micro_batches", "engine { parallel { dp: 1 pp: 3 pipeline_schedule: ZERO_BUBBLE_H1 } }", false,
+     3,
+     "PATH: invalid config:\nengine.parallel.pipeline_schedule: ZERO_BUBBLE_H1 needs "
+     "engine.gradient_accumulation_steps (2) >= engine.parallel.pp (3)"},
+    {"virtual_stages_without_pp", "engine { parallel { virtual_stages: 2 } }", false, 3,
+     "PATH: invalid config:\nengine.parallel.virtual_stages: 2 is set but pp is 1; expected 1"},
+    {"partition_without_pp", "engine { parallel { pp_partition: [1, 2] } }", false, 3,
+     "PATH: invalid config:\nengine.parallel.pp_partition: set (2 entries) but pp is 1; expected empty"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Table, BadConfigTest, ::testing::ValuesIn(kBadConfigs),

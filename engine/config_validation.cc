@@ -107,42 +107,66 @@ void CheckCheckpointing(const EngineConfig& e, ConfigChecker& c) {
   }
 }
 
+PipelineScheduleKind ScheduleKind(ParallelConfig::PipelineSchedule s) {
+  switch (s) {
+    case ParallelConfig::GPIPE:
+      return PipelineScheduleKind::kGpipe;
+    case ParallelConfig::INTERLEAVED_1F1B:
+      return PipelineScheduleKind::kInterleaved1F1B;
+    case ParallelConfig::ZERO_BUBBLE_H1:
+      return PipelineScheduleKind::kZeroBubbleH1;
+    default:
+      return PipelineScheduleKind::kOneFOneB;
+  }
+}
+
+// The pipeline fields (docs/parallelism.md); the partition's sum and the
+// chunk count against the model's units are EngineModelErrors'.
+void CheckPipeline(const EngineConfig& e, const ValidationOptions& options, ConfigChecker& c) {
+  const ParallelConfig& p = e.parallel();
+  if (p.has_micro_batches()) {
+    c.Add(absl::StrCat("engine.parallel.micro_batches: ", p.micro_batches(),
+                       " is set; a pipeline runs engine.gradient_accumulation_steps micro-batches per step, expected "
+                       "engine.parallel.micro_batches unset"));
+  }
+  c.Range("engine.parallel.virtual_stages", p.virtual_stages(), 1, 1 << 20);
+  if (p.pp() == 1) {
+    if (p.virtual_stages() != 1) {
+      c.Add(absl::StrCat("engine.parallel.virtual_stages: ", p.virtual_stages(), " is set but pp is 1; expected 1"));
+    }
+    if (p.pp_partition_size() > 0) {
+      c.Add(absl::StrCat("engine.parallel.pp_partition: set (", p.pp_partition_size(),
+                         " entries) but pp is 1; expected empty"));
+    }
+    return;
+  }
+  if (p.pp() < 1 || p.virtual_stages() < 1 || e.gradient_accumulation_steps() < 1) return;  // ranges said so
+  PipelineShape shape;
+  shape.stages = p.pp();
+  shape.virtual_stages = p.virtual_stages();
+  shape.micro_batches = e.gradient_accumulation_steps();
+  if (absl::Status s = ValidatePipelineShape(ScheduleKind(p.pipeline_schedule()), shape); !s.ok()) {
+    c.Add(std::string(s.message()));
+  }
+  if (p.pp_partition_size() > 0 && p.pp_partition_size() != shape.chunks()) {
+    c.Add(absl::StrCat("engine.parallel.pp_partition: ", p.pp_partition_size(),
+                       " entries, expected one per chunk: pp x virtual_stages = ", shape.chunks()));
+  }
+  for (int i = 0; i < p.pp_partition_size(); ++i) {
+    if (p.pp_partition(i) < 1) {
+      c.Add(absl::StrCat("engine.parallel.pp_partition[", i, "]: ", p.pp_partition(i),
+                         " units, expected >= 1 (a chunk with no units)"));
+    }
+  }
+}
+
 void CheckParallel(const EngineConfig& e, int64_t batch, const ValidationOptions& options, ConfigChecker& c) {
   const ParallelConfig& p = e.parallel();
   c.Range("engine.parallel.dp", p.dp(), 1, 1 << 20);
   c.Range("engine.parallel.tp", p.tp(), 1, 1 << 20);
   c.Range("engine.parallel.pp", p.pp(), 1, 1 << 20);
-  c.Range("engine.parallel.virtual_stages", p.virtual_stages(), 1, 64);
   if (p.tp() > 1) c.NotYet(absl::StrCat("engine.parallel.tp: ", p.tp(), " (tensor parallelism; expected 1)"));
-  if (p.has_micro_batches()) {
-    c.Add(absl::StrCat("engine.parallel.micro_batches: ", p.micro_batches(),
-                       " is set; the pipeline runs engine.gradient_accumulation_steps micro-batches, set that"));
-  }
-  if (p.pp() >= 1 && p.virtual_stages() >= 1 && e.gradient_accumulation_steps() >= 1 &&
-      (p.pp() > 1 || p.virtual_stages() > 1)) {
-    PipelineScheduleKind kind = PipelineScheduleKind::kOneFOneB;
-    switch (p.pipeline_schedule()) {
-      case ParallelConfig::GPIPE:
-        kind = PipelineScheduleKind::kGpipe;
-        break;
-      case ParallelConfig::ONE_F_ONE_B:
-        kind = PipelineScheduleKind::kOneFOneB;
-        break;
-      case ParallelConfig::INTERLEAVED_1F1B:
-        kind = PipelineScheduleKind::kInterleaved1F1B;
-        break;
-      case ParallelConfig::ZERO_BUBBLE_H1:
-        kind = PipelineScheduleKind::kZeroBubbleH1;
-        break;
-    }
-    absl::Status shape = ValidatePipelineShape(kind, {p.pp(), p.virtual_stages(), e.gradient_accumulation_steps()});
-    if (!shape.ok()) c.Add(std::string(shape.message()));
-  }
-  if (p.pp_partition_size() > 0 && p.pp_partition_size() != int64_t{p.pp()} * p.virtual_stages()) {
-    c.Add(absl::StrCat("engine.parallel.pp_partition: ", p.pp_partition_size(),
-                       " entries, expected pp x virtual_stages = ", int64_t{p.pp()} * p.virtual_stages(),
-                       " (units per chunk)"));
-  }
+  CheckPipeline(e, options, c);
   const int64_t product = int64_t{p.dp()} * p.tp() * p.pp();
   if (options.world_size > 0 && product != options.world_size) {
     c.Add(absl::StrCat("engine.parallel: dp*tp*pp = ", product, " but the world has ", options.world_size, " ranks"));

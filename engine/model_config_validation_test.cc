@@ -34,5 +34,32 @@ TEST(EngineModelErrorsTest, OtherPoliciesNameNoUnits) {
   EXPECT_TRUE(EngineModelErrors(c, *BuildToyModel(ToyModelConfig())).empty());
 }
 
+// The toy model at n_layer 4 has 6 units: embed, blk.0..blk.3, head.
+TEST(EngineModelErrorsTest, PipelineChunksFitTheModel) {
+  ToyModelConfig toy;
+  toy.n_layer = 4;
+  const std::unique_ptr<Model> model = BuildToyModel(toy);
+  EngineConfig c;
+  c.mutable_parallel()->set_pp(6);
+  EXPECT_TRUE(EngineModelErrors(c, *model).empty());
+  c.mutable_parallel()->set_pp(8);
+  using Errors = std::vector<std::string>;
+  EXPECT_EQ(EngineModelErrors(c, *model), Errors{"engine.parallel.pp: 8 exceeds the model's 6 units"});
+  c.mutable_parallel()->set_pp(4);
+  c.mutable_parallel()->set_virtual_stages(2);
+  EXPECT_EQ(EngineModelErrors(c, *model),
+            Errors{"engine.parallel.pp: 4 x virtual_stages 2 = 8 chunks exceed the model's 6 units"});
+  c.mutable_parallel()->set_virtual_stages(1);
+  for (int n : {1, 1, 2, 1}) c.mutable_parallel()->add_pp_partition(n);
+  EXPECT_EQ(EngineModelErrors(c, *model),
+            Errors{"engine.parallel.pp_partition: sums to 5, expected the model's 6 units"});
+  c.mutable_parallel()->set_pp_partition(3, 2);
+  EXPECT_TRUE(EngineModelErrors(c, *model).empty());
+  // pp 1: the pipeline fields are EngineConfigErrors' business.
+  c.mutable_parallel()->set_pp(1);
+  c.mutable_parallel()->set_virtual_stages(9);
+  EXPECT_TRUE(EngineModelErrors(c, *model).empty());
+}
+
 }  // namespace
 }  // namespace zeroshard

@@ -26,25 +26,28 @@ absl::Status ValidateChunks(const PipelineProgramInput& in) {
     return Invalid(absl::StrCat("stage is ", in.stage, ", expected in [0, ", pp, ")"));
   }
   if (static_cast<int>(in.chunk_begin.size()) != chunks + 1) {
-    return Invalid(absl::StrCat("chunk_begin has ", in.chunk_begin.size(), " entries, expected pp x virtual stages + 1 = ",
-                                chunks + 1));
+    return Invalid(absl::StrCat("chunk_begin has ", in.chunk_begin.size(),
+                                " entries, expected pp x virtual stages + 1 = ", chunks + 1));
   }
   if (in.chunk_begin.front() != 0) {
     return Invalid(absl::StrCat("chunk_begin[0] is ", in.chunk_begin.front(), ", expected 0"));
   }
   if (in.chunk_begin.back() != n) {
-    return Invalid(absl::StrCat("chunk_begin[", chunks, "] is ", in.chunk_begin.back(), ", expected the ", n, " units"));
+    return Invalid(
+        absl::StrCat("chunk_begin[", chunks, "] is ", in.chunk_begin.back(), ", expected the ", n, " units"));
   }
   for (int c = 0; c < chunks; ++c) {
     if (in.chunk_begin[c + 1] <= in.chunk_begin[c]) {
-      return Invalid(absl::StrCat("chunk_begin[", c + 1, "] is ", in.chunk_begin[c + 1], ", expected more than chunk_begin[",
-                                  c, "] = ", in.chunk_begin[c], " (every chunk owns a unit)"));
+      return Invalid(absl::StrCat("chunk_begin[", c + 1, "] is ", in.chunk_begin[c + 1],
+                                  ", expected more than chunk_begin[", c, "] = ", in.chunk_begin[c],
+                                  " (every chunk owns a unit)"));
     }
   }
   for (int u = 0; u < n; ++u) {
     for (int o : in.units[u].needs) {
       if (o < 0 || o >= n) {
-        return Invalid(absl::StrCat("unit ", u, " (", in.units[u].name, ") needs unit ", o, ", expected in [0, ", n, ")"));
+        return Invalid(
+            absl::StrCat("unit ", u, " (", in.units[u].name, ") needs unit ", o, ", expected in [0, ", n, ")"));
       }
     }
   }
@@ -60,7 +63,8 @@ absl::Status Validate(const PipelineProgramInput& in, const PipelineStageUnits& 
   for (int u = 0; u < n; ++u) {
     const ProgramUnit& unit = in.units[u];
     if (unit.gather_bytes < 0) {
-      return Invalid(absl::StrCat("unit ", u, " (", unit.name, ") has gather_bytes ", unit.gather_bytes, ", expected >= 0"));
+      return Invalid(
+          absl::StrCat("unit ", u, " (", unit.name, ") has gather_bytes ", unit.gather_bytes, ", expected >= 0"));
     }
     if (u > 0 && !unit.backward && in.units[u - 1].backward) {
       return Invalid(absl::StrCat("unit ", u, " (", unit.name, ") has backward false after unit ", u - 1, " (",
@@ -172,7 +176,8 @@ class Builder {
     }
   }
 
-  void Emit(ActionKind kind, int mb, int unit, int bucket = -1, int peer = -1, std::vector<IssuedCollective> issues = {}) {
+  void Emit(ActionKind kind, int mb, int unit, int bucket = -1, int peer = -1,
+            std::vector<IssuedCollective> issues = {}) {
     Action a;
     a.kind = kind;
     a.micro_batch = mb;
@@ -350,8 +355,8 @@ class Builder {
   int op_ = 0;                // the operation being expanded
   bool posted_next_ = false;  // its successor's RECV_* is posted
   std::vector<State> state_;
-  std::vector<int> first_use_;  // by unit: position in use_order_, -1 if never needed
-  std::vector<int> use_order_;  // needs in order of first use
+  std::vector<int> first_use_;              // by unit: position in use_order_, -1 if never needed
+  std::vector<int> use_order_;              // needs in order of first use
   std::vector<std::pair<int, int>> close_;  // by bucket: (operation, unit)
   std::vector<int> launched_;               // buckets in launch order, not yet waited
   int in_flight_ = -1;                      // the last bucket REDUCEd at a close point

@@ -146,7 +146,8 @@ absl::Status ValidatePipelineShape(PipelineScheduleKind kind, const PipelineShap
   }
   const char* name = PipelineScheduleName(kind);
   if (kind == PipelineScheduleKind::kInterleaved1F1B) {
-    if (shape.virtual_stages == 1) return Invalid(absl::StrCat(kSchedule, ": ", name, " needs ", kVirtual, " > 1 (is 1)"));
+    if (shape.virtual_stages == 1)
+      return Invalid(absl::StrCat(kSchedule, ": ", name, " needs ", kVirtual, " > 1 (is 1)"));
     if (shape.micro_batches % shape.stages != 0) {
       return Invalid(absl::StrCat(kSchedule, ": ", name, " needs ", kMicroBatches, " (", shape.micro_batches,
                                   ") to be a multiple of ", kPp, " (", shape.stages, ")"));
@@ -194,8 +195,8 @@ absl::StatusOr<ScheduleTimeline> SimulatePipelineSchedule(const std::vector<std:
                                                           const PipelineShape& shape, const ChunkCosts& costs) {
   const int p = shape.stages, chunks = shape.chunks(), m = shape.micro_batches;
   if (p < 1 || shape.virtual_stages < 1 || m < 1) {
-    return Invalid(absl::StrCat("pipeline shape pp ", p, ", virtual stages ", shape.virtual_stages,
-                                ", micro-batches ", m, "; expected each >= 1"));
+    return Invalid(absl::StrCat("pipeline shape pp ", p, ", virtual stages ", shape.virtual_stages, ", micro-batches ",
+                                m, "; expected each >= 1"));
   }
   if (static_cast<int>(schedule.size()) != p) {
     return Invalid(absl::StrCat("the schedule has ", schedule.size(), " stages, expected ", p));
@@ -303,8 +304,8 @@ absl::StatusOr<ScheduleTimeline> SimulatePipelineSchedule(const std::vector<std:
     if (next[s] == schedule[s].size()) continue;
     const ChunkOp& op = schedule[s][next[s]];
     const ChunkOp need = missing(op);
-    stuck.push_back(absl::StrCat("stage ", s, " waits at ", OpText(op), " for ", OpText(need), " (stage ",
-                                 need.chunk % p, ")"));
+    stuck.push_back(
+        absl::StrCat("stage ", s, " waits at ", OpText(op), " for ", OpText(need), " (stage ", need.chunk % p, ")"));
   }
   if (!stuck.empty()) return absl::FailedPreconditionError(absl::StrCat("deadlock: ", absl::StrJoin(stuck, "; ")));
 
@@ -342,7 +343,9 @@ std::string DrawTimeline(const ScheduleTimeline& timeline, double unit) {
     for (const TimedOp& op : timeline.stages[s]) {
       const int64_t from = std::max<int64_t>(cell(op.start), 0), to = std::min(cell(op.end), width);
       if (to <= from) continue;
-      const char kind = op.op.kind == ChunkOpKind::kForward ? 'F' : op.op.kind == ChunkOpKind::kBackwardWeight ? 'W' : 'B';
+      const char kind = op.op.kind == ChunkOpKind::kForward          ? 'F'
+                        : op.op.kind == ChunkOpKind::kBackwardWeight ? 'W'
+                                                                     : 'B';
       std::string text(1, kind);
       const std::string mb = absl::StrCat(op.op.micro_batch);
       if (static_cast<int64_t>(mb.size()) < to - from) text += mb;

@@ -73,9 +73,7 @@ struct ChunkOp {
   ChunkOpKind kind = ChunkOpKind::kForward;
   int chunk = 0;
   int micro_batch = 0;
-  bool operator==(const ChunkOp& o) const {
-    return kind == o.kind && chunk == o.chunk && micro_batch == o.micro_batch;
-  }
+  bool operator==(const ChunkOp& o) const { return kind == o.kind && chunk == o.chunk && micro_batch == o.micro_batch; }
 };
 
 // kInvalidArgument with the config field's name for a shape the schedule

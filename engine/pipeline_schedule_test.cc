@@ -27,7 +27,8 @@ PipelineShape Shape(int pp, int m, int v = 1) {
 // "F(0,1)": kind(chunk, micro-batch).
 std::string Text(const std::vector<ChunkOp>& ops) {
   std::vector<std::string> parts;
-  for (const ChunkOp& op : ops) parts.push_back(absl::StrCat(ChunkOpKindName(op.kind), "(", op.chunk, ",", op.micro_batch, ")"));
+  for (const ChunkOp& op : ops)
+    parts.push_back(absl::StrCat(ChunkOpKindName(op.kind), "(", op.chunk, ",", op.micro_batch, ")"));
   return absl::StrJoin(parts, " ");
 }
 
@@ -177,10 +178,12 @@ TEST(PipelineScheduleTest, OrdersPerStage) {
   // (2 - 0 - 1)·2 + (2 - 1)·2 = 4 forwards, stage 1 with 2; chunks in
   // groups of pp micro-batches, backwards from the last chunk.
   s = Build(K::kInterleaved1F1B, Shape(2, 4, 2));
-  EXPECT_EQ(Text(s[0]), "F(0,0) F(0,1) F(2,0) F(2,1) F(0,2) BW(2,0) F(0,3) BW(2,1) F(2,2) BW(0,0) F(2,3) BW(0,1) "
-                        "BW(2,2) BW(2,3) BW(0,2) BW(0,3)");
-  EXPECT_EQ(Text(s[1]), "F(1,0) F(1,1) F(3,0) BW(3,0) F(3,1) BW(3,1) F(1,2) BW(1,0) F(1,3) BW(1,1) F(3,2) BW(3,2) "
-                        "F(3,3) BW(3,3) BW(1,2) BW(1,3)");
+  EXPECT_EQ(Text(s[0]),
+            "F(0,0) F(0,1) F(2,0) F(2,1) F(0,2) BW(2,0) F(0,3) BW(2,1) F(2,2) BW(0,0) F(2,3) BW(0,1) "
+            "BW(2,2) BW(2,3) BW(0,2) BW(0,3)");
+  EXPECT_EQ(Text(s[1]),
+            "F(1,0) F(1,1) F(3,0) BW(3,0) F(3,1) BW(3,1) F(1,2) BW(1,0) F(1,3) BW(1,1) F(3,2) BW(3,2) "
+            "F(3,3) BW(3,3) BW(1,2) BW(1,3)");
   // pp 4, v 2, m 8: stage 0's warm-up is 6 + 4 = 10 forwards.
   s = Build(K::kInterleaved1F1B, Shape(4, 8, 2));
   EXPECT_EQ(Text(std::vector<ChunkOp>(s[0].begin(), s[0].begin() + 14)),

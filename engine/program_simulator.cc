@@ -55,8 +55,21 @@ struct Ticket {
   int index = 0;
 };
 
-// (sender, receiver, micro-batch, gradient) of a pipeline transfer.
-using TransferKey = std::tuple<int, int, int, bool>;
+// (sender, receiver, micro-batch, gradient, chunk boundary) of a pipeline
+// transfer; the boundary is the first unit after it.
+using TransferKey = std::tuple<int, int, int, bool, int>;
+
+// The chunk boundary a transfer crosses: SEND_ACT of u and RECV_GRAD of u
+// sit below u + 1, RECV_ACT and SEND_GRAD of u above u.
+int Boundary(const Action& a) {
+  return a.kind == ActionKind::kSendAct || a.kind == ActionKind::kRecvGrad ? a.unit + 1 : a.unit;
+}
+
+// A posted RECV_* waiting for its consumer.
+struct PostedRecv {
+  int action = 0;
+  TransferKey key;
+};
 
 struct Compute {
   bool forward = false;
@@ -89,6 +102,14 @@ struct RankState {
   std::vector<int> weight_count;                         // by unit
   std::vector<std::vector<Compute>> compute;             // [mb][unit]
   std::set<std::pair<int, int>> kept;                    // (mb, unit)
+  std::vector<int> last_reduce;                          // by bucket: its last REDUCE's action, -1 if none
+  std::vector<bool> reduced_for_good;                    // by bucket: its last REDUCE ran
+  std::vector<std::vector<int>> buckets_written;         // by unit: the buckets it writes
+  // RECV_* posted and not yet consumed, by (mb, unit, gradient).
+  std::map<std::tuple<int, int, bool>, PostedRecv> posted_recvs;
+  // A consumer blocked on a transfer: the SEND it waits for.
+  int blocked_sender = -1;
+  Action awaited_send;
   RankPrediction prediction;
 };
 
@@ -212,6 +233,12 @@ class Simulator {
     s.weight_count.assign(units, 0);
     s.weight_count_at_reduce.assign(buckets, std::vector<int>(units, 0));
     s.compute.assign(mbs, std::vector<Compute>(units));
+    s.last_reduce.assign(buckets, -1);
+    s.reduced_for_good.assign(buckets, false);
+    s.buckets_written.assign(units, {});
+    for (int b = 0; b < static_cast<int>(p.bucket_writers.size()); ++b) {
+      for (int u : p.bucket_writers[b]) s.buckets_written[u].push_back(b);
+    }
     for (int i = 0; i < static_cast<int>(p.actions.size()); ++i) {
       const Action& a = p.actions[i];
       const bool uses_unit = IsCompute(a.kind) || a.kind == ActionKind::kGather || a.kind == ActionKind::kWaitGather ||
@@ -236,6 +263,15 @@ class Simulator {
                            absl::StrCat("peer stage ", a.peer_stage, ", expected in [0, ", stages,
                                         ") other than this rank's stage ", s.stage));
         }
+        if (Boundary(a) < 1 || Boundary(a) >= units) {
+          return Malformed(
+              r, i,
+              absl::StrCat("unit ", a.unit, ": the transfer crosses no boundary between units (the ",
+                           ActionKindName(a.kind), " of a unit in [",
+                           a.kind == ActionKind::kSendAct || a.kind == ActionKind::kRecvGrad ? 0 : 1, ", ",
+                           a.kind == ActionKind::kSendAct || a.kind == ActionKind::kRecvGrad ? units - 1 : units,
+                           ") expected)"));
+        }
       }
       for (const IssuedCollective& c : a.issues) {
         if (!s.group_of.count(c.group)) {
@@ -248,6 +284,7 @@ class Simulator {
       }
       if (IsBackward(a.kind)) s.has_backward[a.unit] = true;
       if (a.kind == ActionKind::kGather) s.ever_gathered[a.unit] = true;
+      if (a.kind == ActionKind::kReduce) s.last_reduce[a.bucket] = i;
     }
     return absl::OkStatus();
   }
@@ -341,7 +378,40 @@ class Simulator {
       default:
         break;
     }
+    // Input from another stage: a RECV must be posted for it.
+    if (a.kind == ActionKind::kForward && u > 0 && !s.computes[u - 1] && !s.posted_recvs.count({m, u, false})) {
+      return Violation(r, "FORWARD of a unit whose input comes from another stage, with no RECV_ACT of it posted");
+    }
+    if ((a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) && u + 1 < units &&
+        !s.computes[u + 1] && !s.posted_recvs.count({m, u, true})) {
+      return Violation(r, absl::StrCat(ActionKindName(a.kind),
+                                       " of a unit whose output gradient comes from another stage, with no RECV_GRAD "
+                                       "of it posted"));
+    }
+    if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardWeight) {
+      for (int b : s.buckets_written[u]) {
+        if (s.reduced_for_good[b]) {
+          return Violation(r, absl::StrCat("a backward adding to bucket ", BucketName(r, b),
+                                           " after its last REDUCE (the gradient would be lost)"));
+        }
+      }
+    }
     return CheckParams(r, a);
+  }
+
+  // The RECV_* a compute action consumes, if one is posted for it.
+  const PostedRecv* ConsumedRecv(int r, const Action& a) const {
+    const RankState& s = state_[r];
+    bool grad;
+    if (a.kind == ActionKind::kForward) {
+      grad = false;
+    } else if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) {
+      grad = true;
+    } else {
+      return nullptr;
+    }
+    auto it = s.posted_recvs.find({a.micro_batch, a.unit, grad});
+    return it == s.posted_recvs.end() ? nullptr : &it->second;
   }
 
   // Runs rank r's current action if nothing it waits for is missing:
@@ -392,17 +462,34 @@ class Simulator {
         break;
       case ActionKind::kRecvAct:
       case ActionKind::kRecvGrad: {
-        const int sender = ranks_[r].groups.at("pp")[a.peer_stage];
-        key = TransferKey{sender, r, a.micro_batch, IsGrad(a.kind)};
-        if (sent_[key] <= received_[key]) {
-          transfer_ready = false;
-          s.waiting_for = absl::StrCat(IsGrad(a.kind) ? "SEND_GRAD" : "SEND_ACT", " mb=", a.micro_batch, " from stage ",
-                                       a.peer_stage, " (rank ", sender, ")");
+        if (s.posted_recvs.count({a.micro_batch, a.unit, IsGrad(a.kind)})) {
+          return Violation(r, absl::StrCat("a second ", ActionKindName(a.kind),
+                                           " of the same micro-batch and unit before its consumer ran"));
         }
+        const int sender = ranks_[r].groups.at("pp")[a.peer_stage];
+        key = TransferKey{sender, r, a.micro_batch, IsGrad(a.kind), Boundary(a)};
         break;
       }
       default:
         break;
+    }
+    // A compute action consuming a posted RECV waits for the matching SEND.
+    if (const PostedRecv* recv = ConsumedRecv(r, a); recv != nullptr) {
+      key = recv->key;
+      if (sent_[key] <= received_[key]) {
+        transfer_ready = false;
+        const Action& posted = program.actions[recv->action];
+        s.blocked_sender = std::get<0>(key);
+        s.awaited_send = Action();
+        s.awaited_send.kind = IsGrad(posted.kind) ? ActionKind::kSendGrad : ActionKind::kSendAct;
+        s.awaited_send.micro_batch = posted.micro_batch;
+        s.awaited_send.unit = IsGrad(posted.kind) ? posted.unit + 1 : posted.unit - 1;
+        s.awaited_send.peer_stage = s.stage;
+        s.waiting_for =
+            absl::StrCat(ActionKindName(s.awaited_send.kind), " mb=", posted.micro_batch,
+                         " unit=", UnitName(r, s.awaited_send.unit), " from stage ", posted.peer_stage, " (rank ",
+                         s.blocked_sender, "; the ", ActionKindName(posted.kind), " is action ", recv->action, ")");
+      }
     }
     if (!transfer_ready || !Complete(waits, &s.waiting_for)) return false;
 
@@ -429,6 +516,7 @@ class Simulator {
     s.posted = 0;
     s.current.clear();
     s.waiting_for.clear();
+    s.blocked_sender = -1;
     RankPrediction& p = s.prediction;
     ++p.actions;
     ++p.actions_by_kind[a.kind];
@@ -443,6 +531,11 @@ class Simulator {
   void Apply(int r, const Action& a, std::vector<Ticket> issued, const TransferKey& key) {
     RankState& s = state_[r];
     const int m = a.micro_batch, u = a.unit;
+    if (ConsumedRecv(r, a) != nullptr) {
+      ++received_[key];
+      pending_sends_[key].erase(pending_sends_[key].begin());
+      s.posted_recvs.erase({m, u, a.kind != ActionKind::kForward});
+    }
     switch (a.kind) {
       case ActionKind::kForward:
         s.compute[m][u].forward = true;
@@ -479,6 +572,7 @@ class Simulator {
         s.reduce_tickets[a.bucket] = std::move(issued);
         s.reduce_action[a.bucket] = s.pc;
         s.weight_count_at_reduce[a.bucket] = s.weight_count;
+        if (s.last_reduce[a.bucket] == s.pc) s.reduced_for_good[a.bucket] = true;
         break;
       case ActionKind::kWaitReduce:
         s.reducing[a.bucket] = false;
@@ -486,15 +580,14 @@ class Simulator {
       case ActionKind::kSendAct:
       case ActionKind::kSendGrad: {
         const int receiver = ranks_[r].groups.at("pp")[a.peer_stage];
-        const TransferKey sent{r, receiver, m, IsGrad(a.kind)};
+        const TransferKey sent{r, receiver, m, IsGrad(a.kind), Boundary(a)};
         ++sent_[sent];
         pending_sends_[sent].push_back({r, s.pc});
         break;
       }
       case ActionKind::kRecvAct:
       case ActionKind::kRecvGrad:
-        ++received_[key];
-        pending_sends_[key].erase(pending_sends_[key].begin());
+        s.posted_recvs[{m, u, IsGrad(a.kind)}] = PostedRecv{s.pc, key};
         break;
       default:
         break;
@@ -506,7 +599,23 @@ class Simulator {
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       const RankState& s = state_[r];
       if (s.pc < static_cast<int>(ranks_[r].program.actions.size())) {
-        stuck.push_back(absl::StrCat(At(r, s.pc), " waits for ", s.waiting_for));
+        std::string where;
+        if (s.blocked_sender >= 0) {
+          // Where the sender would issue it: after the action it is stuck at, or never.
+          const int sender = s.blocked_sender;
+          const std::vector<Action>& actions = ranks_[sender].program.actions;
+          int at = -1;
+          for (int i = state_[sender].pc; i < static_cast<int>(actions.size()) && at < 0; ++i) {
+            const Action& x = actions[i];
+            if (x.kind == s.awaited_send.kind && x.micro_batch == s.awaited_send.micro_batch &&
+                x.unit == s.awaited_send.unit && x.peer_stage == s.awaited_send.peer_stage) {
+              at = i;
+            }
+          }
+          where = at >= 0 ? absl::StrCat(", which rank ", sender, " issues at action ", at)
+                          : absl::StrCat(", which rank ", sender, " never issues");
+        }
+        stuck.push_back(absl::StrCat(At(r, s.pc), " waits for ", s.waiting_for, where));
       } else {
         finished.push_back(absl::StrCat("rank ", r));
       }
@@ -540,6 +649,27 @@ class Simulator {
         return left(sends.front().second, absl::StrCat("never received by rank ", std::get<1>(key)));
       }
     }
+    for (const auto& [what, recv] : s.posted_recvs) {
+      const auto [m, u, grad] = what;
+      return left(recv.action, absl::StrCat("never consumed (no ", grad ? "backward" : "FORWARD", " of mb=", m,
+                                            " unit=", UnitName(r, u), " follows it)"));
+    }
+    // Each unit the program forwards at all: once for every micro-batch
+    // (a forward without its backward was caught above as kept).
+    const int mbs = static_cast<int>(s.compute.size());
+    for (int u = 0; u < static_cast<int>(s.computes.size()); ++u) {
+      bool forwards = false;
+      for (int m = 0; m < mbs; ++m) forwards |= s.compute[m][u].forward;
+      for (int m = 0; m < mbs; ++m) {
+        const Compute& c = s.compute[m][u];
+        if (forwards && !c.forward) {
+          return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": no FORWARD of mb=", m,
+                                                            " unit=", UnitName(r, u),
+                                                            " (the program forwards the unit for other micro-batches; "
+                                                            "each runs once)"));
+        }
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -549,7 +679,7 @@ class Simulator {
   std::map<TransferKey, int> sent_;
   std::map<TransferKey, int> received_;
   std::map<TransferKey, std::vector<std::pair<int, int>>> pending_sends_;  // (rank, action), oldest first
-  bool posted_ = false;  // the current Step issued a collective
+  bool posted_ = false;                                                    // the current Step issued a collective
 };
 
 }  // namespace

@@ -9,9 +9,16 @@
 //     without waiting (WAIT_GATHER, a RELEASE of a unit in flight and
 //     WAIT_REDUCE wait for them); any other action waits for each of its
 //     own in turn. Send/Recv ops are left to the next rule;
-//   * a RECV_* waits for the matching SEND_* (same pair of stages, the same
-//     micro-batch and kind), in any order. A rank's stage is its position in
-//     its "pp" group, and peer_stage indexes that group;
+//   * pipeline transfers: a RECV_* only posts the receive; the compute
+//     action it feeds — FORWARD(unit, mb) for RECV_ACT(mb, unit),
+//     BACKWARD or BACKWARD_INPUT(unit, mb) for RECV_GRAD(mb, unit) —
+//     waits for the matching SEND_* (same pair of stages, micro-batch, kind
+//     and chunk boundary: SEND_ACT of u feeds RECV_ACT of u+1, SEND_GRAD of
+//     u feeds RECV_GRAD of u-1), sent in any order; a SEND_* never waits. A
+//     rank's stage is its position in its "pp" group, and peer_stage
+//     indexes that group. A FORWARD whose unit below is another rank's must
+//     have a RECV_ACT posted, a backward whose unit above is another rank's
+//     a RECV_GRAD; one RECV per (kind, micro-batch, unit) at a time;
 //   * per rank, in program order: a unit's parameters are gathered and
 //     waited (stage 3 programs) before it computes; each (micro-batch,
 //     unit) runs FORWARD once and BACKWARD once (or BACKWARD_INPUT and
@@ -21,12 +28,15 @@
 //     that unit); a RECOMPUTE falls between them; GATHER only of a released
 //     unit, WAIT_GATHER only of one in flight, RELEASE only of one that is
 //     not released; REDUCE of a bucket follows a backward of every unit in
-//     StepProgram::bucket_writers since its previous REDUCE, and is waited
-//     before OPTIMIZER;
-//   * no rank is left waiting when nothing can move (a deadlock names the
-//     ranks and the actions they wait at);
+//     StepProgram::bucket_writers since its previous REDUCE, no backward of
+//     them follows its last REDUCE, and it is waited before OPTIMIZER;
+//   * no rank is left waiting when nothing can move (a deadlock names every
+//     stuck rank, the action it waits at and what for; a consumer of a
+//     transfer also says at which action the sender would issue the SEND,
+//     or that it never does);
 //   * at the end no REDUCE is unwaited, no unit gathered, no activation
-//     kept and no SEND unreceived.
+//     kept, no SEND unconsumed, no RECV unconsumed, and every unit the
+//     program forwards at all is forwarded for every micro-batch.
 // The gather rule checks the computing unit's own parameters (not those it
 // borrows), and only for units the program GATHERs somewhere: a unit never
 // gathered has no parameters.
@@ -55,7 +65,8 @@ struct SimulatedRank {
   std::map<std::string, std::vector<int>> groups;
   // Whether compute actions must be preceded by gathers (ZeRO-3 programs).
   bool gathers_params = false;
-  // Units this rank computes (a pipeline stage's units); empty: every unit.
+  // Units this rank computes (a pipeline stage's own units, not its
+  // mirrors); empty: every unit.
   std::vector<int> units;
 };
 
@@ -76,7 +87,8 @@ struct Simulation {
 // every stuck rank and what it waits for on a deadlock. kInvalidArgument
 // for malformed input: groups that members list differently, an index out
 // of range, a collective on a group the rank is not in, a transfer without
-// a "pp" group.
+// a "pp" group or whose unit crosses no boundary (SEND_ACT of the last
+// unit, RECV_ACT of the first, ...).
 absl::StatusOr<Simulation> SimulatePrograms(const std::vector<SimulatedRank>& ranks);
 
 }  // namespace zeroshard

@@ -239,25 +239,27 @@ TEST(ProgramSimulatorTest, ACollectiveOneRankNeverIssuesIsADeadlock) {
 }
 
 // Two pipeline stages: rank 0 computes a, b and rank 1 c, d; two
-// micro-batches, all forwards first (GPipe).
+// micro-batches, all forwards first (GPipe). b's output goes to c
+// (SEND_ACT of b, RECV_ACT of c), c's input gradient back to b (SEND_GRAD
+// of c, RECV_GRAD of b); each RECV is posted before its consumer.
 std::vector<SimulatedRank> Pipeline() {
   const IssuedCollective send{"pp", CommOp::kSend, 64, "act"};
   const IssuedCollective recv{"pp", CommOp::kRecv, 64, "act"};
   const IssuedCollective norm{"world", CommOp::kAllReduce, 12, "norm, loss, overflow"};
   std::vector<SimulatedRank> ranks(2);
   ranks[0].program =
-      Hand({Act(K::kForward, 0, 0), Act(K::kForward, 0, 1), Act(K::kSendAct, 0, -1, -1, 1, {send}),
-            Act(K::kForward, 1, 0), Act(K::kForward, 1, 1), Act(K::kSendAct, 1, -1, -1, 1, {send}),
-            Act(K::kRecvGrad, 0, -1, -1, 1, {recv}), Act(K::kBackward, 0, 1), Act(K::kBackward, 0, 0),
-            Act(K::kRecvGrad, 1, -1, -1, 1, {recv}), Act(K::kBackward, 1, 1), Act(K::kBackward, 1, 0),
+      Hand({Act(K::kForward, 0, 0), Act(K::kForward, 0, 1), Act(K::kSendAct, 0, 1, -1, 1, {send}),
+            Act(K::kForward, 1, 0), Act(K::kForward, 1, 1), Act(K::kSendAct, 1, 1, -1, 1, {send}),
+            Act(K::kRecvGrad, 0, 1, -1, 1, {recv}), Act(K::kBackward, 0, 1), Act(K::kBackward, 0, 0),
+            Act(K::kRecvGrad, 1, 1, -1, 1, {recv}), Act(K::kBackward, 1, 1), Act(K::kBackward, 1, 0),
             Act(K::kReduce, -1, -1, 2), Act(K::kWaitReduce, -1, -1, 2), Act(K::kOptimizer, -1, -1, -1, -1, {norm})},
            2);
   ranks[0].units = {0, 1};
   ranks[1].program = Hand(
-      {Act(K::kRecvAct, 0, -1, -1, 0, {recv}), Act(K::kForward, 0, 2), Act(K::kForward, 0, 3), Act(K::kBackward, 0, 3),
-       Act(K::kBackward, 0, 2), Act(K::kSendGrad, 0, -1, -1, 0, {send}), Act(K::kRecvAct, 1, -1, -1, 0, {recv}),
+      {Act(K::kRecvAct, 0, 2, -1, 0, {recv}), Act(K::kForward, 0, 2), Act(K::kForward, 0, 3), Act(K::kBackward, 0, 3),
+       Act(K::kBackward, 0, 2), Act(K::kSendGrad, 0, 2, -1, 0, {send}), Act(K::kRecvAct, 1, 2, -1, 0, {recv}),
        Act(K::kForward, 1, 2), Act(K::kForward, 1, 3), Act(K::kBackward, 1, 3), Act(K::kBackward, 1, 2),
-       Act(K::kSendGrad, 1, -1, -1, 0, {send}), Act(K::kReduce, -1, -1, 0), Act(K::kReduce, -1, -1, 1),
+       Act(K::kSendGrad, 1, 2, -1, 0, {send}), Act(K::kReduce, -1, -1, 0), Act(K::kReduce, -1, -1, 1),
        Act(K::kWaitReduce, -1, -1, 0), Act(K::kWaitReduce, -1, -1, 1), Act(K::kOptimizer, -1, -1, -1, -1, {norm})},
       2);
   ranks[1].units = {2, 3};
@@ -287,22 +289,30 @@ TEST(ProgramSimulatorTest, MatchedSendsAndReceivesAcrossPipelineStagesPass) {
   EXPECT_EQ(c.at({"world", CommOp::kAllReduce}).bytes_sent, 12);
 }
 
-TEST(ProgramSimulatorTest, AReceiveWithoutItsSendIsADeadlockNamingTheRanks) {
+// A RECV only posts: its consumer waits for the SEND, and a deadlock names
+// both waiting actions and where (if anywhere) the awaited SEND is.
+TEST(ProgramSimulatorTest, ConsumersWaitForTheSendAndADeadlockNamesTheTwoActions) {
   std::vector<SimulatedRank> ranks(2);
   ranks[0].program = Hand({Act(K::kForward, 0, 0)});
   ranks[0].units = {0, 1};
-  ranks[1].program = Hand({Act(K::kRecvAct, 0, -1, -1, 0)});
+  ranks[1].program = Hand({Act(K::kRecvAct, 0, 2, -1, 0), Act(K::kForward, 0, 2)});
   ranks[1].units = {2, 3};
   for (SimulatedRank& r : ranks) r.groups = {{"pp", {0, 1}}};
   EXPECT_EQ(Violation(ranks),
-            "deadlock: rank 1 action 0 (RECV_ACT mb=0 peer=0) waits for SEND_ACT mb=0 from stage 0 (rank 0); "
-            "finished: rank 0");
+            "deadlock: rank 1 action 1 (FORWARD mb=0 unit=c) waits for SEND_ACT mb=0 unit=b from stage 0 (rank 0; the "
+            "RECV_ACT is action 0), which rank 0 never issues; finished: rank 0");
+
+  // Stage 0 starts its backward before sending the activation stage 1
+  // needs to produce the gradient: each waits for the other.
   ranks = Pipeline();
-  ranks[0].program.actions.erase(ranks[0].program.actions.begin() + 2);  // no SEND_ACT mb=0
+  std::vector<Action>& first = ranks[0].program.actions;
+  first.insert(first.begin() + 9, first[2]);  // SEND_ACT mb=0 after BACKWARD mb=0 unit=a
+  first.erase(first.begin() + 2);
   EXPECT_EQ(Violation(ranks),
-            "deadlock: rank 0 action 5 (RECV_GRAD mb=0 peer=1 bytes=64) waits for SEND_GRAD mb=0 from stage 1 "
-            "(rank 1); rank 1 action 0 (RECV_ACT mb=0 peer=0 bytes=64) waits for SEND_ACT mb=0 from stage 0 "
-            "(rank 0)");
+            "deadlock: rank 0 action 6 (BACKWARD mb=0 unit=b) waits for SEND_GRAD mb=0 unit=c from stage 1 (rank 1; "
+            "the RECV_GRAD is action 5), which rank 1 issues at action 5; rank 1 action 1 (FORWARD mb=0 unit=c) "
+            "waits for SEND_ACT mb=0 unit=b from stage 0 (rank 0; the RECV_ACT is action 0), which rank 0 issues at "
+            "action 8");
 }
 
 TEST(ProgramSimulatorTest, TransfersMatchByMicroBatchNotOrder) {
@@ -312,10 +322,62 @@ TEST(ProgramSimulatorTest, TransfersMatchByMicroBatchNotOrder) {
   EXPECT_EQ(Violation(ranks), "ok");
 }
 
-TEST(ProgramSimulatorTest, ASendNobodyReceivesIsReported) {
+TEST(ProgramSimulatorTest, TransferRuleViolations) {
+  // A backward whose output gradient comes from stage 1, with no RECV_GRAD.
   std::vector<SimulatedRank> ranks = Pipeline();
-  ranks[0].program.actions.erase(ranks[0].program.actions.begin() + 9);  // no RECV_GRAD mb=1
-  EXPECT_EQ(Violation(ranks), "rank 1 action 11 (SEND_GRAD mb=1 peer=0 bytes=64): never received by rank 0");
+  ranks[0].program.actions.erase(ranks[0].program.actions.begin() + 9);  // RECV_GRAD mb=1
+  EXPECT_EQ(Violation(ranks),
+            "rank 0 action 9 (BACKWARD mb=1 unit=b): BACKWARD of a unit whose output gradient comes from another "
+            "stage, with no RECV_GRAD of it posted");
+  ranks = Pipeline();
+  ranks[1].program.actions.erase(ranks[1].program.actions.begin() + 6);  // RECV_ACT mb=1
+  EXPECT_EQ(Violation(ranks),
+            "rank 1 action 6 (FORWARD mb=1 unit=c): FORWARD of a unit whose input comes from another stage, with no "
+            "RECV_ACT of it posted");
+  // A SEND nobody consumes, a RECV nothing consumes.
+  ranks = Pipeline();
+  ranks[1].program.actions.push_back(ranks[1].program.actions[5]);
+  EXPECT_EQ(Violation(ranks), "rank 1 action 17 (SEND_GRAD mb=0 unit=c peer=0 bytes=64): never received by rank 0");
+  ranks = Pipeline();
+  ranks[0].program.actions.push_back(ranks[0].program.actions[6]);
+  EXPECT_EQ(Violation(ranks),
+            "rank 0 action 15 (RECV_GRAD mb=0 unit=b peer=1 bytes=64): never consumed (no backward of mb=0 unit=b "
+            "follows it)");
+  // Posted twice before its consumer.
+  ranks = Pipeline();
+  ranks[1].program.actions.insert(ranks[1].program.actions.begin(), ranks[1].program.actions[0]);
+  EXPECT_EQ(Violation(ranks),
+            "rank 1 action 1 (RECV_ACT mb=0 unit=c peer=0 bytes=64): a second RECV_ACT of the same micro-batch and "
+            "unit before its consumer ran");
+  // A send across another boundary (a's output) does not match c's receive.
+  ranks = Pipeline();
+  ranks[0].program.actions[2].unit = 0;
+  EXPECT_EQ(Violation(ranks),
+            "deadlock: rank 0 action 7 (BACKWARD mb=0 unit=b) waits for SEND_GRAD mb=0 unit=c from stage 1 (rank 1; "
+            "the RECV_GRAD is action 6), which rank 1 issues at action 5; rank 1 action 1 (FORWARD mb=0 unit=c) waits "
+            "for SEND_ACT mb=0 unit=b from stage 0 (rank 0; the RECV_ACT is action 0), which rank 0 never issues");
+}
+
+TEST(ProgramSimulatorTest, EveryMicroBatchRunsEveryUnitOnce) {
+  auto run = [](std::vector<Action> actions) { return Violation(DataParallel(Hand(std::move(actions), 2), 1, false)); };
+  EXPECT_EQ(run({Act(K::kForward, 1, 0)}),
+            "rank 0: no FORWARD of mb=0 unit=a (the program forwards the unit for other micro-batches; each runs "
+            "once)");
+  // A forward without its backward keeps its activations.
+  EXPECT_EQ(run({Act(K::kForward, 0, 0), Act(K::kForward, 1, 0), Act(K::kBackward, 1, 0)}),
+            "rank 0 action 0 (FORWARD mb=0 unit=a): its activations are never freed (no backward)");
+}
+
+TEST(ProgramSimulatorTest, ABackwardAfterTheBucketsLastReduce) {
+  auto run = [](std::vector<Action> actions) {
+    std::vector<SimulatedRank> ranks = DataParallel(Hand(std::move(actions), 2), 1, false);
+    ranks[0].program.bucket_writers = {{3}, {2}, {0}};
+    return Violation(ranks);
+  };
+  EXPECT_EQ(run({Act(K::kForward, 0, 0), Act(K::kForward, 1, 0), Act(K::kBackward, 0, 0), Act(K::kReduce, -1, -1, 2),
+                 Act(K::kWaitReduce, -1, -1, 2), Act(K::kBackward, 1, 0)}),
+            "rank 0 action 5 (BACKWARD mb=1 unit=a): a backward adding to bucket a..b after its last REDUCE (the "
+            "gradient would be lost)");
 }
 
 TEST(ProgramSimulatorTest, ComputeOrderViolations) {
@@ -447,13 +509,28 @@ TEST(ProgramSimulatorTest, MalformedInputs) {
   ranks = DataParallel(Hand({Act(K::kOptimizer, -1, -1, -1, -1, {{"tp", CommOp::kAllReduce, 4, "x"}})}), 2, false);
   EXPECT_EQ(invalid(ranks),
             "rank 0 action 0 (OPTIMIZER bytes=4): issues on group 'tp', which rank 0 is not in (its groups: dp)");
-  ranks = DataParallel(Hand({Act(K::kSendAct, 0, -1, -1, 1)}), 2, false);
-  EXPECT_EQ(invalid(ranks), "rank 0 action 0 (SEND_ACT mb=0 peer=1): a transfer on a rank without a pp group");
+  ranks = DataParallel(Hand({Act(K::kSendAct, 0, 1, -1, 1)}), 2, false);
+  EXPECT_EQ(invalid(ranks), "rank 0 action 0 (SEND_ACT mb=0 unit=b peer=1): a transfer on a rank without a pp group");
   ranks = Pipeline();
   ranks[1].program.actions[0].peer_stage = 1;
   EXPECT_EQ(invalid(ranks),
-            "rank 1 action 0 (RECV_ACT mb=0 peer=1 bytes=64): peer stage 1, expected in [0, 2) other than this "
-            "rank's stage 1");
+            "rank 1 action 0 (RECV_ACT mb=0 unit=c peer=1 bytes=64): peer stage 1, expected in [0, 2) other than "
+            "this rank's stage 1");
+  ranks = Pipeline();
+  ranks[1].program.actions[0].unit = 0;
+  EXPECT_EQ(invalid(ranks),
+            "rank 1 action 0 (RECV_ACT mb=0 unit=a peer=0 bytes=64): unit 0: the transfer crosses no boundary "
+            "between units (the RECV_ACT of a unit in [1, 4) expected)");
+  ranks = Pipeline();
+  ranks[0].program.actions[2].unit = 3;
+  EXPECT_EQ(invalid(ranks),
+            "rank 0 action 2 (SEND_ACT mb=0 unit=d peer=1 bytes=64): unit 3: the transfer crosses no boundary "
+            "between units (the SEND_ACT of a unit in [0, 3) expected)");
+  ranks = Pipeline();
+  ranks[0].program.actions[2].unit = -1;
+  EXPECT_EQ(invalid(ranks),
+            "rank 0 action 2 (SEND_ACT mb=0 peer=1 bytes=64): unit -1: the transfer crosses no boundary between "
+            "units (the SEND_ACT of a unit in [0, 3) expected)");
   ranks = DataParallel(Hand({}), 2, false);
   ranks[1].groups["dp"] = {1};
   EXPECT_EQ(invalid(ranks), "rank 0 lists group dp as ranks 0, 1 but rank 1 lists it as ranks 1");

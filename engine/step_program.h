@@ -3,21 +3,28 @@
 //
 // A program is built before the first step by a pure function of (config,
 // model layout, rank coordinates) — engine/data_parallel_program.h for data
-// parallelism; pipeline schedules are other builders — and run by the
-// engine's executor loop, one action after another. Because it is data it
-// can be printed (`zeroshard schedule`), compared in tests, and simulated
-// across ranks before anything runs (engine/program_simulator.h).
+// parallelism, engine/pipeline_program.h for a pipeline stage — and run by
+// the engine's executor loop, one action after another. Because it is data
+// it can be printed (`zeroshard schedule`), compared in tests, and
+// simulated across ranks before anything runs (engine/program_simulator.h).
 //
 // Action kinds and what the executor does for each:
 //   FORWARD(unit, mb)          run the unit on micro-batch mb's input (the
-//                              batch for unit 0, else the output of
-//                              (unit-1, mb)); keep its saved activations,
-//                              or only its input when the unit is
-//                              checkpointed
-//   BACKWARD(unit, mb)         backpropagate (unit, mb); frees its saved
-//                              activations; accumulates parameter gradients
-//   BACKWARD_INPUT/_WEIGHT     the two halves of BACKWARD for zero-bubble
-//                              schedules (reserved: no builder emits them yet)
+//                              batch for unit 0, the received activation
+//                              when a RECV_ACT(mb, unit) was posted, else
+//                              the output of (unit-1, mb)); keep its saved
+//                              activations, or only its input when the unit
+//                              is checkpointed
+//   BACKWARD(unit, mb)         backpropagate (unit, mb) from its output's
+//                              gradient (the received one when a
+//                              RECV_GRAD(mb, unit) was posted); frees its
+//                              saved activations; accumulates parameter
+//                              gradients
+//   BACKWARD_INPUT(unit, mb)   the input-gradient half of BACKWARD (same
+//                              inputs); keeps what BACKWARD_WEIGHT needs
+//   BACKWARD_WEIGHT(unit, mb)  the parameter-gradient half: accumulates
+//                              them and frees the saved activations
+//                              (zero-bubble schedules)
 //   RECOMPUTE(unit, mb)        rebuild the saved activations of a
 //                              checkpointed unit from its kept input
 //   GATHER(unit)               issue the all-gather of the unit's parameters
@@ -26,11 +33,28 @@
 //   REDUCE(bucket)             issue the reduce-scatter of a gradient bucket;
 //                              WAIT_REDUCE(bucket) waits and accumulates it
 //                              into the gradient shards
-//   SEND_ACT/RECV_ACT,         pipeline transfers of activations and their
-//   SEND_GRAD/RECV_GRAD        gradients to/from another stage (reserved)
+//   SEND_ACT(mb, unit, peer)   issue the send of (unit, mb)'s output to
+//                              pipeline stage `peer` without waiting; the
+//                              executor waits for every send before the
+//                              step ends (the buffer lives until then)
+//   RECV_ACT(mb, unit, peer)   post the receive of (unit-1, mb)'s output
+//                              from stage `peer` without waiting;
+//                              FORWARD(unit, mb) waits for it and consumes
+//                              it as its input
+//   SEND_GRAD(mb, unit, peer)  issue the send of the gradient of (unit,
+//                              mb)'s input (what its backward produced) to
+//                              stage `peer`; waited like SEND_ACT
+//   RECV_GRAD(mb, unit, peer)  post the receive of the gradient of (unit,
+//                              mb)'s output from stage `peer`;
+//                              BACKWARD / BACKWARD_INPUT(unit, mb) waits
+//                              for it and consumes it
 //   OPTIMIZER                  release what is still gathered, norm and
 //                              overflow (one all-reduce), clip, update,
 //                              publish the parameters, loss scaler
+// A transfer is identified by (the two stages, micro-batch, kind, chunk
+// boundary): SEND_ACT of unit u matches RECV_ACT of unit u+1, SEND_GRAD of
+// unit u matches RECV_GRAD of unit u-1; several may be in flight between
+// the same two stages (interleaved schedules cross a boundary both ways).
 //
 // Every action lists the collectives it issues (`issues`), with the bytes
 // CommStats counts for them, so a program's communication can be predicted
@@ -78,7 +102,7 @@ absl::StatusOr<ActionKind> ParseActionKind(absl::string_view name);
 
 // One collective (or point-to-point transfer) an action issues.
 struct IssuedCollective {
-  std::string group;  // "dp", "tp", "pp", "world"
+  std::string group;  // "dp", "tp", "pp", "world", "embed"
   CommOp op = CommOp::kAllReduce;
   // Per rank, in CommStats::Record's convention: AllGather's input,
   // ReduceScatter's output, the AllReduce/Send/Recv buffer, in bytes.
@@ -93,7 +117,7 @@ struct IssuedCollective {
 struct Action {
   ActionKind kind = ActionKind::kForward;
   int micro_batch = -1;  // compute and transfer actions; -1 otherwise
-  int unit = -1;         // compute, gather and release actions; -1 otherwise
+  int unit = -1;         // compute, gather, release and transfer actions; -1 otherwise
   int bucket = -1;       // REDUCE / WAIT_REDUCE; -1 otherwise
   int peer_stage = -1;   // transfers: the other pipeline stage; -1 otherwise
   std::vector<IssuedCollective> issues;
@@ -131,6 +155,7 @@ struct StepProgram {
 //   GATHER unit=h.3 bytes=12544
 //   FORWARD mb=0 unit=h.3
 //   REDUCE bucket=h.2..h.3 bytes=6272
+//   RECV_ACT mb=1 unit=h.4 peer=0 bytes=0
 std::string FormatAction(const StepProgram& program, const Action& action);
 std::string FormatProgram(const StepProgram& program);  // one FormatAction per line
 
