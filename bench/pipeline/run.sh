@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds and runs the pipeline benchmark with one rank per stage and prints
+# markdown tables. Usage: bench/pipeline/run.sh [P ...] [-- pipeline_bench flags]
+# (default P = 2; give 4 on a machine with 4 cores or more).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+sizes=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do sizes+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+[ ${#sizes[@]} -eq 0 ] && sizes=(2)
+bazel build //bench/pipeline:pipeline_bench >&2
+bin="$(bazel info bazel-bin 2>/dev/null)/bench/pipeline/pipeline_bench"
+flags=(--oversubscribe --bind-to none --mca btl self,vader)
+if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
+export OMPI_MCA_mpi_yield_when_idle=1
+for np in "${sizes[@]}"; do
+  mpirun "${flags[@]}" -np "$np" "$bin" "$@"
+done
