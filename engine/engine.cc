@@ -161,8 +161,9 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
   if (!local.ok()) return local;
   if (v[0] != 0) {
     return RelayedError(absl::StatusCode::kFailedPrecondition,
-                        absl::StrCat("Engine::Create failed on another of the ", dp_->size(),
-                                     " dp ranks (see its error); this rank (dp rank ", dp_->rank(), ") was fine"));
+                        absl::StrCat("Engine::Create failed on another of the ", control_->size(), " ",
+                                     ControlGroup(), " ranks (see its error); this rank (", ControlGroup(), " rank ",
+                                     control_->rank(), ") was fine"));
   }
   bool model_same = true, config_same = true;
   for (int i = 0; i < 4; ++i) {

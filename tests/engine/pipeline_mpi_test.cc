@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/mpi_communicator.h"
@@ -362,6 +363,24 @@ TEST(PipelineMpiTest, F16InfOnOneStageSkipsTheStepOnEveryStage) {
   // A skipped step changes nothing: its weights are the previous step's,
   // so the run's loss repeats on the step after each skip.
   for (int64_t s : poisoned) EXPECT_EQ(run.losses[s + 1], run.losses[s]) << "step " << s + 2;
+}
+
+// A stage configured with another schedule would deadlock in its first
+// transfer; Create compares every rank's config over the world first.
+TEST(PipelineMpiTest, AStageWithAnotherScheduleFailsCreateOnEveryRank) {
+  const int n = WorldSize();
+  if (n < 2) GTEST_SKIP() << "needs at least 2 ranks";
+  Case c;
+  c.pp = n;
+  c.m = n;
+  ProcessGrid& grid = Grid(1, n);
+  if (grid.pp_rank() == n - 1) c.schedule = ParallelConfig::GPIPE;
+  auto engine = Engine::Create(Config(c), &grid, std::move(BuildGpt2(Model())).value());
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StartsWith(engine.status().message(),
+                               absl::StrCat("the engine config differs across the ", n, " world ranks")))
+      << engine.status();
 }
 
 }  // namespace
