@@ -202,7 +202,7 @@ class EngineImpl final : public Engine {
   // was posted.
   absl::Status CompleteReceive(int kind, int micro_batch, int unit, RunContext* run);
   // Posts the payloads of receives whose headers arrived (no blocking).
-  absl::Status ProgressReceives(RunContext* run);
+  absl::Status ProgressTransfers(RunContext* run);
   // Allocates a received header's tensors and posts their receives.
   absl::Status PostPayload(TransferReceive& r);
   absl::Status FinishTransfers(RunContext* run);

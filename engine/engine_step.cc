@@ -195,7 +195,7 @@ absl::Status EngineImpl::RunProgram(const StepProgram& program, RunContext* run)
   kept_now_ = 0;
   for (const Action& action : program.actions) {
     RETURN_IF_ERROR(RunAction(action, run));
-    if (!run->receives.empty()) RETURN_IF_ERROR(ProgressReceives(run));
+    if (!run->receives.empty() || !run->sends.empty()) RETURN_IF_ERROR(ProgressTransfers(run));
   }
   return FinishTransfers(run);
 }

@@ -126,12 +126,28 @@ absl::Status EngineImpl::PostPayload(TransferReceive& r) {
   return absl::OkStatus();
 }
 
-absl::Status EngineImpl::ProgressReceives(RunContext* run) {
+absl::Status EngineImpl::ProgressTransfers(RunContext* run) {
   for (auto& [key, r] : run->receives) {
     if (!r->payload_posted && r->header_work->IsCompleted()) {
       RETURN_IF_ERROR(r->header_work->Wait());
       RETURN_IF_ERROR(PostPayload(*r));
     }
+  }
+  // A completed send's buffers go back at once: a step holds the sends in
+  // flight, not one per micro-batch.
+  auto done = [](const std::unique_ptr<TransferSend>& send) {
+    for (const auto& w : send->works) {
+      if (!w->IsCompleted()) return false;
+    }
+    return true;
+  };
+  for (auto it = run->sends.begin(); it != run->sends.end();) {
+    if (!done(*it)) {
+      ++it;
+      continue;
+    }
+    for (auto& w : (*it)->works) RETURN_IF_ERROR(w->Wait());
+    it = run->sends.erase(it);
   }
   return absl::OkStatus();
 }

@@ -11,7 +11,10 @@
 //                     chunk's F and B the measured per-micro-batch averages
 //                     of its stage (ZB-H1: W = B / 2, the weight half of the
 //                     matmuls' backward);
-//   equal-cost theory the closed forms of docs/parallelism.md.
+//   equal-cost theory the closed forms of docs/parallelism.md;
+// step time relative to GPipe at the same m; and each stage's peak
+// activation bytes against the simulator's peak in flight times the bytes
+// one kept micro-batch costs there (measured from GPipe).
 // Ranks sharing cores measure their scheduler, not the pipeline: the
 // header says how many cores there are per rank.
 #include <algorithm>
@@ -23,6 +26,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_env.h"
@@ -30,13 +34,14 @@
 #include "engine/engine.h"
 #include "engine/pipeline_schedule.h"
 #include "engine/testing/global_batch.h"
+#include "core/memory_tracker.h"
 #include "nn/gpt2.h"
 
-ABSL_FLAG(int, layers_per_stage, 2, "transformer blocks per stage");
-ABSL_FLAG(int, embd, 128, "model width");
-ABSL_FLAG(int, vocab, 512, "vocabulary");
+ABSL_FLAG(int, blocks, 8, "transformer blocks (a multiple of 2 x ranks)");
+ABSL_FLAG(int, embd, 192, "model width");
+ABSL_FLAG(int, vocab, 128, "vocabulary (small: the head on the last stage costs little next to a block)");
 ABSL_FLAG(int, seq, 64, "tokens per sequence");
-ABSL_FLAG(int, rows, 2, "sequences per micro-batch");
+ABSL_FLAG(int, rows, 4, "sequences per micro-batch");
 ABSL_FLAG(int, repeats, 5, "timed steps per run (after one warm-up)");
 
 namespace zeroshard {
@@ -64,6 +69,7 @@ struct Run {
 // Per rank, medians over the timed steps.
 struct StageTimes {
   double bubble = 0, forward = 0, backward = 0, step = 0;  // s; F, B per (chunk, micro-batch)
+  double activations_peak = 0;                              // bytes, over the timed steps
 };
 
 StageTimes Measure(ProcessGrid& grid, const Gpt2Config& model, const Run& r) {
@@ -88,6 +94,7 @@ StageTimes Measure(ProcessGrid& grid, const Gpt2Config& model, const Run& r) {
       MicroBatchesForRank(RandomTokens(7, rows, model.seq_len, model.vocab_size), rows, model.seq_len, 1, r.m, 0);
   const std::vector<Batch> views = Views(batches);
   Check((*engine)->TrainStep(views).status(), "warm-up step");
+  (*engine)->memory().ResetPeaks();
   std::vector<double> bubble, forward, backward, step;
   for (int i = 0; i < absl::GetFlag(FLAGS_repeats); ++i) {
     absl::StatusOr<StepResult> s = (*engine)->TrainStep(views);
@@ -100,7 +107,8 @@ StageTimes Measure(ProcessGrid& grid, const Gpt2Config& model, const Run& r) {
     backward.push_back(b / (r.m * r.v));
     step.push_back(t.total);
   }
-  return {Median(bubble), Median(forward), Median(backward), Median(step)};
+  return {Median(bubble), Median(forward), Median(backward), Median(step),
+          static_cast<double>((*engine)->memory().Usage(MemoryCategory::kActivations).peak)};
 }
 
 double Theory(PipelineScheduleKind kind, int p, int m, int v) {
@@ -114,7 +122,9 @@ double Theory(PipelineScheduleKind kind, int p, int m, int v) {
   }
 }
 
-double Simulated(const Run& r, int pp, const std::vector<StageTimes>& stages) {
+// The schedule simulated with each chunk costing its stage's measured F
+// and B per micro-batch.
+ScheduleTimeline Simulated(const Run& r, int pp, const std::vector<StageTimes>& stages) {
   PipelineShape shape{pp, r.v, r.m};
   auto schedule = BuildPipelineSchedule(r.kind, shape);
   Check(schedule.status(), "BuildPipelineSchedule");
@@ -128,7 +138,87 @@ double Simulated(const Run& r, int pp, const std::vector<StageTimes>& stages) {
   }
   auto timeline = SimulatePipelineSchedule(*schedule, shape, costs);
   Check(timeline.status(), "SimulatePipelineSchedule");
-  return timeline->overall_bubble;
+  return *std::move(timeline);
+}
+
+struct Row {
+  Run run;
+  std::vector<StageTimes> stages;
+  ScheduleTimeline simulated;
+};
+
+std::string PerStage(const std::vector<double>& v, const char* format) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) absl::StrAppendFormat(&out, "%s%s", i ? " / " : "", absl::StrFormat(format, v[i]));
+  return out;
+}
+
+void PrintTables(int pp, const std::vector<Row>& rows) {
+  std::printf("| schedule | v | m | step ms | vs GPipe | measured bubble | simulated (measured costs) | "
+              "measured / simulated | equal-cost theory | bubble per stage, measured | simulated |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& row : rows) {
+    const Run& r = row.run;
+    double gpipe_step = 0, step = 0, bubble = 0;
+    for (const Row& g : rows) {
+      if (g.run.m == r.m && g.run.kind == PipelineScheduleKind::kGpipe) {
+        for (const StageTimes& s : g.stages) gpipe_step = std::max(gpipe_step, s.step);
+      }
+    }
+    std::vector<double> measured;
+    for (const StageTimes& s : row.stages) {
+      step = std::max(step, s.step);
+      bubble += s.bubble / pp;
+      measured.push_back(s.bubble);
+    }
+    const double simulated = row.simulated.overall_bubble;
+    std::printf("| %s | %d | %d | %.1f | %.2f | %.3f | %.3f | %.2f | %.3f | %s | %s |\n",
+                ParallelConfig::PipelineSchedule_Name(r.schedule).c_str(), r.v, r.m, 1e3 * step,
+                gpipe_step > 0 ? step / gpipe_step : 0, bubble, simulated, simulated > 0 ? bubble / simulated : 0,
+                Theory(r.kind, pp, r.m, r.v), PerStage(measured, "%.3f").c_str(),
+                PerStage(row.simulated.bubble, "%.3f").c_str());
+  }
+  // Per stage s, the bytes one kept micro-batch costs (A_s) and the rest
+  // (transients, B_s), from GPipe, which keeps all m: its peaks at m = pp
+  // and 2·pp. A schedule's theory is B_s + in_flight_s · A_s / v, with the
+  // simulator's peak in flight (chunks when v > 1).
+  std::vector<double> per_mb(pp, 0), base(pp, 0);
+  const Row *g1 = nullptr, *g2 = nullptr;
+  for (const Row& row : rows) {
+    if (row.run.kind != PipelineScheduleKind::kGpipe) continue;
+    if (row.run.m == pp) g1 = &row;
+    if (row.run.m == 2 * pp) g2 = &row;
+  }
+  if (g1 == nullptr || g2 == nullptr) return;
+  for (int s = 0; s < pp; ++s) {
+    per_mb[s] = (g2->stages[s].activations_peak - g1->stages[s].activations_peak) / pp;
+    base[s] = g1->stages[s].activations_peak - pp * per_mb[s];
+  }
+  std::vector<double> per_mb_kib, base_kib;
+  for (int s = 0; s < pp; ++s) {
+    per_mb_kib.push_back(per_mb[s] / 1024);
+    base_kib.push_back(base[s] / 1024);
+  }
+  std::printf("\nPeak activation KiB per stage, measured vs theory B_s + in-flight x A_s / v, where A_s = %s KiB "
+              "per kept micro-batch and B_s = %s KiB of transients (from GPipe, which keeps all m, at m = %d and "
+              "%d). ZB-H1 also keeps each unit's output gradients from its B to its W (docs/model.md), which the "
+              "in-flight count does not see.\n\n",
+              PerStage(per_mb_kib, "%.0f").c_str(), PerStage(base_kib, "%.0f").c_str(), pp, 2 * pp);
+  std::printf("| schedule | v | m | in flight per stage | measured KiB | theory KiB | measured / theory |\n"
+              "|---|---|---|---|---|---|---|\n");
+  for (const Row& row : rows) {
+    std::vector<double> measured, theory, ratio, in_flight;
+    for (int s = 0; s < pp; ++s) {
+      const double k = row.simulated.peak_in_flight[s];
+      in_flight.push_back(k);
+      measured.push_back(row.stages[s].activations_peak / 1024);
+      theory.push_back((base[s] + k * per_mb[s] / row.run.v) / 1024);
+      ratio.push_back(theory.back() > 0 ? measured.back() / theory.back() : 0);
+    }
+    std::printf("| %s | %d | %d | %s | %s | %s | %s |\n", ParallelConfig::PipelineSchedule_Name(row.run.schedule).c_str(),
+                row.run.v, row.run.m, PerStage(in_flight, "%.0f").c_str(), PerStage(measured, "%.0f").c_str(),
+                PerStage(theory, "%.0f").c_str(), PerStage(ratio, "%.2f").c_str());
+  }
 }
 
 int Main(int argc, char** argv) {
@@ -146,20 +236,22 @@ int Main(int argc, char** argv) {
   Check(grid_or.status(), "ProcessGrid::Create");
   ProcessGrid grid = std::move(grid_or).value();
   Gpt2Config model;
-  model.n_layer = absl::GetFlag(FLAGS_layers_per_stage) * pp * 2;  // room for v = 2
+  model.n_layer = absl::GetFlag(FLAGS_blocks);
   model.n_embd = absl::GetFlag(FLAGS_embd);
   model.n_head = 4;
   model.vocab_size = absl::GetFlag(FLAGS_vocab);
   model.seq_len = absl::GetFlag(FLAGS_seq);
+  if (model.n_layer % (2 * pp) != 0) {
+    std::fprintf(stderr, "pipeline_bench: --blocks %d must be a multiple of 2 x %d ranks (v = 2)\n", model.n_layer, pp);
+    return 2;
+  }
   const bool root = grid.world().rank() == 0;
   if (root) {
     const unsigned cores = std::thread::hardware_concurrency();
     std::printf("\n## Pipeline bubble, pp = %d (dp 1), GPT-2 %d blocks x %d wide, vocab %d, %d x %d tokens per "
-                "micro-batch, ZeRO 0, f32; %u cores for %d ranks%s\n\n",
+                "micro-batch, ZeRO 0, f32, one thread per rank; %u cores for %d ranks%s\n\n",
                 pp, model.n_layer, model.n_embd, model.vocab_size, absl::GetFlag(FLAGS_rows), model.seq_len, cores,
                 pp, cores < static_cast<unsigned>(pp) ? " (oversubscribed: waits include descheduling)" : "");
-    std::printf("| schedule | v | m | step ms | measured bubble | simulated (measured costs) | equal-cost theory | "
-                "measured / simulated |\n|---|---|---|---|---|---|---|---|\n");
   }
   std::vector<Run> runs;
   for (int m : {pp, 2 * pp, 4 * pp}) {
@@ -168,28 +260,28 @@ int Main(int argc, char** argv) {
     runs.push_back({ParallelConfig::INTERLEAVED_1F1B, PipelineScheduleKind::kInterleaved1F1B, 2, m});
     runs.push_back({ParallelConfig::ZERO_BUBBLE_H1, PipelineScheduleKind::kZeroBubbleH1, 1, m});
   }
+  std::vector<Row> rows;
   for (const Run& r : runs) {
     const StageTimes mine = Measure(grid, model, r);
-    std::vector<float> all(4 * pp);
-    const float local[4] = {static_cast<float>(mine.bubble), static_cast<float>(mine.forward),
-                            static_cast<float>(mine.backward), static_cast<float>(mine.step)};
-    Check(grid.world().AllGather(local, all.data(), 4, DType::kF32)->Wait(), "AllGather");
-    if (!root) continue;
-    std::vector<StageTimes> stages(pp);
-    double bubble = 0, step = 0;
+    constexpr int kFields = 5;
+    std::vector<float> all(kFields * pp);
+    const float local[kFields] = {static_cast<float>(mine.bubble), static_cast<float>(mine.forward),
+                                  static_cast<float>(mine.backward), static_cast<float>(mine.step),
+                                  static_cast<float>(mine.activations_peak)};
+    Check(grid.world().AllGather(local, all.data(), kFields, DType::kF32)->Wait(), "AllGather");
+    Row row;
+    row.run = r;
     for (int s = 0; s < pp; ++s) {
-      stages[s] = {all[4 * s], all[4 * s + 1], all[4 * s + 2], all[4 * s + 3]};
-      bubble += stages[s].bubble / pp;
-      step = std::max(step, stages[s].step);
+      const float* f = &all[kFields * s];
+      row.stages.push_back({f[0], f[1], f[2], f[3], f[4]});
     }
-    const double simulated = Simulated(r, pp, stages);
-    std::printf("| %s | %d | %d | %.1f | %.3f | %.3f | %.3f | %.2f |\n", ParallelConfig::PipelineSchedule_Name(r.schedule).c_str(),
-                r.v, r.m, 1e3 * step, bubble, simulated, Theory(r.kind, pp, r.m, r.v),
-                simulated > 0 ? bubble / simulated : 0);
+    row.simulated = Simulated(r, pp, row.stages);
+    rows.push_back(std::move(row));
   }
   if (root) {
+    PrintTables(pp, rows);
     std::printf("\nMedians over %d steps per run (after one warm-up). Bubble = idle share of the step before the "
-                "optimizer, averaged over stages.\n",
+                "optimizer; overall = mean over stages.\n",
                 absl::GetFlag(FLAGS_repeats));
   }
   return 0;

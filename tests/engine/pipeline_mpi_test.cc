@@ -383,5 +383,37 @@ TEST(PipelineMpiTest, AStageWithAnotherScheduleFailsCreateOnEveryRank) {
       << engine.status();
 }
 
+// Evaluation runs through the pipeline: every rank reports the loss of the
+// unpipelined model on the same batch.
+TEST(PipelineMpiTest, EvaluateThroughThePipelineMatchesOnEveryRank) {
+  const int n = WorldSize();
+  if (n < 2) GTEST_SKIP() << "needs at least 2 ranks";
+  Case c;
+  c.pp = n;
+  c.m = n;
+  c.stage = 3;
+  uint32_t seed = 0;
+  const std::vector<int32_t> tokens = SharedTokens(c.Batch(), &seed);
+  SCOPED_TRACE(absl::StrCat("token seed ", seed, " ", c.Name()));
+  std::vector<HostBatch> batch = MicroBatchesForRank(tokens, c.Batch(), Model().seq_len, 1, 1, 0);
+  auto piped = Engine::Create(Config(c), &Grid(1, n), std::move(BuildGpt2(Model())).value());
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  std::vector<std::unique_ptr<Communicator>> self = CreateThreadGroup(1);
+  Case flat;
+  flat.stage = 3;
+  auto reference = Engine::CreateWithCommunicator(Config(flat), self[0].get(), std::move(BuildGpt2(Model())).value());
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  absl::StatusOr<EvalResult> got = (*piped)->Evaluate(Views(batch)[0]);
+  absl::StatusOr<EvalResult> want = (*reference)->Evaluate(Views(batch)[0]);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_NEAR(got->loss, want->loss, 1e-6 * want->loss);
+  EXPECT_EQ(got->loss_weight, want->loss_weight);
+  // Bitwise the same on every rank.
+  std::vector<float> all(n);
+  ASSERT_TRUE(Grid(1, n).world().AllGather(&got->loss, all.data(), 1, DType::kF32)->Wait().ok());
+  for (int r = 0; r < n; ++r) EXPECT_EQ(all[r], all[0]) << "rank " << r;
+}
+
 }  // namespace
 }  // namespace zeroshard
