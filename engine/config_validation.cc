@@ -12,6 +12,24 @@ namespace {
 
 std::string Lower(const std::string& s) { return absl::AsciiStrToLower(s); }
 
+// GPT-2 under tensor parallelism: whole heads and equal slices per rank
+// (vocabulary rows are padded, so vocab_size needs no rule).
+void CheckModelParallel(const ModelConfig& m, const ParallelConfig& p, ConfigChecker& c) {
+  const int tp = p.tp();
+  if (tp <= 1) return;
+  if (m.n_head() >= 1 && m.n_head() % tp != 0) {
+    c.Add(absl::StrCat("model.n_head: ", m.n_head(), " is not a multiple of engine.parallel.tp = ", tp,
+                       " (each tp rank holds whole heads)"));
+  }
+  if (m.n_embd() >= 1 && m.n_embd() % tp != 0) {
+    c.Add(absl::StrCat("model.n_embd: ", m.n_embd(), " is not a multiple of engine.parallel.tp = ", tp));
+  }
+  if (p.sequence_parallel() && m.seq_len() >= 1 && m.seq_len() % tp != 0) {
+    c.Add(absl::StrCat("model.seq_len: ", m.seq_len(), " is not a multiple of engine.parallel.tp = ", tp,
+                       " (engine.parallel.sequence_parallel splits the sequence)"));
+  }
+}
+
 void CheckModel(const ModelConfig& m, ConfigChecker& c) {
   c.Range("model.n_layer", m.n_layer(), 1, 1024);
   c.Range("model.n_head", m.n_head(), 1, 1024);
@@ -166,6 +184,9 @@ void CheckParallel(const EngineConfig& e, int64_t batch, const ValidationOptions
   c.Range("engine.parallel.tp", p.tp(), 1, 1 << 20);
   c.Range("engine.parallel.pp", p.pp(), 1, 1 << 20);
   if (p.tp() > 1) c.NotYet(absl::StrCat("engine.parallel.tp: ", p.tp(), " (tensor parallelism; expected 1)"));
+  if (p.sequence_parallel() && p.tp() == 1) {
+    c.Add("engine.parallel.sequence_parallel: true needs engine.parallel.tp > 1 (is 1)");
+  }
   CheckPipeline(e, options, c);
   const int64_t product = int64_t{p.dp()} * p.tp() * p.pp();
   if (options.world_size > 0 && product != options.world_size) {
@@ -223,6 +244,7 @@ std::vector<std::string> EngineConfigErrors(const EngineConfig& engine, int64_t 
 std::vector<std::string> TrainConfigErrors(const TrainConfig& config, const ValidationOptions& options) {
   ConfigChecker c;
   CheckModel(config.model(), c);
+  CheckModelParallel(config.model(), config.engine().parallel(), c);
   CheckData(config, c);
   ValidationOptions engine_options = options;
   engine_options.batch_field = "data.batch_size";

@@ -22,22 +22,21 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, ProcessGrid* grid,
                                                        std::unique_ptr<Model> model) {
-  if (grid->shape().tp != 1) {
-    return absl::UnimplementedError(
-        absl::StrCat("process grid tp=", grid->shape().tp, ": the engine supports tp=1 only yet"));
-  }
   EngineComms comms;
   comms.dp = &grid->dp();
-  if (grid->shape().pp == 1) {
+  if (grid->shape().pp == 1 && grid->shape().tp == 1) {
     // dp is the whole job: its communicators serve as the world's.
     comms.control = &grid->control(GridAxis::kDp);
     comms.world = comms.dp;
   } else {
     comms.control = &grid->world_control();
     comms.world = &grid->world();
+  }
+  if (grid->shape().pp > 1) {
     comms.pp = &grid->pp();
     comms.embedding = &grid->embedding();
   }
+  if (grid->shape().tp > 1) comms.tp = &grid->tp();
   ASSIGN_OR_RETURN(std::unique_ptr<EngineImpl> engine, EngineImpl::Create(config, comms, std::move(model)));
   return std::unique_ptr<Engine>(std::move(engine));
 }
@@ -92,6 +91,7 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfi
   engine->world_ = comms.world;
   engine->pp_ = comms.pp;
   engine->embedding_ = comms.embedding;
+  engine->tp_ = comms.tp;
   engine->model_ = std::move(model);
   RETURN_IF_ERROR(engine->Init(config, hooks));
   return engine;
@@ -102,6 +102,11 @@ absl::Status EngineImpl::Init(const EngineConfig& config, const EngineTestHooks&
   if (options.ok() && config.parallel().dp() != dp_->size()) {
     options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.dp: ", config.parallel().dp(),
                                                       " but the dp communicator has ", dp_->size(), " ranks"));
+  }
+  if (options.ok() && options->tensor.size != (tp_ == nullptr ? 1 : tp_->size())) {
+    options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.tp: ", options->tensor.size,
+                                                      " but the tp communicator has ",
+                                                      tp_ == nullptr ? 1 : tp_->size(), " ranks"));
   }
   if (options.ok()) options_ = *options;
   absl::Status model_ok;
@@ -244,14 +249,14 @@ absl::Status EngineImpl::InitParams() {
     if (options_.stage == 0) {
       // The master covers the whole padded buffer.
       for (size_t p = 0; p < specs.size(); ++p) {
-        InitLocalParamSlice(specs[p], options_.seed, 0, 1, 0, layout.params()[p].numel,
+        InitLocalParamSlice(specs[p], options_.seed, tp_rank(), tp_size(), 0, layout.params()[p].numel,
                             shard.master() + layout.params()[p].offset);
       }
     } else {
-      // Only the slices this rank owns: by global element index, the same
-      // values as the whole tensor.
+      // Only the slices this rank owns: by global element index (of the
+      // whole tensor, across tp slices), the same values as the whole tensor.
       for (const ShardSegment& seg : layout.SegmentsForRank(rank)) {
-        InitLocalParamSlice(specs[seg.param_index], options_.seed, 0, 1, seg.offset_in_param,
+        InitLocalParamSlice(specs[seg.param_index], options_.seed, tp_rank(), tp_size(), seg.offset_in_param,
                             seg.offset_in_param + seg.length, shard.master() + seg.offset_in_shard);
       }
     }

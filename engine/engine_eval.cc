@@ -7,6 +7,7 @@
 #include "comm/traced_wait.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
+#include "nn/param_spec.h"
 
 namespace zeroshard {
 
@@ -26,7 +27,8 @@ absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {
   run.batches = {&batch, 1};
   run.training = false;
   absl::Status s = RunProgram(plan_.eval, &run);
-  const LossTerms& terms = run.losses.empty() ? LossTerms() : run.losses[0];
+  // A tp group's ranks hold the same loss terms: counted once.
+  const LossTerms& terms = run.losses.empty() || tp_rank() != 0 ? LossTerms() : run.losses[0];
   std::vector<float> sums(2 + 2 * plan_.metric_names.size(), 0.0f);
   if (s.ok()) {
     sums[0] = static_cast<float>(terms.loss.sum);
@@ -83,6 +85,22 @@ absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view nam
     }
     if (s.ok() && pp_ != nullptr && info.numel > 0) {
       s = pp_->Broadcast(out.data(), info.numel, DType::kF32, plan_.units[u].stage)->Wait();
+    }
+    // A tensor split over tp: every rank's slice, placed where
+    // LocalToGlobalRuns says it lives in the whole tensor.
+    const ParamSpec& spec = model_->units[u]->params()[*p];
+    if (s.ok() && tp_size() > 1 && !spec.partition.replicated()) {
+      std::vector<float> slices(out.size() * tp_size());
+      s = tp_->AllGather(out.data(), slices.data(), info.numel, DType::kF32)->Wait();
+      if (s.ok()) {
+        out.assign(spec.numel(), 0.0f);
+        for (int r = 0; r < tp_size(); ++r) {
+          for (const GlobalRun& run : LocalToGlobalRuns(spec, r, tp_size())) {
+            std::memcpy(out.data() + run.global_begin, slices.data() + r * info.numel + run.local_begin,
+                        run.length * sizeof(float));
+          }
+        }
+      }
     }
     if (!s.ok()) {
       broken_ = s;

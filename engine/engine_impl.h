@@ -59,6 +59,7 @@ struct EngineComms {
   Communicator* world = nullptr;
   Communicator* pp = nullptr;
   Communicator* embedding = nullptr;
+  Communicator* tp = nullptr;  // the tensor-parallel group (null: tp 1)
 };
 
 // Test seams of Create.
@@ -133,6 +134,11 @@ class EngineImpl final : public Engine {
   // applies (unscaled, reweighed to the global mean, clipped), right before
   // the update of a step that is not skipped.
   void SetFinalGradHookForTesting(GradHook hook) { final_grad_hook_ = std::move(hook); }
+  // Test hook: called before every action of a training step, with the
+  // count of steps attempted before this one. Fault tests stall a rank
+  // mid-step with it.
+  using ActionHook = std::function<void(int64_t attempt, const Action& action)>;
+  void SetActionHookForTesting(ActionHook hook) { action_hook_ = std::move(hook); }
 
  private:
   // A pipeline transfer is a header (tensor count, dtypes, shapes) then one
@@ -228,6 +234,10 @@ class EngineImpl final : public Engine {
   Communicator* world_ = nullptr;
   Communicator* pp_ = nullptr;
   Communicator* embedding_ = nullptr;
+  Communicator* tp_ = nullptr;
+  // This rank's tensor-parallel coordinate (0 of 1 without a tp group).
+  int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
+  int tp_size() const { return tp_ == nullptr ? 1 : tp_->size(); }
   std::unique_ptr<Model> model_;
   MemoryTracker tracker_;
   // Before the shards and the reducer, which point to it: destroyed after them.
@@ -250,6 +260,7 @@ class EngineImpl final : public Engine {
   int kept_now_ = 0;
   GradHook grad_hook_;
   GradHook final_grad_hook_;
+  ActionHook action_hook_;
   absl::Status broken_;
   std::string trace_path_;
   int64_t trace_steps_ = 0;

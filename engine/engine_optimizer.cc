@@ -56,13 +56,25 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   }
   // One summation order: each shard's sum of squares by the kernel's fixed
   // chunks, the shards added in unit order. A mirror is counted on the stage
-  // that computes the unit, once.
+  // that computes the unit, once; a parameter every tp rank holds whole
+  // (replicated) on tp rank 0 only, so the world sum counts it once.
   double sumsq = 0;
   for (int u = 0; u < L; ++u) {
     if (regions_[u] < 0 || plan_.units[u].mirror || plan_.layouts[u].shard_numel() == 0) continue;
     double x = 0;
-    RETURN_IF_ERROR(kernels::SumOfSquares(compute_.kernels, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel(),
-                                          DType::kF32, &x));
+    if (tp_rank() == 0) {
+      RETURN_IF_ERROR(kernels::SumOfSquares(compute_.kernels, shards_[u]->grad_shard(),
+                                            plan_.layouts[u].shard_numel(), DType::kF32, &x));
+    } else {
+      const std::vector<ParamSpec>& specs = model_->units[u]->params();
+      for (const ShardSegment& seg : plan_.layouts[u].SegmentsForRank(dp_->rank())) {
+        if (specs[seg.param_index].partition.replicated()) continue;
+        double part = 0;
+        RETURN_IF_ERROR(kernels::SumOfSquares(compute_.kernels, shards_[u]->grad_shard() + seg.offset_in_shard,
+                                              seg.length, DType::kF32, &part));
+        x += part;
+      }
+    }
     sumsq += x;
   }
   // Stage 0 with low-precision compute: the f32 reduced gradients need a full
@@ -84,7 +96,9 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   }
   WeightedSum loss;
   std::vector<WeightedSum> metrics(plan_.metric_names.size());
-  for (const LossTerms& terms : run.losses) {
+  // A tp group's ranks hold the same loss terms: counted once.
+  const std::vector<LossTerms> none;
+  for (const LossTerms& terms : tp_rank() == 0 ? run.losses : none) {
     loss.sum += terms.loss.sum;
     loss.weight += terms.loss.weight;
     for (size_t i = 0; i < metrics.size(); ++i) {

@@ -81,11 +81,16 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   }
   o.checkpointing.k = ac.k();
   o.checkpointing.units.assign(ac.units().begin(), ac.units().end());
-  if (c.parallel().tp() != 1) {
-    return absl::UnimplementedError(
-        absl::StrCat("engine.parallel.tp: ", c.parallel().tp(), " is not supported yet (expected 1)"));
-  }
   const ParallelConfig& par = c.parallel();
+  if (par.tp() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.parallel.tp: ", par.tp(), " is out of range [1, inf)"));
+  }
+  o.tensor.size = par.tp();
+  o.tensor.sequence_parallel = par.sequence_parallel();
+  if (o.tensor.sequence_parallel && o.tensor.size == 1) {
+    return absl::InvalidArgumentError(
+        "engine.parallel.sequence_parallel: true needs engine.parallel.tp > 1 (is 1)");
+  }
   o.pipeline.stages = par.pp();
   o.pipeline.virtual_stages = par.virtual_stages();
   switch (par.pipeline_schedule()) {

@@ -60,6 +60,13 @@ struct PipelineOptions {
   bool reshard_per_micro_batch = false;
 };
 
+struct TensorParallelOptions {
+  int size = 1;  // engine.parallel.tp: parameters split by their ParamSpec partitions
+  // engine.parallel.sequence_parallel: activations between units are each
+  // tp rank's rows of the (B·T, C) activation.
+  bool sequence_parallel = false;
+};
+
 struct EngineOptions {
   int stage = 0;
   GatherOptions gather;
@@ -81,6 +88,7 @@ struct EngineOptions {
   uint64_t seed = 1234;
   int threads_per_rank = 0;  // kernels' CPU threads; 0: cores / ranks
   PipelineOptions pipeline;
+  TensorParallelOptions tensor;
 };
 
 // decay_steps == 0 ("TrainConfig.steps") must be resolved by the caller for

@@ -65,8 +65,9 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
   const std::string signature = BatchesSignature(batches);
   double nominal = 0;
   int64_t rows = 0;
-  // Every stage gets the batches; the loss weight counts on the last one.
-  if (local.ok() && plan_.units.back().computed) {
+  // Every stage gets the batches; the loss weight counts on the last one,
+  // once per tp group (its ranks see the same batch).
+  if (local.ok() && plan_.units.back().computed && tp_rank() == 0) {
     const Unit& last = *model_->units.back();
     for (const Batch& b : batches) {
       nominal += last.NominalLossWeight(b);
@@ -194,6 +195,7 @@ absl::Status EngineImpl::RunProgram(const StepProgram& program, RunContext* run)
   for (auto& per_mb : run->state) per_mb.resize(L);
   kept_now_ = 0;
   for (const Action& action : program.actions) {
+    if (action_hook_ && run->training) action_hook_(attempts_, action);
     RETURN_IF_ERROR(RunAction(action, run));
     if (!run->receives.empty() || !run->sends.empty()) RETURN_IF_ERROR(ProgressTransfers(run));
   }
@@ -207,6 +209,10 @@ UnitContext EngineImpl::ContextFor(const RunContext& run, int micro_batch, int u
   ctx.rng_key = UnitRngKey(options_.seed, run.training ? attempts_ : -1, micro_batch, unit);
   ctx.micro_batch = micro_batch;
   ctx.input_grad = plan_.units[unit].input_grad;
+  ctx.parallel.tp = tp_;
+  ctx.parallel.tp_rank = tp_rank();
+  ctx.parallel.tp_size = tp_size();
+  ctx.parallel.sequence_parallel = options_.tensor.sequence_parallel;
   return ctx;
 }
 

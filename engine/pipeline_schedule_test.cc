@@ -121,7 +121,9 @@ TEST(PipelineScheduleTest, EveryAcceptedShapeRunsAndMatchesTheClosedForms) {
             }
           }
           EXPECT_EQ(t->overall_bubble, closed) << where;
-          if (pp == 1) EXPECT_EQ(t->overall_bubble, 0) << where;
+          if (pp == 1) {
+            EXPECT_EQ(t->overall_bubble, 0) << where;
+          }
         }
       }
     }

@@ -12,13 +12,13 @@
 namespace zeroshard {
 namespace {
 
-absl::Status DescribeUnits(const Model& model, int dp_size, StepPlan* plan) {
+absl::Status DescribeUnits(const Model& model, int dp_size, int tp_size, StepPlan* plan) {
   const int L = static_cast<int>(model.units.size());
   for (int u = 0; u < L; ++u) {
     const Unit& unit = *model.units[u];
     std::vector<FlatParamDecl> decls;
     for (const ParamSpec& p : unit.params()) {
-      ASSIGN_OR_RETURN(std::vector<int64_t> local, LocalShape(p, /*tp_size=*/1));
+      ASSIGN_OR_RETURN(std::vector<int64_t> local, LocalShape(p, tp_size));
       decls.push_back({p.name, std::move(local)});
     }
     ASSIGN_OR_RETURN(FlatParamLayout layout, FlatParamLayout::Create(unit.name(), u, std::move(decls), dp_size));
@@ -219,9 +219,9 @@ std::vector<double> UnitCosts(const Model& model) {
 }  // namespace
 
 absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOptions& options, int dp_size) {
-  RETURN_IF_ERROR(model.Validate());
+  RETURN_IF_ERROR(model.Validate(options.tensor.size));
   StepPlan plan;
-  RETURN_IF_ERROR(DescribeUnits(model, dp_size, &plan));
+  RETURN_IF_ERROR(DescribeUnits(model, dp_size, options.tensor.size, &plan));
   RETURN_IF_ERROR(ResolveCheckpointedUnits(model, options.checkpointing, &plan));
   plan.buckets = HeldBuckets(plan, options);
   const std::vector<ProgramUnit> units = ProgramUnits(plan, options);
@@ -242,9 +242,9 @@ absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOp
 }
 
 absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOptions& options, int dp_size, int stage) {
-  RETURN_IF_ERROR(model.Validate());
+  RETURN_IF_ERROR(model.Validate(options.tensor.size));
   StepPlan plan;
-  RETURN_IF_ERROR(DescribeUnits(model, dp_size, &plan));
+  RETURN_IF_ERROR(DescribeUnits(model, dp_size, options.tensor.size, &plan));
   RETURN_IF_ERROR(ResolveCheckpointedUnits(model, options.checkpointing, &plan));
   const PipelineOptions& pipe = options.pipeline;
   const int L = static_cast<int>(plan.units.size());

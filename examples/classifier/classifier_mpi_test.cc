@@ -135,7 +135,9 @@ EngineRun RunEngine(const Case& c, int steps, const LabeledExamples& train, cons
   EXPECT_EQ(internals.optimizer_region(0), -1);
   int64_t trainable_shard = 0;
   for (int u = 0; u < internals.num_units(); ++u) {
-    if (u > 0) EXPECT_GE(internals.optimizer_region(u), 0) << u;
+    if (u > 0) {
+      EXPECT_GE(internals.optimizer_region(u), 0) << u;
+    }
     if (internals.trainable(u)) trainable_shard += internals.unit_shard(u).master_numel();
   }
   if (c.stage > 0) {

@@ -181,7 +181,9 @@ TEST(SchedulePredictionMpiTest, EngineRunsWhatTheScheduleAndSimulatorPredict) {
     }
     const EngineStats stats = (*engine)->stats();
     EXPECT_EQ(stats.step, kSteps);
-    if (c.stage != 3) EXPECT_EQ(predicted.peak_gathered_units, 0) << "only stage 3 gathers parameters";
+    if (c.stage != 3) {
+      EXPECT_EQ(predicted.peak_gathered_units, 0) << "only stage 3 gathers parameters";
+    }
     EXPECT_EQ(stats.peak_gathered_units, c.stage == 3 ? predicted.peak_gathered_units : 0);
     EXPECT_EQ(stats.peak_kept_activations, predicted.peak_kept_activations);
     if (me == 0) {

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs pipeline_fault_driver under mpirun (4 ranks, pp 4): the last stage
+# stops before its first backward of step 2. The job must fail with the
+# watchdog's exit status, within 2 x the comm timeout of the faulty step's
+# start, naming the pipeline receive that waits and the rank it waits on.
+# Usage: pipeline_fault_test.sh DRIVER
+set -u
+driver=$1
+timeout_s=3
+flags=(--oversubscribe --bind-to none -np 4 --mca btl self,vader)
+if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
+export OMPI_MCA_mpi_yield_when_idle=1
+log=${TEST_TMPDIR:-$(mktemp -d)}/pipeline_fault.log
+
+timeout 60 mpirun "${flags[@]}" "$driver" "$timeout_s" >"$log" 2>&1
+rc=$?
+end_ms=$(date +%s%3N)
+echo "--- mpirun exited with $rc; output:"
+cat "$log"
+echo "---"
+fail() { echo "FAIL: $*"; exit 1; }
+
+[ "$rc" -ne 0 ] || fail "the job exited 0; expected a failure"
+[ "$rc" -ne 124 ] || fail "the job hung until the outer 60 s bound"
+[ "$rc" -eq 70 ] || fail "exit status $rc; expected the watchdog's 70"
+begin_ms=$(sed -n 's/^fault_begin_ms=//p' "$log" | head -1)
+[ -n "$begin_ms" ] || fail "rank 0 never reached the faulty step"
+elapsed=$((end_ms - begin_ms))
+limit=$((2 * timeout_s * 1000))
+echo "failed ${elapsed} ms after the faulty step began (limit ${limit} ms)"
+[ "$elapsed" -lt "$limit" ] || fail "took ${elapsed} ms, more than 2 x the ${timeout_s} s timeout"
+# Stage 2 (rank 2) waits for the gradient of h.? from stage 3 (rank 3) on
+# the pp group.
+grep -E '^\[rank 2\] zeroshard: .*Recv\(.*from rank 3.* in group pp.*did not finish within 3s' "$log" >/dev/null ||
+  fail "missing the watchdog line of rank 2 naming its Recv from rank 3 in group pp"
+echo "PASS"
