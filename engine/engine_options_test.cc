@@ -134,9 +134,9 @@ TEST(EngineOptionsTest, RejectsWhatTheEngineCannotRun) {
   EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
             "engine.activation_checkpointing.k: 0 is out of range [1, inf)");
   c = EngineConfig();
-  c.mutable_parallel()->set_tp(2);
+  c.mutable_parallel()->set_sequence_parallel(true);
   EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
-            "engine.parallel.tp: 2 is not supported yet (expected 1)");
+            "engine.parallel.sequence_parallel: true needs engine.parallel.tp > 1 (is 1)");
   c = EngineConfig();
   c.mutable_parallel()->set_micro_batches(4);
   EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
