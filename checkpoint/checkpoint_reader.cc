@@ -36,8 +36,9 @@ absl::Status CheckpointReader::CheckFileFrame(int file) const {
   const std::string path = FilePath(file);
   absl::StatusOr<int64_t> size = FileSize(path);
   if (!size.ok()) {
-    const std::string who = f.pp_rank() == 0 ? absl::StrCat("dp rank ", f.dp_rank())
-                                              : absl::StrCat("pp rank ", f.pp_rank(), " dp rank ", f.dp_rank());
+    std::string who = absl::StrCat("dp rank ", f.dp_rank());
+    if (f.pp_rank() != 0) who = absl::StrCat("pp rank ", f.pp_rank(), " ", who);
+    if (f.tp_rank() != 0) absl::StrAppend(&who, " tp rank ", f.tp_rank());
     return absl::Status(size.status().code(), absl::StrCat("shard file of ", who, " is missing or unreadable: ",
                                                            size.status().message()));
   }
@@ -116,14 +117,17 @@ absl::Status CheckpointReader::ReadShardTensor(int file, int unit, absl::string_
   return absl::OkStatus();
 }
 
-absl::Status CheckpointReader::ReadFlat(int unit, absl::string_view kind, int64_t begin, int64_t count,
-                                        float* out) const {
+absl::Status CheckpointReader::ReadFlat(int unit, absl::string_view kind, int64_t begin, int64_t count, float* out,
+                                        int tp_rank) const {
   if (unit < 0 || unit >= static_cast<int>(layouts_.size())) {
     return absl::InvalidArgumentError(absl::StrCat("unit ", unit, " outside [0, ", layouts_.size(), ")"));
   }
   if (!HasKind(kind)) {
     return absl::NotFoundError(absl::StrCat("checkpoint '", dir_, "' holds no '", kind, "' state (kinds: ",
                                             absl::StrJoin(manifest_.kinds(), ", "), ")"));
+  }
+  if (tp_rank < 0 || tp_rank >= tp()) {
+    return absl::InvalidArgumentError(absl::StrCat("tp rank ", tp_rank, " outside [0, ", tp(), ")"));
   }
   const FlatParamLayout& l = layouts_[unit];
   if (count == 0 && begin >= 0) return absl::OkStatus();
@@ -132,11 +136,12 @@ absl::Status CheckpointReader::ReadFlat(int unit, absl::string_view kind, int64_
                                                    " outside its ", l.padded_numel(), " elements"));
   }
   const int64_t s = l.shard_numel();
-  // The unit's shards are in the files of the stage that computed it.
-  const int first_file = manifest_.units(unit).stage() * l.dp();
+  // The unit's shards are in the files of the stage that computed it, dp
+  // rank r's of tp rank t at stage_first + r·tp + t.
+  const int first_file = manifest_.units(unit).stage() * l.dp() * tp();
   std::vector<float> shard;
   for (int r = static_cast<int>(begin / s); r < l.dp() && r * s < begin + count; ++r) {
-    RETURN_IF_ERROR(ReadShardTensor(first_file + r, unit, kind, &shard));
+    RETURN_IF_ERROR(ReadShardTensor(first_file + r * tp() + tp_rank, unit, kind, &shard));
     const int64_t lo = std::max(begin, r * s), hi = std::min(begin + count, (r + 1) * s);
     std::memcpy(out + (lo - begin), shard.data() + (lo - r * s), static_cast<size_t>(hi - lo) * sizeof(float));
   }
@@ -150,8 +155,20 @@ absl::StatusOr<std::vector<float>> CheckpointReader::ReadParam(int unit, int par
     return absl::InvalidArgumentError(absl::StrCat("no parameter ", param, " in unit ", unit));
   }
   const FlatParamInfo& p = layouts_[unit].params()[param];
-  std::vector<float> out(static_cast<size_t>(p.numel));
-  RETURN_IF_ERROR(ReadFlat(unit, kind, p.offset, p.numel, out.data()));
+  const CheckpointParam& cp = manifest_.units(unit).params(param);
+  std::vector<float> local(static_cast<size_t>(p.numel));
+  RETURN_IF_ERROR(ReadFlat(unit, kind, p.offset, p.numel, local.data()));
+  if (cp.split_dim() < 0) return local;
+  // Every tp rank's slice where LocalToGlobalRuns puts it.
+  const ParamSpec spec = ParamSpecOf(cp);
+  std::vector<float> out(static_cast<size_t>(spec.numel()));
+  for (int t = 0; t < tp(); ++t) {
+    if (t > 0) RETURN_IF_ERROR(ReadFlat(unit, kind, p.offset, p.numel, local.data(), t));
+    for (const GlobalRun& run : LocalToGlobalRuns(spec, t, tp())) {
+      std::memcpy(out.data() + run.global_begin, local.data() + run.local_begin,
+                  static_cast<size_t>(run.length) * sizeof(float));
+    }
+  }
   return out;
 }
 

@@ -33,23 +33,26 @@ class CheckpointReader {
   const std::string& dir() const { return dir_; }
   const CheckpointManifest& manifest() const { return manifest_; }
   int dp() const { return manifest_.topology().dp(); }
-  // Layouts at the saved dp.
+  int tp() const { return manifest_.topology().tp(); }
+  // Layouts at the saved dp (of one tp rank's slices when tp > 1).
   const std::vector<FlatParamLayout>& layouts() const { return layouts_; }
   bool HasKind(absl::string_view kind) const;
 
   // Every check on shard file `file` (an index into the manifest's files:
-  // (pp rank, dp rank), dp fastest): present, size, header checksum, header
+  // world-rank order): present, size, header checksum, header
   // contents equal to the manifest's record, every tensor's checksum.
   absl::Status VerifyFile(int file) const;
 
-  // Elements [begin, begin + count) of unit `unit`'s flat buffer of `kind`
-  // into out[0, count). Requires 0 <= begin, begin + count <= padded numel
-  // at the saved dp (kInvalidArgument otherwise; any begin >= 0 with
-  // count 0 is an empty read); elements past the unit's numel are padding
-  // and read as 0.
-  absl::Status ReadFlat(int unit, absl::string_view kind, int64_t begin, int64_t count, float* out) const;
+  // Elements [begin, begin + count) of tp rank `tp_rank`'s flat buffer of
+  // unit `unit` and `kind` into out[0, count). Requires 0 <= begin,
+  // begin + count <= padded numel at the saved dp (kInvalidArgument
+  // otherwise; any begin >= 0 with count 0 is an empty read); elements past
+  // the unit's numel are padding and read as 0.
+  absl::Status ReadFlat(int unit, absl::string_view kind, int64_t begin, int64_t count, float* out,
+                        int tp_rank = 0) const;
 
-  // One parameter's full value of `kind` (numel elements).
+  // One parameter's whole value of `kind` (its global shape, every tp
+  // rank's slice in place).
   absl::StatusOr<std::vector<float>> ReadParam(int unit, int param, absl::string_view kind) const;
 
  private:

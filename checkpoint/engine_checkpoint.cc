@@ -88,6 +88,12 @@ absl::StatusOr<std::vector<CheckpointFile>> GatherFileRecords(Communicator& dp, 
 }
 
 absl::Status CheckModelMatches(const EngineImpl& engine, const CheckpointManifest& m, const std::string& dir) {
+  if (m.topology().tp() != engine.tp_size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint '", dir, "' was saved at tp ", m.topology().tp(), ", this engine runs tp ", engine.tp_size(),
+        ": loading across tensor-parallel sizes is not supported; consolidate it (zeroshard ckpt consolidate) "
+        "and start from the .safetensors file (--init_from) instead"));
+  }
   if (m.units_size() != engine.num_units()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint '", dir, "' has ", m.units_size(),
                                                       " units, the model has ", engine.num_units()));
@@ -181,6 +187,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
                      }));
     mine.set_dp_rank(dp_rank);
     mine.set_pp_rank(pp_rank);
+    mine.set_tp_rank(engine.tp_rank());
     hook("after_shard_file");
     return absl::OkStatus();
   }));
@@ -195,7 +202,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     m.set_skipped_steps(engine.skipped_steps());
     CheckpointTopology* topo = m.mutable_topology();
     topo->set_dp(dp_size);
-    topo->set_tp(1);
+    topo->set_tp(engine.tp_size());
     topo->set_pp(engine.plan().stages);
     topo->set_zero_stage(stage);
     topo->set_alignment(layouts.empty() ? kDefaultShardAlignment : layouts[0].alignment());
@@ -204,7 +211,19 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     std::vector<std::vector<std::string>> borrowed;
     for (const auto& unit : engine.model().units) borrowed.push_back(unit->borrowed_params());
     SetManifestUnits(layouts, borrowed, &m);
-    for (int u = 0; u < m.units_size(); ++u) m.mutable_units(u)->set_stage(engine.plan().units[u].stage);
+    for (int u = 0; u < m.units_size(); ++u) {
+      m.mutable_units(u)->set_stage(engine.plan().units[u].stage);
+      // Under tp the manifest's shapes are one rank's slices; each split
+      // parameter records the whole tensor and how it is cut.
+      const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
+      for (int p = 0; p < m.units(u).params_size() && engine.tp_size() > 1; ++p) {
+        if (specs[p].partition.replicated()) continue;
+        CheckpointParam* cp = m.mutable_units(u)->mutable_params(p);
+        for (int64_t d : specs[p].shape) cp->add_global_shape(d);
+        cp->set_split_dim(specs[p].partition.dim);
+        cp->set_split_blocks(specs[p].partition.blocks);
+      }
+    }
     for (CheckpointFile& f : files) *m.add_files() = std::move(f);
     *m.mutable_loss_scaler() = options.loss_scaler;
     const LossScaler& scaler = engine.loss_scaler();
@@ -261,7 +280,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
       for (const std::string& k : kinds) {
         float* dst = StateBuffer(engine, u, k);
         if (count == 0 || dst == nullptr) continue;
-        if (stored > 0) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst));
+        if (stored > 0) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst, engine.tp_rank()));
         std::fill(dst + stored, dst + count, 0.0f);
       }
     }
@@ -301,7 +320,7 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
     RETURN_IF_ERROR(file.status());
     std::vector<std::string> names;
     for (int u = 0; u < engine.num_units(); ++u) {
-      for (const FlatParamInfo& p : engine.layout(u).params()) {
+      for (const ParamSpec& p : engine.model().units[u]->params()) {
         const SafetensorsTensorInfo* t = file->header().Find(p.name);
         if (t == nullptr) return absl::NotFoundError(absl::StrCat("'", path, "' has no tensor '", p.name, "'"));
         if (t->shape != p.shape) {
@@ -327,10 +346,24 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
       UnitShard& shard = engine.unit_shard(u);
       const FlatParamLayout& l = engine.layout(u);
       const int64_t begin = shard.master_begin(), end = begin + shard.master_numel();
-      for (const FlatParamInfo& p : l.params()) {
+      const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
+      for (size_t i = 0; i < l.params().size(); ++i) {
+        const FlatParamInfo& p = l.params()[i];
         const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
         if (lo >= hi) continue;
-        RETURN_IF_ERROR(file->ReadAsF32(p.name, lo - p.offset, hi - lo, shard.master() + (lo - begin)));
+        if (engine.tp_size() == 1 || specs[i].partition.replicated()) {
+          RETURN_IF_ERROR(file->ReadAsF32(p.name, lo - p.offset, hi - lo, shard.master() + (lo - begin)));
+          continue;
+        }
+        // A tp slice: this rank's runs of the whole tensor, clipped to the
+        // part of the slice this dp rank's shard holds.
+        for (const GlobalRun& run : LocalToGlobalRuns(specs[i], engine.tp_rank(), engine.tp_size())) {
+          const int64_t a = std::max(lo - p.offset, run.local_begin);
+          const int64_t b = std::min(hi - p.offset, run.local_begin + run.length);
+          if (a >= b) continue;
+          RETURN_IF_ERROR(file->ReadAsF32(p.name, run.global_begin + (a - run.local_begin), b - a,
+                                          shard.master() + (p.offset + a - begin)));
+        }
       }
     }
     return absl::OkStatus();

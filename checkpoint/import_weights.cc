@@ -17,6 +17,12 @@ absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path
                                              const TrainConfig& config, const std::string& out_root) {
   const Model* model = &model_ref;
   const int dp = config.engine().parallel().dp();
+  if (config.engine().parallel().tp() > 1 || config.engine().parallel().pp() > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "import writes data-parallel checkpoints (engine.parallel.tp and pp 1); the config has tp ",
+        config.engine().parallel().tp(), " and pp ", config.engine().parallel().pp(),
+        ": train_gpt2 --init_from FILE.safetensors splits the file at any layout"));
+  }
   std::vector<FlatParamLayout> layouts;
   std::vector<std::vector<std::string>> borrowed;
   for (int u = 0; u < static_cast<int>(model->units.size()); ++u) {

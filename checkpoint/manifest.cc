@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/crc32c.h"
 #include "core/status_macros.h"
+#include "nn/param_spec.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -41,6 +42,22 @@ bool SafeFileName(const std::string& name) {
          name.find('\0') == std::string::npos;
 }
 
+}  // namespace
+
+ParamSpec ParamSpecOf(const CheckpointParam& p) {
+  ParamSpec spec;
+  spec.name = p.name();
+  if (p.split_dim() < 0) {
+    spec.shape.assign(p.shape().begin(), p.shape().end());
+  } else {
+    spec.shape.assign(p.global_shape().begin(), p.global_shape().end());
+    spec.partition = Partition::Split(p.split_dim(), p.split_blocks());
+  }
+  return spec;
+}
+
+namespace {
+
 absl::Status ValidateUnit(const CheckpointManifest& m, int u) {
   const CheckpointUnit& unit = m.units(u);
   if (unit.index() != u) return Invalid(absl::StrCat("units[", u, "] has index ", unit.index(), ", expected ", u));
@@ -53,6 +70,15 @@ absl::Status ValidateUnit(const CheckpointManifest& m, int u) {
         return Invalid(absl::StrCat("parameter '", param.name(), "' has an invalid shape"));
       }
       numel *= d;
+    }
+    if (param.split_dim() >= 0) {
+      absl::StatusOr<std::vector<int64_t>> local = LocalShape(ParamSpecOf(param), m.topology().tp());
+      if (!local.ok() || !std::equal(local->begin(), local->end(), param.shape().begin(), param.shape().end())) {
+        return Invalid(absl::StrCat("parameter '", param.name(), "' of unit ", u, " is split along dim ",
+                                    param.split_dim(), " of [", absl::StrJoin(param.global_shape(), ", "),
+                                    "] into ", param.split_blocks(), " block(s) over tp ", m.topology().tp(),
+                                    ", which does not give its shape [", absl::StrJoin(param.shape(), ", "), "]"));
+      }
     }
     if (param.offset() != at || param.numel() != numel) {
       return Invalid(absl::StrCat("parameter '", param.name(), "' of unit ", u, " has offset ", param.offset(),
@@ -70,10 +96,11 @@ absl::Status ValidateUnit(const CheckpointManifest& m, int u) {
 
 absl::Status ValidateFile(const CheckpointManifest& m, int r, const std::vector<FlatParamLayout>& layouts) {
   const CheckpointFile& f = m.files(r);
-  const int dp = m.topology().dp();
-  if (f.dp_rank() != r % dp || f.pp_rank() != r / dp) {
-    return Invalid(absl::StrCat("files[", r, "] has (pp_rank, dp_rank) (", f.pp_rank(), ", ", f.dp_rank(),
-                                "), expected (", r / dp, ", ", r % dp, ")"));
+  const int dp = m.topology().dp(), tp = m.topology().tp();
+  if (f.tp_rank() != r % tp || f.dp_rank() != (r / tp) % dp || f.pp_rank() != r / (tp * dp)) {
+    return Invalid(absl::StrCat("files[", r, "] has (pp_rank, dp_rank, tp_rank) (", f.pp_rank(), ", ", f.dp_rank(),
+                                ", ", f.tp_rank(), "), expected (", r / (tp * dp), ", ", (r / tp) % dp, ", ", r % tp,
+                                ")"));
   }
   if (!SafeFileName(f.path())) return Invalid(absl::StrCat("files[", r, "] path '", f.path(), "' is not a plain file name"));
   // The file holds the units of its pipeline stage.
@@ -199,10 +226,6 @@ absl::Status ValidateManifest(const CheckpointManifest& m) {
                                 topo.zero_stage(), " alignment=", topo.alignment(),
                                 " is out of range (dp, tp, pp, alignment >= 1; stage 0-3)"));
   }
-  if (topo.tp() != 1) {
-    return absl::UnimplementedError(
-        absl::StrCat("checkpoint topology tp=", topo.tp(), ": only tp=1 checkpoints exist in format version 1"));
-  }
   if (m.kinds_size() < 1 || m.kinds(0) != kKindMaster) return Invalid("kinds must start with \"master\"");
   std::set<std::string> kinds;
   for (const std::string& k : m.kinds()) {
@@ -235,9 +258,9 @@ absl::Status ValidateManifest(const CheckpointManifest& m) {
       return Invalid(absl::StrCat("unit ", u, " has stage ", m.units(u).stage(), ", expected in [0, ", topo.pp(), ")"));
     }
   }
-  if (m.files_size() != topo.dp() * topo.pp()) {
-    return Invalid(absl::StrCat("lists ", m.files_size(), " shard files, expected one per (pp, dp) rank (",
-                                topo.pp(), " x ", topo.dp(), ")"));
+  if (m.files_size() != topo.dp() * topo.tp() * topo.pp()) {
+    return Invalid(absl::StrCat("lists ", m.files_size(), " shard files, expected one per (pp, dp, tp) rank (",
+                                topo.pp(), " x ", topo.dp(), " x ", topo.tp(), ")"));
   }
   std::set<std::string> paths;
   for (int r = 0; r < m.files_size(); ++r) {

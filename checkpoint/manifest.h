@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "nn/param_spec.h"
 #include "proto/checkpoint.pb.h"
 #include "sharding/flat_param_layout.h"
 
@@ -36,6 +37,10 @@ inline constexpr char kKindMomentum[] = "momentum";
 std::string ShardFileName(int dp_rank);
 // "unit.3.exp_avg".
 std::string ShardTensorName(int unit, absl::string_view kind);
+
+// The parameter as nn/param_spec.h describes it: the whole tensor's shape
+// and its tp partition (replicated when the manifest records no split).
+ParamSpec ParamSpecOf(const CheckpointParam& param);
 
 std::string EncodeManifest(const CheckpointManifest& manifest);
 // `source` names the file in errors.

@@ -72,15 +72,25 @@ TEST(ManifestTest, ValidationNamesTheInconsistency) {
   };
   const std::vector<Case> cases = {
       {[](CheckpointManifest* m) { m->mutable_files()->RemoveLast(); }, absl::StatusCode::kDataLoss,
-       "checkpoint manifest: lists 3 shard files, expected one per (pp, dp) rank (1 x 4)"},
+       "checkpoint manifest: lists 3 shard files, expected one per (pp, dp, tp) rank (1 x 4 x 1)"},
       {[](CheckpointManifest* m) { m->mutable_topology()->set_dp(3); }, absl::StatusCode::kDataLoss,
        "checkpoint manifest: unit 0 has shard_numel 16, but numel 64 over dp 3 with alignment 4 gives 24"},
-      {[](CheckpointManifest* m) { m->mutable_topology()->set_tp(2); }, absl::StatusCode::kUnimplemented,
-       "checkpoint topology tp=2: only tp=1 checkpoints exist in format version 1"},
+      {[](CheckpointManifest* m) { m->mutable_topology()->set_tp(2); }, absl::StatusCode::kDataLoss,
+       "checkpoint manifest: lists 4 shard files, expected one per (pp, dp, tp) rank (1 x 4 x 2)"},
+      {[](CheckpointManifest* m) {
+         CheckpointParam* p = m->mutable_units(1)->mutable_params(1);  // h.0.mlp.c_fc.bias [6]
+         p->add_global_shape(10);
+         p->set_split_dim(0);
+       },
+       absl::StatusCode::kDataLoss,
+       "checkpoint manifest: parameter 'h.0.mlp.c_fc.bias' of unit 1 is split along dim 0 of [10] into 1 block(s) "
+       "over tp 1, which does not give its shape [6]"},
       {[](CheckpointManifest* m) { m->mutable_units(0)->set_stage(1); }, absl::StatusCode::kDataLoss,
        "checkpoint manifest: unit 0 has stage 1, expected in [0, 1)"},
       {[](CheckpointManifest* m) { m->mutable_files(2)->set_pp_rank(1); }, absl::StatusCode::kDataLoss,
-       "checkpoint manifest: files[2] has (pp_rank, dp_rank) (1, 2), expected (0, 2)"},
+       "checkpoint manifest: files[2] has (pp_rank, dp_rank, tp_rank) (1, 2, 0), expected (0, 2, 0)"},
+      {[](CheckpointManifest* m) { m->mutable_files(2)->set_tp_rank(1); }, absl::StatusCode::kDataLoss,
+       "checkpoint manifest: files[2] has (pp_rank, dp_rank, tp_rank) (0, 2, 1), expected (0, 2, 0)"},
       {[](CheckpointManifest* m) { m->mutable_units(1)->mutable_params(1)->set_offset(25); },
        absl::StatusCode::kDataLoss,
        "checkpoint manifest: parameter 'h.0.mlp.c_fc.bias' of unit 1 has offset 25 and numel 6, expected offset 24 "

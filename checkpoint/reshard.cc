@@ -7,6 +7,11 @@ namespace zeroshard {
 
 absl::StatusOr<std::string> ReshardCheckpoint(const CheckpointReader& reader, const std::string& out_root, int dp) {
   if (dp < 1) return absl::InvalidArgumentError(absl::StrCat("--dp ", dp, " must be >= 1"));
+  if (reader.tp() > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "checkpoint '", reader.dir(), "' was saved at tp ", reader.tp(),
+        "; resharding tensor-parallel checkpoints is not supported: consolidate it and import the .safetensors"));
+  }
   CheckpointManifest m = reader.manifest();
   m.mutable_topology()->set_dp(dp);
   m.set_producer("zeroshard ckpt reshard");

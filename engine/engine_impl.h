@@ -114,6 +114,9 @@ class EngineImpl final : public Engine {
   // Every rank of the job, host memory (checkpoints, traces, agreements).
   Communicator& control() { return *control_; }
   int pipeline_stage() const { return plan_.stage; }
+  // This rank's tensor-parallel coordinate (0 of 1 without a tp group).
+  int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
+  int tp_size() const { return tp_ == nullptr ? 1 : tp_->size(); }
   // Collective over dp: rounds every unit's master weights into its compute
   // parameters, as a step's publication does (after a checkpoint load).
   absl::Status PublishMasterWeights();
@@ -235,9 +238,6 @@ class EngineImpl final : public Engine {
   Communicator* pp_ = nullptr;
   Communicator* embedding_ = nullptr;
   Communicator* tp_ = nullptr;
-  // This rank's tensor-parallel coordinate (0 of 1 without a tp group).
-  int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
-  int tp_size() const { return tp_ == nullptr ? 1 : tp_->size(); }
   std::unique_ptr<Model> model_;
   MemoryTracker tracker_;
   // Before the shards and the reducer, which point to it: destroyed after them.
