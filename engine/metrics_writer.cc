@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::st
         {"world_size", header.world_size},
         {"dp", header.dp},
         {"tp", header.tp},
+        {"sequence_parallel", header.sequence_parallel},
         {"pp", header.pp},
         {"zero_stage", header.zero_stage},
         {"compute_dtype", header.compute_dtype},

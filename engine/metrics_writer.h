@@ -21,6 +21,7 @@ struct MetricsHeader {
   int world_size = 1;
   int dp = 1;
   int tp = 1;
+  bool sequence_parallel = false;
   int pp = 1;
   int zero_stage = 0;
   std::string compute_dtype = "f32";

@@ -22,7 +22,9 @@ TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
   MetricsHeader h;
   h.num_params = 1234;
   h.world_size = 4;
-  h.dp = 4;
+  h.dp = 2;
+  h.tp = 2;
+  h.sequence_parallel = true;
   h.zero_stage = 3;
   MemoryTracker mem;
   mem.Allocated(MemoryCategory::kParams, 100);
@@ -51,6 +53,9 @@ TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0]["num_params"], 1234);
   EXPECT_EQ(lines[0]["zero_stage"], 3);
+  EXPECT_EQ(lines[0]["dp"], 2);
+  EXPECT_EQ(lines[0]["tp"], 2);
+  EXPECT_EQ(lines[0]["sequence_parallel"], true);
   EXPECT_EQ(lines[0]["compute_dtype"], "f32");
   EXPECT_EQ(lines[1]["step"], 1);
   EXPECT_EQ(lines[1]["loss"], 2.5);

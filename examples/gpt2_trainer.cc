@@ -271,6 +271,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     h.world_size = world_size;
     h.dp = par.dp();
     h.tp = par.tp();
+    h.sequence_parallel = par.sequence_parallel();
     h.pp = par.pp();
     h.zero_stage = engine_config.zero().stage();
     h.compute_dtype = absl::AsciiStrToLower(DTypeProto_Name(engine_config.precision().compute_dtype()));
@@ -282,9 +283,10 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   }
   if (leader) {
     out << absl::StrFormat(
-        "zeroshard: GPT-2 %d params | world %d = dp %d x tp %d x pp %d | ZeRO stage %d | %d sequences x %d tokens "
-        "per step | %d steps\n",
-        num_params, world_size, par.dp(), par.tp(), par.pp(), engine_config.zero().stage(),
+        "zeroshard: GPT-2 %d params | world %d = dp %d x tp %d%s x pp %d | ZeRO stage %d | %d sequences x %d "
+        "tokens per step | %d steps\n",
+        num_params, world_size, par.dp(), par.tp(), par.sequence_parallel() ? " (sequence parallel)" : "", par.pp(),
+        engine_config.zero().stage(),
         config.data().batch_size(), config.model().seq_len(), total_steps);
     if (!pipeline.empty()) out << "zeroshard: pipeline " << pipeline << "\n";
   }
