@@ -14,6 +14,7 @@
 #include "checkpoint/consolidate.h"
 #include "checkpoint/diff.h"
 #include "checkpoint/import_weights.h"
+#include "examples/gpt2_model_config.h"
 #include "nn/gpt2.h"
 #include "checkpoint/inspect.h"
 #include "checkpoint/reshard.h"
@@ -133,13 +134,7 @@ int Import(int argc, char** argv) {
   if (!args->Has("config") || !args->Has("out")) return Usage("import needs --config C.pbtxt and --out DIR");
   absl::StatusOr<TrainConfig> config = LoadTrainConfig(args->Get("config"), args->GetAll("set"), -1);
   if (!config.ok()) return Fail("import", config.status());
-  Gpt2Config gc;
-  gc.n_layer = config->model().n_layer();
-  gc.n_head = config->model().n_head();
-  gc.n_embd = config->model().n_embd();
-  gc.vocab_size = config->model().vocab_size();
-  gc.seq_len = config->model().seq_len();
-  absl::StatusOr<std::unique_ptr<Model>> model = BuildGpt2(gc);
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildGpt2(Gpt2ConfigFromTrainConfig(*config));
   if (!model.ok()) return Fail("import", model.status());
   absl::StatusOr<std::string> dir = ImportCheckpoint(args->positional[0], **model, *config, args->Get("out"));
   if (!dir.ok()) return Fail("import", dir.status());

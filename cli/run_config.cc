@@ -10,21 +10,12 @@
 #include "engine/model_config_validation.h"
 #include "examples/classifier/classifier_config.h"
 #include "examples/classifier/classifier_model.h"
+#include "examples/gpt2_model_config.h"
 #include "google/protobuf/text_format.h"
 #include "nn/gpt2.h"
 
 namespace zeroshard::cli {
 namespace {
-
-Gpt2Config Gpt2FromProto(const ModelConfig& m) {
-  Gpt2Config gc;
-  gc.n_layer = m.n_layer();
-  gc.n_head = m.n_head();
-  gc.n_embd = m.n_embd();
-  gc.vocab_size = m.vocab_size();
-  gc.seq_len = m.seq_len();
-  return gc;
-}
 
 absl::StatusOr<RunConfig> LoadGpt2(const std::string& path, const std::vector<std::string>& overrides,
                                    int world_size) {
@@ -42,7 +33,7 @@ absl::StatusOr<RunConfig> LoadGpt2(const std::string& path, const std::vector<st
   run.training_summary = absl::StrCat(config.steps(), " steps, eval every ", config.eval_interval(), ", train data ",
                                       config.data().train_path());
   google::protobuf::TextFormat::PrintToString(config, &run.normalized_text);
-  const Gpt2Config gc = Gpt2FromProto(config.model());
+  const Gpt2Config gc = Gpt2ConfigFromTrainConfig(config);
   run.build_model = [gc]() { return BuildGpt2(gc); };
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, run.build_model());
   run.model_summary = absl::StrFormat("GPT-2 n_layer=%d n_head=%d n_embd=%d vocab_size=%d seq_len=%d: %d parameters",

@@ -25,6 +25,7 @@
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "engine/metrics_writer.h"
+#include "examples/gpt2_model_config.h"
 #include "kernels/context.h"
 #include "nn/gpt2.h"
 
@@ -204,13 +205,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   const ParallelConfig& par = engine_config.parallel();
   ASSIGN_OR_RETURN(ProcessGrid grid, ProcessGrid::Create(std::move(world), GridShape{par.dp(), par.tp(), par.pp()}));
 
-  Gpt2Config model_config;
-  model_config.n_layer = config.model().n_layer();
-  model_config.n_head = config.model().n_head();
-  model_config.n_embd = config.model().n_embd();
-  model_config.vocab_size = config.model().vocab_size();
-  model_config.seq_len = config.model().seq_len();
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildGpt2(model_config));
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildGpt2(Gpt2ConfigFromTrainConfig(config)));
   const int64_t num_params = model->num_params();
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_config, &grid, std::move(model)));
   const std::string pipeline = DescribePipeline(Internals(*engine).plan(), engine_config);
