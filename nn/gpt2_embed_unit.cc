@@ -22,6 +22,12 @@ using gpt2_internal::OnlyInput;
 using gpt2_internal::Spec;
 using gpt2_internal::WeightInputsAs;
 
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
 class NothingSaved : public SavedActivations {
  public:
   int64_t bytes() const override { return 0; }
@@ -68,8 +74,7 @@ absl::Status Gpt2EmbedUnit::Forward(const UnitContext& uctx, absl::Span<const Te
   ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/false));
   if (VocabParallel(uctx.parallel)) {
     ASSIGN_OR_RETURN(const std::vector<int64_t> shape, OutputShape(uctx, bt.first, bt.second));
-    ASSIGN_OR_RETURN(Buffer y, AllocateOnDevice(ctx, MemoryCategory::kActivations, ctx.compute_dtype,
-                                                shape[0] * (shape.size() == 3 ? shape[1] : 1) * c_));
+    ASSIGN_OR_RETURN(Buffer y, AllocateOnDevice(ctx, MemoryCategory::kActivations, ctx.compute_dtype, Numel(shape)));
     RETURN_IF_ERROR(vp_embedding_.Forward(uctx, params[0], params[1], *batch.Find("inputs"), View(y, shape)));
     out->activations.Add(std::move(y), shape);
     *saved = std::make_unique<NothingSaved>();
@@ -121,7 +126,7 @@ absl::Status Gpt2EmbedUnit::BackwardWeight(const UnitContext& uctx, absl::Span<c
   ASSIGN_OR_RETURN(const EmbedWeightInputs* w, WeightInputsAs<EmbedWeightInputs>(name_, weight_inputs));
   ASSIGN_OR_RETURN(auto bt, BatchShape(uctx.compute, batch, /*need_targets=*/false));
   ASSIGN_OR_RETURN(const std::vector<int64_t> shape, OutputShape(uctx, bt.first, bt.second));
-  const int64_t rows = shape.size() == 3 ? bt.first * bt.second : shape[0];
+  const int64_t rows = Numel(shape) / c_;
   if (w->dout.numel() != rows * c_) {
     return absl::InvalidArgumentError(
         absl::StrCat(name_, ": batch has ", rows, " rows but the weight inputs have ", w->dout.numel() / c_));

@@ -54,7 +54,9 @@ absl::StatusOr<VpShapes> VpShapesOf(const std::string& unit, int64_t v, int64_t 
   sh.n = sh.b * sh.t;
   sh.sp = vocab_parallel::SequenceParallel(uctx.parallel);
   sh.rows = sh.n;
-  if (sh.sp) ASSIGN_OR_RETURN(sh.rows, vocab_parallel::LocalRows(unit, sh.n, uctx.parallel));
+  if (sh.sp) {
+    ASSIGN_OR_RETURN(sh.rows, vocab_parallel::LocalRows(unit, sh.n, uctx.parallel));
+  }
   ASSIGN_OR_RETURN(sh.range, vocab_parallel::RangeOf(unit, v, vp, uctx.parallel));
   return sh;
 }

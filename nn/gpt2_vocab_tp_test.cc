@@ -7,13 +7,26 @@
 // they are never looked up and never predicted, and their gradient must come
 // out exactly 0. Some targets are masked (-1).
 //
-// Checked per (tp, sequence parallelism): the embed output (bitwise: one
-// rank contributes each row), the loss sum (1e-5 relative) and weight
-// (exact), d(head input), wte's gradient assembled from the ranks (real
-// rows), wpe's and ln_f's gradients (|got - want| <= 1e-5·|want| +
-// 1e-7·max|want|); replicated gradients and the loss bitwise equal on every
-// rank; the exact tp collectives of every call. Split backward equals
-// Backward bitwise at tp 2; bf16 at tp 2 against bf16 at tp 1 loosely.
+// Checked per (tp, sequence parallelism): the embed output, embed's wte
+// gradient and wpe's gradient bitwise (one rank contributes each row, sums
+// in the same order); the loss sum (1e-5 relative) and weight (exact);
+// d(head input), ln_f's gradients and head's wte gradient assembled from the
+// ranks within |got - want| <= 1e-5·(|want| + max|want|). Replicated
+// gradients and the loss are bitwise equal on every rank; padding rows'
+// gradients exactly 0; the exact tp collectives of every call. Split
+// backward equals Backward bitwise at tp 2 (f32, bf16); bf16 at tp 2 against
+// bf16 at tp 1 loosely.
+//
+// Tolerances. In f32 the split changes only the order of sums: the softmax
+// denominator is tp partial f64 sums rounded to f32 and then added, and
+// d(ln_f out) (hence d(head input) and ln_f's gradients) sums tp GEMM
+// partials over the vocabulary. Each moves a result by a few f32 roundings
+// (2^-24 relative) of partial sums no larger than the tensor's largest
+// element, hence a bound relative to max|want|: measured at most 8.1e-7 of
+// it over 230 seeded runs, more than 10x under 1e-5. In bf16 both sides
+// round to bf16 (2^-8) at different points (tp 2 rounds each rank's partial
+// before the reduction): measured at most 1.4e-2 of max|want| against
+// 2e-2·|want| + 4e-2·max|want|.
 //
 // Collectives per call, N = B·T rows, C channels, tp ranks, elements per
 // rank (AllGather: each rank's input; ReduceScatter: each rank's output),
@@ -199,7 +212,8 @@ struct RankResult {
 };
 
 Buffer Host(DType dt, const std::vector<float>& v) {
-  Buffer b = Buffer::Allocate(nullptr, MemoryCategory::kParams, Device::kCpu, dt, static_cast<int64_t>(v.size())).value();
+  Buffer b =
+      Buffer::Allocate(nullptr, MemoryCategory::kParams, Device::kCpu, dt, static_cast<int64_t>(v.size())).value();
   FromF32(v, b.data(), dt);
   return b;
 }
@@ -328,7 +342,8 @@ RankResult RunRank(const Gpt2Config& cfg, DType dt, ParallelContext par, Countin
   hsaved.reset();
   eout.activations.Clear();
   hgrad_in.Clear();
-  if (tracker.Usage(MemoryCategory::kWorkspace).current != 0 || tracker.Usage(MemoryCategory::kActivations).current != 0) {
+  if (tracker.Usage(MemoryCategory::kWorkspace).current != 0 ||
+      tracker.Usage(MemoryCategory::kActivations).current != 0) {
     result.status = absl::InternalError("memory left allocated");
   }
   return result;
@@ -354,22 +369,27 @@ std::vector<RankResult> RunGroup(const Gpt2Config& cfg, DType dt, int tp, bool s
 // ---------------------------------------------------------------------------
 // Comparisons
 
-// |got - want| <= rtol·|want| + atol_frac·max|want| for every element; adds
-// the worst error relative to max(|want|, max|want|/100) to *worst.
+// |got - want| <= rtol·|want| + atol_frac·max|want| for every element (the
+// absolute part covers elements that are sums cancelling to much less than
+// their terms). Raises *worst to the largest |got - want| / max|want|
+// (what the tolerances are measured as) and prints it.
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double rtol, double atol_frac,
                  const std::string& what, double* worst) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  double max_abs = 0;
+  double max_abs = 0, max_err = 0;
   for (float w : want) max_abs = std::max(max_abs, std::fabs(static_cast<double>(w)));
   int bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-    *worst = std::max(*worst, err / std::max(std::fabs(static_cast<double>(want[i])), max_abs / 100));
+    max_err = std::max(max_err, err);
     if (!(err <= rtol * std::fabs(want[i]) + atol_frac * max_abs) && ++bad <= 5) {
-      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", expected " << want[i];
+      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", expected " << want[i] << " (max |expected| "
+                    << max_abs << ")";
     }
   }
   EXPECT_EQ(bad, 0) << what;
+  std::cout << "[ measured ]   " << what << ": max error / max |expected| = " << max_err / max_abs << "\n";
+  *worst = std::max(*worst, max_err / max_abs);
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -461,9 +481,9 @@ TEST_P(Gpt2VocabTpTest, MatchesTheUnsplitUnits) {
     worst = std::max(worst, std::fabs(got.loss.loss.sum - ref.loss.loss.sum) / std::fabs(ref.loss.loss.sum));
     EXPECT_EQ(got.loss.loss.weight, kN - 2);
     EXPECT_EQ(got.dx_shape, act_shape);
-    ExpectClose(got.dx, RowsOf(ref.dx, kC, row0, rows), 1e-5, 1e-7, "d(head input)", &worst);
-    ExpectClose(got.dlnw, ref.dlnw, 1e-5, 1e-7, "ln_f.weight grad", &worst);
-    ExpectClose(got.dlnb, ref.dlnb, 1e-5, 1e-7, "ln_f.bias grad", &worst);
+    ExpectClose(got.dx, RowsOf(ref.dx, kC, row0, rows), 1e-5, 1e-5, "d(head input)", &worst);
+    ExpectClose(got.dlnw, ref.dlnw, 1e-5, 1e-5, "ln_f.weight grad", &worst);
+    ExpectClose(got.dlnb, ref.dlnb, 1e-5, 1e-5, "ln_f.bias grad", &worst);
     EXPECT_TRUE(SameBits(got.dwpe, ref.dwpe)) << "wpe.weight grad";
     // Replicated results are bitwise equal on every rank.
     EXPECT_EQ(got.loss.loss.sum, ranks[0].loss.loss.sum);
@@ -478,9 +498,10 @@ TEST_P(Gpt2VocabTpTest, MatchesTheUnsplitUnits) {
   // The embedding's wte gradient: the unsplit one's rows bitwise; the head's
   // to 1e-5 (its logits are a column block of the unsplit GEMM).
   EXPECT_TRUE(SameBits(AssembleWte(ranks, &RankResult::dwte_embed, "embed"), ref.dwte_embed)) << "embed's wte grad";
-  ExpectClose(AssembleWte(ranks, &RankResult::dwte_head, "head"), ref.dwte_head, 1e-5, 1e-7, "head's wte grad",
+  ExpectClose(AssembleWte(ranks, &RankResult::dwte_head, "head"), ref.dwte_head, 1e-5, 1e-5, "head's wte grad",
               &worst);
-  std::cout << "[ measured ] tp " << tp() << (sp() ? " sp" : "") << ": worst relative error " << worst << "\n";
+  std::cout << "[ measured ] tp " << tp() << (sp() ? " sp" : "")
+            << ": worst error / max |expected| (loss: relative) " << worst << "\n";
 }
 
 // At tp 1 a padded vocabulary (vocab_multiple 4) computes the same values
@@ -500,11 +521,11 @@ TEST(Gpt2VocabTp, PaddingAtTpOneMatchesTheUnpaddedModel) {
   EXPECT_TRUE(SameBits(got.embed_out, ref.embed_out));
   EXPECT_NEAR(got.loss.loss.sum, ref.loss.loss.sum, 1e-5 * std::fabs(ref.loss.loss.sum));
   EXPECT_EQ(got.loss.loss.weight, ref.loss.loss.weight);
-  ExpectClose(got.dx, ref.dx, 1e-5, 1e-7, "d(head input)", &worst);
-  ExpectClose(got.dlnw, ref.dlnw, 1e-5, 1e-7, "ln_f.weight grad", &worst);
+  ExpectClose(got.dx, ref.dx, 1e-5, 1e-5, "d(head input)", &worst);
+  ExpectClose(got.dlnw, ref.dlnw, 1e-5, 1e-5, "ln_f.weight grad", &worst);
   EXPECT_TRUE(SameBits(got.dwpe, ref.dwpe));
   EXPECT_TRUE(SameBits(AssembleWte({got}, &RankResult::dwte_embed, "embed"), ref.dwte_embed));
-  ExpectClose(AssembleWte({got}, &RankResult::dwte_head, "head"), ref.dwte_head, 1e-5, 1e-7, "head's wte grad",
+  ExpectClose(AssembleWte({got}, &RankResult::dwte_head, "head"), ref.dwte_head, 1e-5, 1e-5, "head's wte grad",
               &worst);
 }
 
@@ -559,7 +580,7 @@ INSTANTIATE_TEST_SUITE_P(DtypeAndSp, Gpt2VocabTpSplitTest,
 
 // bf16 at tp 2 against bf16 at tp 1: the embedding exactly, the rest within
 // bf16 rounding of the differently ordered sums (|got - want| <= 2e-2·|want|
-// + 1e-2·max|want|, loss 1e-2 relative).
+// + 4e-2·max|want|, loss 1e-2 relative).
 class Gpt2VocabTpBf16Test : public ::testing::TestWithParam<bool> {};
 
 TEST_P(Gpt2VocabTpBf16Test, MatchesTheUnsplitUnitsLoosely) {
@@ -582,17 +603,18 @@ TEST_P(Gpt2VocabTpBf16Test, MatchesTheUnsplitUnitsLoosely) {
     EXPECT_TRUE(SameBits(ranks[r].embed_out, RowsOf(ref.embed_out, kC, row0, rows))) << "embed output";
     EXPECT_NEAR(ranks[r].loss.loss.sum, ref.loss.loss.sum, 1e-2 * std::fabs(ref.loss.loss.sum));
     EXPECT_EQ(ranks[r].loss.loss.sum, ranks[0].loss.loss.sum);
-    ExpectClose(ranks[r].dx, RowsOf(ref.dx, kC, row0, rows), 2e-2, 1e-2, "d(head input)", &worst);
-    ExpectClose(ranks[r].dlnw, ref.dlnw, 2e-2, 1e-2, "ln_f.weight grad", &worst);
-    ExpectClose(ranks[r].dlnb, ref.dlnb, 2e-2, 1e-2, "ln_f.bias grad", &worst);
+    ExpectClose(ranks[r].dx, RowsOf(ref.dx, kC, row0, rows), 2e-2, 4e-2, "d(head input)", &worst);
+    ExpectClose(ranks[r].dlnw, ref.dlnw, 2e-2, 4e-2, "ln_f.weight grad", &worst);
+    ExpectClose(ranks[r].dlnb, ref.dlnb, 2e-2, 4e-2, "ln_f.bias grad", &worst);
     EXPECT_TRUE(SameBits(ranks[r].dwpe, ref.dwpe)) << "wpe grad";
     EXPECT_TRUE(SameBits(ranks[r].dlnw, ranks[0].dlnw));
     ExpectCollectives(ranks[r], 2, sp, DType::kBF16, false);
   }
   EXPECT_TRUE(SameBits(AssembleWte(ranks, &RankResult::dwte_embed, "embed"), ref.dwte_embed));
-  ExpectClose(AssembleWte(ranks, &RankResult::dwte_head, "head"), ref.dwte_head, 2e-2, 1e-2, "head's wte grad",
+  ExpectClose(AssembleWte(ranks, &RankResult::dwte_head, "head"), ref.dwte_head, 2e-2, 4e-2, "head's wte grad",
               &worst);
-  std::cout << "[ measured ] bf16 tp 2" << (sp ? " sp" : "") << ": worst relative error " << worst << "\n";
+  std::cout << "[ measured ] bf16 tp 2" << (sp ? " sp" : "")
+            << ": worst error / max |expected| (loss: relative) " << worst << "\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Sp, Gpt2VocabTpBf16Test, ::testing::Bool(),

@@ -147,7 +147,9 @@ absl::Status VocabParallelEmbedding::Backward(const UnitContext& ctx, const Tens
   ASSIGN_OR_RETURN(const kernels::VocabRange range, RangeOf(unit_, v_, vp_, ctx.parallel));
   const bool sp = SequenceParallel(ctx.parallel);
   int64_t rows = n;
-  if (sp) ASSIGN_OR_RETURN(rows, LocalRows(unit_, n, ctx.parallel));
+  if (sp) {
+    ASSIGN_OR_RETURN(rows, LocalRows(unit_, n, ctx.parallel));
+  }
   if (sp) {
     RETURN_IF_ERROR(CheckTensor(dout, "embedding output grad (this tp rank's rows)", dt, {rows, c_}, dev));
   } else {
