@@ -8,7 +8,8 @@ namespace zeroshard {
 
 absl::Status Gpt2Config::Validate() const {
   const std::pair<const char*, int> fields[] = {
-      {"n_layer", n_layer}, {"n_head", n_head}, {"n_embd", n_embd}, {"vocab_size", vocab_size}, {"seq_len", seq_len}};
+      {"n_layer", n_layer}, {"n_head", n_head}, {"n_embd", n_embd}, {"vocab_size", vocab_size}, {"seq_len", seq_len},
+      {"vocab_multiple", vocab_multiple}};
   for (const auto& [field, value] : fields) {
     if (value < 1) return absl::InvalidArgumentError(absl::StrCat("gpt2 ", field, " is ", value, ", expected >= 1"));
   }
@@ -17,6 +18,11 @@ absl::Status Gpt2Config::Validate() const {
         absl::StrCat("gpt2 n_embd ", n_embd, " is not a multiple of n_head ", n_head));
   }
   return absl::OkStatus();
+}
+
+int64_t Gpt2Config::padded_vocab_size() const {
+  const int64_t m = vocab_multiple < 1 ? 1 : vocab_multiple;
+  return (static_cast<int64_t>(vocab_size) + m - 1) / m * m;
 }
 
 absl::StatusOr<std::unique_ptr<Model>> BuildGpt2(const Gpt2Config& config) {
@@ -42,7 +48,7 @@ int64_t Gpt2ForwardGemmFlops(const Gpt2Config& config, int64_t batch, int64_t se
   // = 12 C^2 multiply-adds per token; attention's q·k^T and att·v over the full
   // T x T (the CPU kernel computes the masked half too) = 2 T C per token.
   const int64_t per_layer = n * 12 * c * c + 2 * batch * seq_len * seq_len * c;
-  const int64_t head = n * c * config.vocab_size;
+  const int64_t head = n * c * config.padded_vocab_size();
   return 2 * (config.n_layer * per_layer + head);
 }
 

@@ -23,6 +23,15 @@ struct Gpt2Config {
   int n_embd = 768;
   int vocab_size = 50257;
   int seq_len = 1024;  // rows of wpe: the longest sequence the model accepts
+  // wte.weight gets padded_vocab_size() rows: vocab_size rounded up to a
+  // multiple of this, the extra rows being padding (ParamSpec::logical_shape;
+  // zero, never predicted, zero gradient). A trainer sets it to the tp size
+  // so the vocabulary splits evenly (docs/model.md, "Tensor parallelism");
+  // 1: no padding.
+  int vocab_multiple = 1;
+
+  // Vp: vocab_size rounded up to a multiple of vocab_multiple.
+  int64_t padded_vocab_size() const;
 
   // kInvalidArgument naming the field when a value is < 1 or n_embd is not a
   // multiple of n_head.
@@ -32,7 +41,8 @@ struct Gpt2Config {
 inline constexpr float kGpt2LayerNormEps = 1e-5f;
 
 // Units, in order:
-//   "embed": wte.weight [V,C], wpe.weight [T,C]           (normal 0.02 both)
+//   "embed": wte.weight [Vp,C] (logical [V,C] when Vp > V; split on rows
+//            over tp), wpe.weight [T,C]                   (normal 0.02 both)
 //   "h.i"  : h.i.ln_1.weight [C] (ones), h.i.ln_1.bias [C] (zeros),
 //            h.i.attn.c_attn.weight [C,3C], h.i.attn.c_attn.bias [3C],
 //            h.i.attn.c_proj.weight [C,C] (std 0.02/sqrt(2L)), h.i.attn.c_proj.bias [C],
@@ -43,7 +53,8 @@ inline constexpr float kGpt2LayerNormEps = 1e-5f;
 //            cross-entropy summed over the targets >= 0 and their count (a
 //            negative target is padding: no loss, no gradient).
 // Weights normal(0, 0.02) unless stated, biases zeros, LayerNorm weights ones.
-// Forward accepts any sequence length T <= seq_len.
+// Forward accepts any sequence length T <= seq_len. At tp > 1 "embed" and
+// "head" are vocabulary-parallel (docs/model.md, "Tensor parallelism").
 absl::StatusOr<std::unique_ptr<Model>> BuildGpt2(const Gpt2Config& config);
 
 // The batch GPT-2's units read: "inputs" and "targets", i32 (B, T) each.

@@ -22,6 +22,12 @@ using gpt2_internal::OnlyInput;
 using gpt2_internal::Spec;
 using gpt2_internal::WeightInputsAs;
 
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
 class NothingSaved : public SavedActivations {
  public:
   int64_t bytes() const override { return 0; }
@@ -29,7 +35,7 @@ class NothingSaved : public SavedActivations {
 
 // What each unit's BackwardInput keeps for its BackwardWeight (kActivations).
 struct EmbedWeightInputs : public SavedActivations {
-  Buffer dout;  // (B,T,C): the caller's output grad need not outlive BackwardInput
+  Buffer dout;  // (B,T,C) or {N/tp, C}: the caller's output grad need not outlive BackwardInput
   int64_t bytes() const override { return dout.bytes(); }
 };
 
@@ -39,10 +45,25 @@ struct EmbedWeightInputs : public SavedActivations {
 // embed
 
 Gpt2EmbedUnit::Gpt2EmbedUnit(const Gpt2Config& config)
-    : NamedUnit("embed"), embedding_(config.vocab_size, config.seq_len, config.n_embd), c_(config.n_embd) {
-  // Hugging Face initialises both embeddings with normal(0, 0.02).
-  params_.push_back(Spec("wte.weight", {config.vocab_size, config.n_embd}, InitKind::kNormal));
+    : NamedUnit("embed"),
+      embedding_(config.vocab_size, config.seq_len, config.n_embd),
+      vp_embedding_(name_, config.vocab_size, config.padded_vocab_size(), config.seq_len, config.n_embd),
+      c_(config.n_embd),
+      v_(config.vocab_size),
+      vp_(config.padded_vocab_size()) {
+  // Hugging Face initialises both embeddings with normal(0, 0.02). wte's
+  // rows are split over tp (padded to Vp rows, which are zero).
+  ParamSpec wte = Spec("wte.weight", {vp_, c_}, InitKind::kNormal);
+  if (vp_ != v_) wte.logical_shape = {v_, c_};
+  wte.partition = Partition::Split(0);
+  params_.push_back(std::move(wte));
   params_.push_back(Spec("wpe.weight", {config.seq_len, config.n_embd}, InitKind::kNormal));
+}
+
+absl::StatusOr<std::vector<int64_t>> Gpt2EmbedUnit::OutputShape(const UnitContext& uctx, int64_t b, int64_t t) const {
+  if (!vocab_parallel::SequenceParallel(uctx.parallel)) return std::vector<int64_t>{b, t, c_};
+  ASSIGN_OR_RETURN(const int64_t rows, vocab_parallel::LocalRows(name_, b * t, uctx.parallel));
+  return std::vector<int64_t>{rows, c_};
 }
 
 absl::Status Gpt2EmbedUnit::Forward(const UnitContext& uctx, absl::Span<const TensorView> params,
@@ -51,6 +72,14 @@ absl::Status Gpt2EmbedUnit::Forward(const UnitContext& uctx, absl::Span<const Te
   const ComputeContext& ctx = uctx.compute;
   RETURN_IF_ERROR(CheckParamCount(name_, params, 2, "parameter"));
   ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/false));
+  if (VocabParallel(uctx.parallel)) {
+    ASSIGN_OR_RETURN(const std::vector<int64_t> shape, OutputShape(uctx, bt.first, bt.second));
+    ASSIGN_OR_RETURN(Buffer y, AllocateOnDevice(ctx, MemoryCategory::kActivations, ctx.compute_dtype, Numel(shape)));
+    RETURN_IF_ERROR(vp_embedding_.Forward(uctx, params[0], params[1], *batch.Find("inputs"), View(y, shape)));
+    out->activations.Add(std::move(y), shape);
+    *saved = std::make_unique<NothingSaved>();
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(Buffer y, AllocateOnDevice(ctx, MemoryCategory::kActivations, ctx.compute_dtype,
                                               bt.first * bt.second * c_));
   RETURN_IF_ERROR(embedding_.Forward(ctx, params[0], params[1], *batch.Find("inputs"),
@@ -69,6 +98,7 @@ absl::Status Gpt2EmbedUnit::Backward(const UnitContext& uctx, absl::Span<const T
   ASSIGN_OR_RETURN(const TensorView dy, OnlyInput(name_ + " output grad", grad_out));
   ASSIGN_OR_RETURN(const TensorView inputs, batch.Get("inputs"));
   grad_in->Clear();
+  if (VocabParallel(uctx.parallel)) return vp_embedding_.Backward(uctx, inputs, dy, grads[0], grads[1]);
   return embedding_.Backward(uctx.compute, inputs, dy, grads[0], grads[1]);
 }
 
@@ -80,8 +110,8 @@ absl::Status Gpt2EmbedUnit::BackwardInput(const UnitContext& uctx, absl::Span<co
   RETURN_IF_ERROR(CheckParamCount(name_, params, 2, "parameter"));
   ASSIGN_OR_RETURN(const TensorView dy, OnlyInput(name_ + " output grad", grad_out));
   ASSIGN_OR_RETURN(auto bt, BatchShape(ctx, batch, /*need_targets=*/false));
-  RETURN_IF_ERROR(
-      CheckTensor(dy, "embedding output grad", ctx.compute_dtype, {bt.first, bt.second, c_}, ctx.kernels.device));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> shape, OutputShape(uctx, bt.first, bt.second));
+  RETURN_IF_ERROR(CheckTensor(dy, "embedding output grad", ctx.compute_dtype, shape, ctx.kernels.device));
   auto w = std::make_unique<EmbedWeightInputs>();
   ASSIGN_OR_RETURN(w->dout, CopyOf(ctx, dy, MemoryCategory::kActivations));
   grad_in->Clear();
@@ -95,11 +125,16 @@ absl::Status Gpt2EmbedUnit::BackwardWeight(const UnitContext& uctx, absl::Span<c
   RETURN_IF_ERROR(CheckParamCount(name_, grads, 2, "gradient"));
   ASSIGN_OR_RETURN(const EmbedWeightInputs* w, WeightInputsAs<EmbedWeightInputs>(name_, weight_inputs));
   ASSIGN_OR_RETURN(auto bt, BatchShape(uctx.compute, batch, /*need_targets=*/false));
-  if (w->dout.numel() != bt.first * bt.second * c_) {
-    return absl::InvalidArgumentError(absl::StrCat(name_, ": batch has ", bt.first * bt.second,
-                                                   " rows but the weight inputs have ", w->dout.numel() / c_));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> shape, OutputShape(uctx, bt.first, bt.second));
+  const int64_t rows = Numel(shape) / c_;
+  if (w->dout.numel() != rows * c_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": batch has ", rows, " rows but the weight inputs have ", w->dout.numel() / c_));
   }
   if (AllNull({&grads[0], &grads[1]})) return absl::OkStatus();
+  if (VocabParallel(uctx.parallel)) {
+    return vp_embedding_.Backward(uctx, *batch.Find("inputs"), View(w->dout, shape), grads[0], grads[1]);
+  }
   return embedding_.Backward(uctx.compute, *batch.Find("inputs"), View(w->dout, {bt.first, bt.second, c_}), grads[0],
                              grads[1]);
 }

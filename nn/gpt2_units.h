@@ -16,11 +16,20 @@
 #include "nn/linear.h"
 #include "nn/tied_lm_head.h"
 #include "nn/unit.h"
+#include "nn/vocab_parallel.h"
 
 namespace zeroshard {
 
 // The batch: "inputs" and "targets", i32 (B, T) each; targets[b, t] is the
 // token that follows inputs[b, t].
+//
+// Tensor parallelism (docs/model.md, "Tensor parallelism"): at tp > 1, or
+// with a padded vocabulary (Vp > V), "embed" and "head" are
+// vocabulary-parallel: wte.weight arrives as this tp rank's rows
+// [r·Vp/tp, (r+1)·Vp/tp) and the units issue their tp collectives on
+// ctx.parallel.tp. Under sequence parallelism the activation between units
+// is the rank's rows [r·N/tp, (r+1)·N/tp) of the flattened (N, C), shaped
+// {N/tp, C}. At tp 1 without padding they compute exactly as before.
 //
 // "embed": out = wte[inputs] + wpe[t]. Saves nothing (tokens come from the batch).
 class Gpt2EmbedUnit : public NamedUnit {
@@ -32,8 +41,9 @@ class Gpt2EmbedUnit : public NamedUnit {
   absl::Status Backward(const UnitContext& ctx, absl::Span<const TensorView> params,
                         absl::Span<const TensorView> grads, const Batch& batch, const SavedActivations& saved,
                         absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const override;
-  // B: nothing (grad_in stays empty), keeps a copy of the output grad (B,T,C);
-  // W: the embeddings' gradients from it.
+  // B: nothing (grad_in stays empty), keeps a copy of the output grad (B,T,C),
+  // or this rank's {N/tp, C} under sequence parallelism; W: the embeddings'
+  // gradients from it (after a tp AllGather under sequence parallelism).
   bool SupportsSplitBackward() const override { return true; }
   absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
                              const SavedActivations& saved, absl::Span<const TensorView> grad_out,
@@ -42,8 +52,15 @@ class Gpt2EmbedUnit : public NamedUnit {
                               const SavedActivations& saved, const SavedActivations& weight_inputs) const override;
 
  private:
+  // tp > 1 or a padded vocabulary: the vocabulary-parallel path.
+  bool VocabParallel(const ParallelContext& p) const { return p.tp_size > 1 || vp_ != v_; }
+  // The output's (and its gradient's) shape: (B,T,C), or {N/tp, C}.
+  absl::StatusOr<std::vector<int64_t>> OutputShape(const UnitContext& ctx, int64_t b, int64_t t) const;
+
   Embedding embedding_;
+  vocab_parallel::VocabParallelEmbedding vp_embedding_;
   int64_t c_;
+  int64_t v_, vp_;
 };
 
 // "h.i": x + attn(ln_1(x)), then + mlp(ln_2(.)). Saves its input and every
@@ -94,6 +111,9 @@ class Gpt2HeadUnit : public NamedUnit {
                         absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const override;
   // B: dlogits, dlnf = dlogits·wte and ln_f's dX, keeping dlogits (B,T,V) and
   // dlnf (B,T,C). W: wte.weight's gradient and ln_f's dweight/dbias.
+  // Vocabulary-parallel: dlogits are (N, Vp/tp), dlnf this rank's rows
+  // (N/tp under sequence parallelism); W all-reduces ln_f's gradients over
+  // tp under sequence parallelism.
   bool SupportsSplitBackward() const override { return true; }
   absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
                              const SavedActivations& saved, absl::Span<const TensorView> grad_out,
@@ -102,11 +122,26 @@ class Gpt2HeadUnit : public NamedUnit {
                               const SavedActivations& saved, const SavedActivations& weight_inputs) const override;
 
  private:
+  bool VocabParallel(const ParallelContext& p) const { return p.tp_size > 1 || vp_ != v_; }
+  absl::Status ForwardVocabParallel(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
+                                    const TensorView& in, UnitOutput* out,
+                                    std::unique_ptr<SavedActivations>* saved) const;
+  // dlogits, and ln_f's output grad for this rank's rows (reduced over tp).
+  absl::Status InputGradsVocabParallel(const UnitContext& ctx, const TensorView& wte_local, const Batch& batch,
+                                       const SavedActivations& saved, absl::Span<const TensorView> grad_out,
+                                       MemoryCategory category, Buffer* dlogits, Buffer* dlnf) const;
+  // ln_f's backward on this rank's rows; under sequence parallelism its
+  // parameter gradients are this call's contribution all-reduced over tp.
+  absl::Status LnfBackwardVocabParallel(const UnitContext& ctx, const TensorView& weight,
+                                        const SavedActivations& saved, const Buffer& dlnf, const TensorView& dx,
+                                        const TensorView& dweight, const TensorView& dbias) const;
+
   int64_t c_;
-  int64_t v_;
+  int64_t v_, vp_;
   LayerNorm ln_f_;
   TiedLmHead lm_head_;
   CrossEntropy cross_entropy_;
+  vocab_parallel::VocabParallelCrossEntropy vp_cross_entropy_;
 };
 
 }  // namespace zeroshard

@@ -16,6 +16,14 @@ int64_t Model::num_params() const {
   return n;
 }
 
+int64_t Model::num_logical_params() const {
+  int64_t n = 0;
+  for (const auto& unit : units) {
+    for (const ParamSpec& p : unit->params()) n += p.logical_numel();
+  }
+  return n;
+}
+
 absl::StatusOr<ParamLocation> Model::FindParam(absl::string_view name) const {
   for (int u = 0; u < static_cast<int>(units.size()); ++u) {
     const auto& params = units[u]->params();
@@ -66,6 +74,8 @@ absl::Status Model::Validate(int tp_size) const {
                                                            : std::string("unset"),
                                                        ", expected lr_mult > 0 and weight_decay_mult >= 0"));
       }
+      absl::Status logical = ValidateLogicalShape(p);
+      if (!logical.ok()) return logical;
       absl::StatusOr<std::vector<int64_t>> local = LocalShape(p, tp_size);
       if (!local.ok()) return local.status();
     }

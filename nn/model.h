@@ -33,7 +33,11 @@ class Model {
   bool IgnoresImportTensor(absl::string_view name) const;
 
   // Elements over every owned parameter (a tied tensor counts once).
+  // Padding included (the elements the engine stores).
   int64_t num_params() const;
+  // Without padding (ParamSpec::logical_shape): what users and Hugging Face
+  // count. Equal to num_params() when nothing is padded.
+  int64_t num_logical_params() const;
 
   // The unit and index owning `name`; kNotFound naming it otherwise.
   absl::StatusOr<ParamLocation> FindParam(absl::string_view name) const;
@@ -41,7 +45,8 @@ class Model {
   // Every borrowed name refers to a parameter of another unit, unit and
   // parameter names are unique, shapes are positive, a unit's parameters
   // are all trainable or all frozen, optimizer multipliers are >= 0 (lr > 0),
-  // and every partition divides its dimension over `tp_size` ranks.
+  // logical (unpadded) shapes fit their shapes, and every partition divides
+  // its dimension over `tp_size` ranks.
   // kInvalidArgument naming the first violation. BuildGpt2 returns models
   // that pass it.
   absl::Status Validate(int tp_size = 1) const;

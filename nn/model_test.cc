@@ -74,6 +74,29 @@ TEST(ModelTest, OptimizerMultipliersAndPartitionsAreChecked) {
             "parameter 'a.w' [4, 6] is split on dimension 1 in 3 block(s) over tp 4: 6 is not a multiple of 12");
 }
 
+TEST(ModelTest, PaddedShapesAreCheckedAndCountedBothWays) {
+  ParamSpec padded = P("a.w", {8, 3});  // logical [6, 3], split over up to 8 ranks
+  padded.logical_shape = {6, 3};
+  padded.partition = Partition::Split(0);
+  std::vector<std::unique_ptr<Unit>> units;
+  units.push_back(std::make_unique<DeclaringUnit>("a", std::vector<ParamSpec>{padded, P("a.b", {3})}));
+  Model m = Of(std::move(units));
+  EXPECT_TRUE(m.Validate(4).ok());
+  EXPECT_EQ(m.Validate(3).message(),
+            "parameter 'a.w' [8, 3] is split on dimension 0 in 1 block(s) over tp 3: 8 is not a multiple of 3");
+  EXPECT_EQ(m.num_params(), 27);
+  EXPECT_EQ(m.num_logical_params(), 21);
+
+  ParamSpec wrong = P("b.w", {8, 3});
+  wrong.logical_shape = {6, 4};
+  units.clear();
+  units.push_back(std::make_unique<DeclaringUnit>("b", std::vector<ParamSpec>{wrong}));
+  const absl::Status s = Of(std::move(units)).Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "parameter 'b.w' [8, 3] has logical shape [6, 4], expected as many dimensions, each in [1, the shape's]");
+}
+
 TEST(ModelTest, ABorrowedNameMayBeOwnedByALaterUnit) {
   std::vector<std::unique_ptr<Unit>> units;
   units.push_back(std::make_unique<DeclaringUnit>("first", std::vector<ParamSpec>{P("first.w", {2})},

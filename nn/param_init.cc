@@ -17,7 +17,10 @@ double Uniform(uint64_t key, uint64_t counter) {
 
 }  // namespace
 
-void InitParamSlice(const ParamSpec& spec, uint64_t seed, int64_t begin, int64_t end, float* out) {
+namespace {
+
+// Logical elements [begin, end) of the unpadded tensor into out.
+void InitLogicalSlice(const ParamSpec& spec, uint64_t seed, int64_t begin, int64_t end, float* out) {
   float constant = 0.0f;
   switch (spec.init) {
     case InitKind::kZeros:
@@ -41,6 +44,25 @@ void InitParamSlice(const ParamSpec& spec, uint64_t seed, int64_t begin, int64_t
     }
   }
   for (int64_t i = begin; i < end; ++i) out[i - begin] = constant;
+}
+
+}  // namespace
+
+void InitParamSlice(const ParamSpec& spec, uint64_t seed, int64_t begin, int64_t end, float* out) {
+  if (!spec.padded()) {
+    InitLogicalSlice(spec, seed, begin, end, out);
+    return;
+  }
+  // Real elements take the value of the logical element they are (the same
+  // index when only dimension 0 is padded); padding is 0.
+  std::fill(out, out + (end - begin), 0.0f);
+  for (const GlobalRun& run : LogicalToGlobalRuns(spec)) {
+    const int64_t lo = std::max(begin, run.global_begin);
+    const int64_t hi = std::min(end, run.global_begin + run.length);
+    if (lo >= hi) continue;
+    const int64_t logical = run.local_begin + (lo - run.global_begin);
+    InitLogicalSlice(spec, seed, logical, logical + (hi - lo), out + (lo - begin));
+  }
 }
 
 void InitLocalParamSlice(const ParamSpec& spec, uint64_t seed, int tp_rank, int tp_size, int64_t begin, int64_t end,

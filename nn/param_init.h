@@ -15,6 +15,11 @@
 
 namespace zeroshard {
 
+// A padded parameter (ParamSpec::logical_shape) gets 0 for every padding
+// element and, for every real element, the value it has in the unpadded
+// tensor of the logical shape (keyed by its logical index), so padding
+// changes no real weight.
+
 // Writes spec.numel() f32 values of the full tensor into out.
 void InitParam(const ParamSpec& spec, uint64_t seed, float* out);
 

@@ -98,5 +98,54 @@ TEST(ParamInitTest, LocalSlicesOfEveryTpRankAreTheGlobalTensorsSlices) {
   }
 }
 
+// wte.weight with vocab 67 padded to 68 rows (tp 4): every real element has
+// the value of the unpadded [67, C] tensor, padding is 0, on every tp rank
+// and for every sub-range.
+TEST(ParamInitTest, PaddingIsZeroAndRealElementsKeepTheirUnpaddedValues) {
+  const int64_t v = 67, vp = 68, c = 5;
+  ParamSpec unpadded = Normal("wte.weight", 1, 0.02f);
+  unpadded.shape = {v, c};
+  unpadded.partition = Partition::Split(0);
+  ParamSpec padded = unpadded;
+  padded.shape = {vp, c};
+  padded.logical_shape = {v, c};
+  std::vector<float> want(v * c), got(vp * c, NAN);
+  InitParam(unpadded, 5, want.data());
+  InitParam(padded, 5, got.data());
+  EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + v * c), want);
+  EXPECT_EQ(std::vector<float>(got.begin() + v * c, got.end()), std::vector<float>(c, 0.0f));
+  for (int tp : {1, 2, 4}) {
+    const int64_t rows = vp / tp;
+    for (int r = 0; r < tp; ++r) {
+      std::vector<float> local(rows * c, NAN);
+      InitLocalParamSlice(padded, 5, r, tp, 0, rows * c, local.data());
+      EXPECT_EQ(local, std::vector<float>(got.begin() + r * rows * c, got.begin() + (r + 1) * rows * c))
+          << "tp " << tp << " rank " << r;
+    }
+  }
+  std::vector<float> part(9, NAN);
+  InitParamSlice(padded, 5, v * c - 4, v * c + 5, part.data());  // straddles the last real row
+  EXPECT_EQ(part, std::vector<float>(got.begin() + v * c - 4, got.begin() + v * c + 5));
+  // Constant initialisers leave padding 0 too.
+  ParamSpec ones = padded;
+  ones.init = InitKind::kOnes;
+  InitParam(ones, 5, got.data());
+  EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + v * c), std::vector<float>(v * c, 1.0f));
+  EXPECT_EQ(std::vector<float>(got.begin() + v * c, got.end()), std::vector<float>(c, 0.0f));
+}
+
+// Padding inside a row: real elements are keyed by their logical index.
+TEST(ParamInitTest, PaddedColumnsKeyRealElementsByTheirLogicalIndex) {
+  ParamSpec unpadded = Normal("w", 1, 1.0f);
+  unpadded.shape = {3, 2};
+  ParamSpec padded = unpadded;
+  padded.shape = {4, 3};
+  padded.logical_shape = {3, 2};
+  std::vector<float> want(6), got(12, NAN);
+  InitParam(unpadded, 9, want.data());
+  InitParam(padded, 9, got.data());
+  EXPECT_EQ(got, (std::vector<float>{want[0], want[1], 0, want[2], want[3], 0, want[4], want[5], 0, 0, 0, 0}));
+}
+
 }  // namespace
 }  // namespace zeroshard

@@ -16,6 +16,67 @@ int64_t ParamSpec::numel() const {
   return n;
 }
 
+int64_t ParamSpec::logical_numel() const {
+  int64_t n = 1;
+  for (int64_t d : logical()) n *= d;
+  return n;
+}
+
+absl::Status ValidateLogicalShape(const ParamSpec& spec) {
+  if (spec.logical_shape.empty()) return absl::OkStatus();
+  bool ok = spec.logical_shape.size() == spec.shape.size();
+  for (size_t d = 0; ok && d < spec.shape.size(); ++d) {
+    ok = spec.logical_shape[d] >= 1 && spec.logical_shape[d] <= spec.shape[d];
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name, "' [", absl::StrJoin(spec.shape, ", "),
+                                                 "] has logical shape [", absl::StrJoin(spec.logical_shape, ", "),
+                                                 "], expected as many dimensions, each in [1, the shape's]"));
+}
+
+int64_t LogicalIndex(const ParamSpec& spec, int64_t global_index) {
+  if (spec.logical_shape.empty()) return global_index;
+  const std::vector<int64_t>& shape = spec.shape;
+  const std::vector<int64_t>& logical = spec.logical_shape;
+  // Unravel over shape (last dimension fastest), ravel over logical.
+  int64_t rest = global_index, index = 0, stride = 1;
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    const int64_t i = rest % shape[d];
+    rest /= shape[d];
+    if (i >= logical[d]) return -1;
+    index += i * stride;
+    stride *= logical[d];
+  }
+  return index;
+}
+
+std::vector<GlobalRun> LogicalToGlobalRuns(const ParamSpec& spec) {
+  const int64_t logical_numel = spec.logical_numel();
+  const std::vector<int64_t>& shape = spec.shape;
+  const std::vector<int64_t>& logical = spec.logical();
+  // Dimensions after the last padded one are whole: a run is one row of them.
+  int last_padded = -1;
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    if (logical[d] != shape[d]) last_padded = d;
+  }
+  if (last_padded <= 0) return {GlobalRun{0, 0, logical_numel}};
+  int64_t inner = 1;  // elements of one run: logical[last_padded] x the whole dims after it
+  for (size_t d = last_padded; d < shape.size(); ++d) inner *= logical[d];
+  std::vector<GlobalRun> runs;
+  for (int64_t begin = 0; begin < logical_numel; begin += inner) {
+    // The global index of logical element `begin` (its trailing coordinates are 0).
+    int64_t rest = begin, global = 0, stride = 1;
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      const int64_t i = rest % logical[d];
+      rest /= logical[d];
+      global += i * stride;
+      stride *= shape[d];
+    }
+    runs.push_back(GlobalRun{begin, global, inner});
+  }
+  return runs;
+}
+
 absl::StatusOr<std::vector<int64_t>> LocalShape(const ParamSpec& spec, int tp_size) {
   if (tp_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name, "': tp size ", tp_size, ", expected >= 1"));

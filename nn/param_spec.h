@@ -50,9 +50,32 @@ struct ParamSpec {
   std::optional<float> weight_decay_mult;
   // The learning rate is the schedule's times this.
   float lr_mult = 1.0f;
+  // Padding. Empty: none, the tensor users see is `shape`. Otherwise the
+  // shape users and Hugging Face files see (same rank, each dimension in
+  // [1, shape's]): the elements of `shape` beyond it in any dimension are
+  // padding (GPT-2's wte.weight [Vp, C] with logical [V, C]: the trailing
+  // Vp - V rows, so the vocabulary splits evenly over tp). Padding is zero
+  // at initialisation and its gradient stays exactly zero, so it stays
+  // zero under AdamW and SGD (docs/model.md, "Tensor parallelism").
+  std::vector<int64_t> logical_shape;
 
   int64_t numel() const;  // of the global shape
+  // logical_shape, or shape when there is no padding.
+  const std::vector<int64_t>& logical() const { return logical_shape.empty() ? shape : logical_shape; }
+  int64_t logical_numel() const;  // of logical()
+  bool padded() const { return logical_numel() != numel(); }
 };
+
+// OK when logical_shape is empty, or has shape's rank with every dimension
+// in [1, shape's]; kInvalidArgument naming the parameter otherwise.
+absl::Status ValidateLogicalShape(const ParamSpec& spec);
+
+// The element of the logical tensor that global (row-major) element
+// `global_index` is, or -1 when it is padding. The identity without
+// padding, and for real elements when only dimension 0 is padded.
+// Precondition: ValidateLogicalShape is OK, 0 <= global_index < numel().
+int64_t LogicalIndex(const ParamSpec& spec, int64_t global_index);
+inline bool IsPadding(const ParamSpec& spec, int64_t global_index) { return LogicalIndex(spec, global_index) < 0; }
 
 // The shape one tp rank holds. kInvalidArgument naming the parameter when
 // the split dimension does not exist or (blocks x tp_size) does not divide
@@ -74,6 +97,14 @@ struct GlobalRun {
 // covering [0, local numel). One run when replicated or tp_size == 1.
 // Preconditions: LocalShape(spec, tp_size) is OK, 0 <= tp_rank < tp_size.
 std::vector<GlobalRun> LocalToGlobalRuns(const ParamSpec& spec, int tp_rank, int tp_size);
+
+// The logical tensor as runs of the global one: `local_begin` is a flat
+// index of logical(), `global_begin` of shape. Every real element is in
+// exactly one run, no padding is; in logical order. One run
+// {0, 0, logical_numel()} without padding or when only dimension 0 is
+// padded. What a checkpoint or GatherParam copies to drop the padding.
+// Precondition: ValidateLogicalShape is OK.
+std::vector<GlobalRun> LogicalToGlobalRuns(const ParamSpec& spec);
 
 }  // namespace zeroshard
 
