@@ -158,18 +158,14 @@ absl::StatusOr<std::vector<float>> CheckpointReader::ReadParam(int unit, int par
   const CheckpointParam& cp = manifest_.units(unit).params(param);
   std::vector<float> local(static_cast<size_t>(p.numel));
   RETURN_IF_ERROR(ReadFlat(unit, kind, p.offset, p.numel, local.data()));
-  if (cp.split_dim() < 0) return local;
-  // Every tp rank's slice where LocalToGlobalRuns puts it.
   const ParamSpec spec = ParamSpecOf(cp);
-  std::vector<float> out(static_cast<size_t>(spec.numel()));
+  if (cp.split_dim() < 0) return spec.padded() ? DropPadding(spec, local.data()) : local;
+  std::vector<float> whole(static_cast<size_t>(spec.numel()));
   for (int t = 0; t < tp(); ++t) {
     if (t > 0) RETURN_IF_ERROR(ReadFlat(unit, kind, p.offset, p.numel, local.data(), t));
-    for (const GlobalRun& run : LocalToGlobalRuns(spec, t, tp())) {
-      std::memcpy(out.data() + run.global_begin, local.data() + run.local_begin,
-                  static_cast<size_t>(run.length) * sizeof(float));
-    }
+    PlaceLocalSlice(spec, t, tp(), local.data(), whole.data());
   }
-  return out;
+  return spec.padded() ? DropPadding(spec, whole.data()) : whole;
 }
 
 }  // namespace zeroshard

@@ -51,8 +51,8 @@ class CheckpointReader {
   absl::Status ReadFlat(int unit, absl::string_view kind, int64_t begin, int64_t count, float* out,
                         int tp_rank = 0) const;
 
-  // One parameter's whole value of `kind` (its global shape, every tp
-  // rank's slice in place).
+  // One parameter's value of `kind` in the shape users see (every tp rank's
+  // slice in place, vocabulary padding dropped).
   absl::StatusOr<std::vector<float>> ReadParam(int unit, int param, absl::string_view kind) const;
 
  private:

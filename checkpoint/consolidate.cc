@@ -31,8 +31,7 @@ absl::Status ConsolidateCheckpoint(const CheckpointReader& reader, const std::st
         ASSIGN_OR_RETURN(std::vector<float> values, reader.ReadParam(u, p, kind));
         SafetensorsTensorData t;
         t.name = master ? param.name() : absl::StrCat("optimizer.", kind, ".", param.name());
-        const ParamSpec spec = ParamSpecOf(param);
-        t.shape = spec.shape;
+        t.shape = ParamSpecOf(param).logical();  // whole, unpadded
         if (!master || options.dtype == DType::kF32) {
           t.dtype = DType::kF32;
           f32s.push_back(std::move(values));

@@ -216,9 +216,12 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
       // Under tp the manifest's shapes are one rank's slices; each split
       // parameter records the whole tensor and how it is cut.
       const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
-      for (int p = 0; p < m.units(u).params_size() && engine.tp_size() > 1; ++p) {
-        if (specs[p].partition.replicated()) continue;
+      for (int p = 0; p < m.units(u).params_size(); ++p) {
         CheckpointParam* cp = m.mutable_units(u)->mutable_params(p);
+        if (specs[p].padded()) {
+          for (int64_t d : specs[p].logical_shape) cp->add_logical_shape(d);
+        }
+        if (engine.tp_size() == 1 || specs[p].partition.replicated()) continue;
         for (int64_t d : specs[p].shape) cp->add_global_shape(d);
         cp->set_split_dim(specs[p].partition.dim);
         cp->set_split_blocks(specs[p].partition.blocks);
@@ -323,10 +326,10 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
       for (const ParamSpec& p : engine.model().units[u]->params()) {
         const SafetensorsTensorInfo* t = file->header().Find(p.name);
         if (t == nullptr) return absl::NotFoundError(absl::StrCat("'", path, "' has no tensor '", p.name, "'"));
-        if (t->shape != p.shape) {
+        if (t->shape != p.logical()) {
           return absl::FailedPreconditionError(absl::StrCat("'", path, "' tensor '", p.name, "' has shape [",
                                                             absl::StrJoin(t->shape, ", "), "], the model expects [",
-                                                            absl::StrJoin(p.shape, ", "), "]"));
+                                                            absl::StrJoin(p.logical(), ", "), "]"));
         }
         names.push_back(p.name);
       }
@@ -351,18 +354,28 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
         const FlatParamInfo& p = l.params()[i];
         const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
         if (lo >= hi) continue;
-        if (engine.tp_size() == 1 || specs[i].partition.replicated()) {
-          RETURN_IF_ERROR(file->ReadAsF32(p.name, lo - p.offset, hi - lo, shard.master() + (lo - begin)));
-          continue;
+        const ParamSpec& spec = specs[i];
+        // Elements [offset, offset + count) of the whole tensor (padded: of
+        // the file's logical tensor with zero padding added).
+        std::vector<float> padded;
+        if (spec.padded()) {
+          std::vector<float> logical(static_cast<size_t>(spec.logical_numel()));
+          RETURN_IF_ERROR(file->ReadAsF32(p.name, 0, spec.logical_numel(), logical.data()));
+          padded = AddPadding(spec, logical.data());
         }
-        // A tp slice: this rank's runs of the whole tensor, clipped to the
-        // part of the slice this dp rank's shard holds.
-        for (const GlobalRun& run : LocalToGlobalRuns(specs[i], engine.tp_rank(), engine.tp_size())) {
+        const auto read_whole = [&](int64_t offset, int64_t count, float* dst) -> absl::Status {
+          if (!spec.padded()) return file->ReadAsF32(p.name, offset, count, dst);
+          std::copy(padded.begin() + offset, padded.begin() + offset + count, dst);
+          return absl::OkStatus();
+        };
+        // This rank's runs of the whole tensor (one when not split over tp),
+        // clipped to the part of the slice this dp rank's shard holds.
+        for (const GlobalRun& run : LocalToGlobalRuns(spec, engine.tp_rank(), engine.tp_size())) {
           const int64_t a = std::max(lo - p.offset, run.local_begin);
           const int64_t b = std::min(hi - p.offset, run.local_begin + run.length);
           if (a >= b) continue;
-          RETURN_IF_ERROR(file->ReadAsF32(p.name, run.global_begin + (a - run.local_begin), b - a,
-                                          shard.master() + (p.offset + a - begin)));
+          RETURN_IF_ERROR(read_whole(run.global_begin + (a - run.local_begin), b - a,
+                                     shard.master() + (p.offset + a - begin)));
         }
       }
     }

@@ -53,6 +53,7 @@ ParamSpec ParamSpecOf(const CheckpointParam& p) {
     spec.shape.assign(p.global_shape().begin(), p.global_shape().end());
     spec.partition = Partition::Split(p.split_dim(), p.split_blocks());
   }
+  spec.logical_shape.assign(p.logical_shape().begin(), p.logical_shape().end());
   return spec;
 }
 
@@ -70,6 +71,9 @@ absl::Status ValidateUnit(const CheckpointManifest& m, int u) {
         return Invalid(absl::StrCat("parameter '", param.name(), "' has an invalid shape"));
       }
       numel *= d;
+    }
+    if (absl::Status s = ValidateLogicalShape(ParamSpecOf(param)); !s.ok()) {
+      return Invalid(absl::StrCat("unit ", u, ": ", s.message()));
     }
     if (param.split_dim() >= 0) {
       absl::StatusOr<std::vector<int64_t>> local = LocalShape(ParamSpecOf(param), m.topology().tp());

@@ -269,8 +269,7 @@ const BadConfig kBadConfigs[] = {
      "dampening 0"},
     {"tensor_parallel", "engine { parallel { dp: 1 tp: 3 } }", false, 3,
      "PATH: invalid config:\nmodel.n_head: 2 is not a multiple of engine.parallel.tp = 3 (each tp rank holds whole "
-     "heads)\nmodel.n_embd: 32 is not a multiple of engine.parallel.tp = 3\nengine.parallel.tp: 3 (tensor "
-     "parallelism; expected 1) is not supported yet"},
+     "heads)\nmodel.n_embd: 32 is not a multiple of engine.parallel.tp = 3"},
     {"sequence_parallel_without_tp", "engine { parallel { sequence_parallel: true } }", false, 3,
      "PATH: invalid config:\nengine.parallel.sequence_parallel: true needs engine.parallel.tp > 1 (is 1)"},
     {"master_bf16", "engine { precision { master_dtype: BF16 } }", false, 3,

@@ -183,7 +183,6 @@ void CheckParallel(const EngineConfig& e, int64_t batch, const ValidationOptions
   c.Range("engine.parallel.dp", p.dp(), 1, 1 << 20);
   c.Range("engine.parallel.tp", p.tp(), 1, 1 << 20);
   c.Range("engine.parallel.pp", p.pp(), 1, 1 << 20);
-  if (p.tp() > 1) c.NotYet(absl::StrCat("engine.parallel.tp: ", p.tp(), " (tensor parallelism; expected 1)"));
   if (p.sequence_parallel() && p.tp() == 1) {
     c.Add("engine.parallel.sequence_parallel: true needs engine.parallel.tp > 1 (is 1)");
   }

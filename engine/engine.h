@@ -134,8 +134,9 @@ class Engine {
   // Loss and metrics over every rank's batch (forward only, no update).
   virtual absl::StatusOr<EvalResult> Evaluate(const Batch& batch) = 0;
 
-  // The full f32 master value of parameter `name` (collective: every rank
-  // calls it). kNotFound, on every rank, for an unknown name.
+  // The full f32 master value of parameter `name` in the shape users see
+  // (every tp slice in place, vocabulary padding dropped; collective: every
+  // rank calls it). kNotFound, on every rank, for an unknown name.
   virtual absl::StatusOr<std::vector<float>> GatherParam(absl::string_view name) = 0;
 
   virtual const Model& model() const = 0;

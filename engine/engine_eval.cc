@@ -86,8 +86,8 @@ absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view nam
     if (s.ok() && pp_ != nullptr && info.numel > 0) {
       s = pp_->Broadcast(out.data(), info.numel, DType::kF32, plan_.units[u].stage)->Wait();
     }
-    // A tensor split over tp: every rank's slice, placed where
-    // LocalToGlobalRuns says it lives in the whole tensor.
+    // A tensor split over tp: every rank's slice in its place in the whole
+    // tensor; then the padding dropped (the shape users see).
     const ParamSpec& spec = model_->units[u]->params()[*p];
     if (s.ok() && tp_size() > 1 && !spec.partition.replicated()) {
       std::vector<float> slices(out.size() * tp_size());
@@ -95,13 +95,11 @@ absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view nam
       if (s.ok()) {
         out.assign(spec.numel(), 0.0f);
         for (int r = 0; r < tp_size(); ++r) {
-          for (const GlobalRun& run : LocalToGlobalRuns(spec, r, tp_size())) {
-            std::memcpy(out.data() + run.global_begin, slices.data() + r * info.numel + run.local_begin,
-                        run.length * sizeof(float));
-          }
+          PlaceLocalSlice(spec, r, tp_size(), slices.data() + r * info.numel, out.data());
         }
       }
     }
+    if (s.ok() && spec.padded()) out = DropPadding(spec, out.data());
     if (!s.ok()) {
       broken_ = s;
       return s;

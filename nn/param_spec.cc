@@ -1,5 +1,7 @@
 #include "nn/param_spec.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -75,6 +77,30 @@ std::vector<GlobalRun> LogicalToGlobalRuns(const ParamSpec& spec) {
     runs.push_back(GlobalRun{begin, global, inner});
   }
   return runs;
+}
+
+void PlaceLocalSlice(const ParamSpec& spec, int tp_rank, int tp_size, const float* local, float* global) {
+  for (const GlobalRun& run : LocalToGlobalRuns(spec, tp_rank, tp_size)) {
+    std::memcpy(global + run.global_begin, local + run.local_begin, static_cast<size_t>(run.length) * sizeof(float));
+  }
+}
+
+std::vector<float> DropPadding(const ParamSpec& spec, const float* global) {
+  std::vector<float> out(static_cast<size_t>(spec.logical_numel()));
+  for (const GlobalRun& run : LogicalToGlobalRuns(spec)) {
+    std::memcpy(out.data() + run.local_begin, global + run.global_begin,
+                static_cast<size_t>(run.length) * sizeof(float));
+  }
+  return out;
+}
+
+std::vector<float> AddPadding(const ParamSpec& spec, const float* logical) {
+  std::vector<float> out(static_cast<size_t>(spec.numel()), 0.0f);
+  for (const GlobalRun& run : LogicalToGlobalRuns(spec)) {
+    std::memcpy(out.data() + run.global_begin, logical + run.local_begin,
+                static_cast<size_t>(run.length) * sizeof(float));
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<int64_t>> LocalShape(const ParamSpec& spec, int tp_size) {

@@ -106,6 +106,15 @@ std::vector<GlobalRun> LocalToGlobalRuns(const ParamSpec& spec, int tp_rank, int
 // Precondition: ValidateLogicalShape is OK.
 std::vector<GlobalRun> LogicalToGlobalRuns(const ParamSpec& spec);
 
+// Copies between a parameter's three forms (f32 values): rank tp_rank's
+// slice (LocalShape's numel) into its place in the whole tensor (numel());
+// the whole tensor to the logical one users see (padding dropped); the
+// logical tensor to the whole one (padding zero). Preconditions as for the
+// runs they follow.
+void PlaceLocalSlice(const ParamSpec& spec, int tp_rank, int tp_size, const float* local, float* global);
+std::vector<float> DropPadding(const ParamSpec& spec, const float* global);
+std::vector<float> AddPadding(const ParamSpec& spec, const float* logical);
+
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_NN_PARAM_SPEC_H_

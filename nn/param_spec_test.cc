@@ -110,5 +110,21 @@ TEST(ParamSpecTest, ALogicalShapeMustFitTheShape) {
             "parameter 'w' [4, 3] has logical shape [5, 3], expected as many dimensions, each in [1, the shape's]");
 }
 
+TEST(ParamSpecTest, SlicesAndPaddingRoundTripThroughTheWholeTensor) {
+  // [3, 4] holding a logical [2, 3], split in column blocks of 2 over tp 2.
+  ParamSpec p = Padded({3, 4}, {2, 3});
+  p.partition = Partition::Split(1, 2);
+  const std::vector<float> logical = {1, 2, 3, 4, 5, 6};
+  const std::vector<float> whole = AddPadding(p, logical.data());
+  EXPECT_EQ(whole, (std::vector<float>{1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(DropPadding(p, whole.data()), logical);
+  // Rank 0 holds columns 0 and 2, rank 1 columns 1 and 3.
+  const std::vector<float> slice0 = {1, 3, 4, 6, 0, 0}, slice1 = {2, 0, 5, 0, 0, 0};
+  std::vector<float> placed(12, -1.0f);
+  PlaceLocalSlice(p, 0, 2, slice0.data(), placed.data());
+  PlaceLocalSlice(p, 1, 2, slice1.data(), placed.data());
+  EXPECT_EQ(placed, whole);
+}
+
 }  // namespace
 }  // namespace zeroshard
