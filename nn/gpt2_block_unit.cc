@@ -184,7 +184,6 @@ class LayerNormGrads {
   // What a LayerNorm backward accumulates into: ln_1 (0) or ln_2 (1).
   const TensorView& weight(int ln) const { return views_[2 * ln]; }
   const TensorView& bias(int ln) const { return views_[2 * ln + 1]; }
-  bool any() const { return any_; }
 
   // Sequence parallel: the contribution summed over tp, added into grads.
   absl::Status Commit(const UnitContext& uctx, const std::string& unit) {
