@@ -65,6 +65,22 @@ class Gpt2EmbedUnit : public NamedUnit {
 
 // "h.i": x + attn(ln_1(x)), then + mlp(ln_2(.)). Saves its input and every
 // intermediate backward reads (llm.c's activation set for one layer).
+//
+// Tensor parallelism (UnitContext::parallel, tp > 1; docs/model.md, "Tensor
+// parallelism"): params are this rank's slices (LocalShape of params()),
+// Megatron's layout: c_attn column-parallel in q|k|v blocks (a rank holds
+// n_head/tp whole heads), attn.c_proj row-parallel, mlp.c_fc
+// column-parallel, mlp.c_proj row-parallel; LayerNorms and the row-parallel
+// biases replicated. The row-parallel outputs are all-reduced over tp (the
+// bias added once, after it), the column-parallel input gradients
+// all-reduced in backward. With sequence_parallel the activation between
+// units is rank r's rows [r·N/tp, (r+1)·N/tp) of the (N, C) activation,
+// shaped {N/tp, C} (B and T from the batch's "inputs"); LayerNorms and
+// residuals run and are saved on those rows only, an all-gather builds each
+// column-parallel input and a reduce-scatter replaces each all-reduce, and
+// the LayerNorms' gradients (partial per rank) are all-reduced inside
+// backward, so every replicated gradient comes out whole and bitwise equal
+// on every tp rank. At tp 1 nothing of this runs.
 class Gpt2BlockUnit : public NamedUnit {
  public:
   Gpt2BlockUnit(const Gpt2Config& config, int layer);
@@ -75,9 +91,13 @@ class Gpt2BlockUnit : public NamedUnit {
                         absl::Span<const TensorView> grads, const Batch& batch, const SavedActivations& saved,
                         absl::Span<const TensorView> grad_out, ActivationPack* grad_in) const override;
   // B: the input-gradient path (every linear's dX, attention, GELU, both
-  // LayerNorms' dX), keeping the output grad of each linear and LayerNorm:
-  // 11·B·T·C elements in compute dtype. W: every dW, db and LayerNorm
-  // dweight/dbias from those and the saved activations.
+  // LayerNorms' dX) with its tp collectives, keeping the output grad of each
+  // linear and LayerNorm: 11·B·T·C elements in compute dtype at tp 1
+  // ((4 + 7/tp)·B·T·C at tp, (2 + 9/tp)·B·T·C with sequence parallelism,
+  // which keeps both row-parallel output grads gathered). W: every dW, db and
+  // LayerNorm dweight/dbias from those and the saved activations (with
+  // sequence parallelism: re-gathering ln_1's and ln_2's outputs and
+  // all-reducing the LayerNorms' gradients).
   bool SupportsSplitBackward() const override { return true; }
   absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
                              const SavedActivations& saved, absl::Span<const TensorView> grad_out,
@@ -86,11 +106,18 @@ class Gpt2BlockUnit : public NamedUnit {
                               const SavedActivations& saved, const SavedActivations& weight_inputs) const override;
 
  private:
+  // The layers with parameters split `tp` ways: c_attn (C, 3C/tp),
+  // attn.c_proj (C/tp, C), mlp.c_fc (C, 4C/tp), mlp.c_proj (4C/tp, C), and
+  // attention over n_head/tp heads of C/n_head channels.
+  struct TpLayers {
+    Linear c_attn, attn_c_proj, c_fc, mlp_c_proj;
+    CausalSelfAttention attn;
+  };
+  TpLayers Layers(int tp) const;
+
   int64_t c_;
   int64_t nh_;
   LayerNorm ln_1_, ln_2_;
-  Linear c_attn_, attn_c_proj_, c_fc_, mlp_c_proj_;
-  CausalSelfAttention attn_;
   Gelu gelu_;
 };
 

@@ -15,7 +15,7 @@ absl::Status Linear::Forward(const ComputeContext& ctx, const TensorView& weight
   const int64_t n = x.shape[0];
   RETURN_IF_ERROR(CheckTensor(x, absl::StrCat(name_, " input"), dt, {n, in_}, dev));
   RETURN_IF_ERROR(CheckTensor(weight, absl::StrCat(name_, ".weight"), dt, {in_, out_}, dev));
-  RETURN_IF_ERROR(CheckTensor(bias, absl::StrCat(name_, ".bias"), dt, {out_}, dev));
+  if (bias.data != nullptr) RETURN_IF_ERROR(CheckTensor(bias, absl::StrCat(name_, ".bias"), dt, {out_}, dev));
   RETURN_IF_ERROR(CheckTensor(y, absl::StrCat(name_, " output"), dt, {n, out_}, dev));
   return kernels::LinearForward(ctx.kernels, y.data, x.data, weight.data, bias.data, n, in_, out_, dt);
 }

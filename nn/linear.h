@@ -20,7 +20,8 @@ class Linear {
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
 
-  // y (N,out) WRITTEN = x (N,in) · weight (in,out) + bias (out).
+  // y (N,out) WRITTEN = x (N,in) · weight (in,out) + bias (out). bias.data
+  // null: no bias (a row-parallel layer adds it after its tp reduction).
   absl::Status Forward(const ComputeContext& ctx, const TensorView& weight, const TensorView& bias,
                        const TensorView& x, const TensorView& y) const;
 
