@@ -38,7 +38,7 @@ absl::StatusOr<RunConfig> LoadGpt2(const std::string& path, const std::vector<st
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, run.build_model());
   run.model_summary = absl::StrFormat("GPT-2 n_layer=%d n_head=%d n_embd=%d vocab_size=%d seq_len=%d: %d parameters",
                                       gc.n_layer, gc.n_head, gc.n_embd, gc.vocab_size, gc.seq_len,
-                                      model->num_params());
+                                      model->num_logical_params());
   return run;
 }
 

@@ -32,6 +32,7 @@
 #define ZEROSHARD_ENGINE_ENGINE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -148,6 +149,10 @@ class Engine {
   virtual MemoryTracker& memory() = 0;
   // Counters of the dp data communicator (including Create's collectives).
   virtual CommStats comm_stats() const = 0;
+  // Counters of every data communicator this rank has, by group: "dp", and
+  // "tp", "pp", "embed" where the layout has them (control traffic is not
+  // counted). A step's comm_bytes is the sum over groups of bytes_sent.
+  virtual std::map<std::string, CommStats> comm_stats_by_group() const = 0;
 
   // Timeline trace (engine.logging.trace_path; docs/metrics.md): from
   // Create on, the engine records its first engine.logging.trace_steps

@@ -56,6 +56,14 @@ absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {
   return result;
 }
 
+std::map<std::string, CommStats> EngineImpl::comm_stats_by_group() const {
+  std::map<std::string, CommStats> out = {{"dp", dp_->Stats()}};
+  if (tp_ != nullptr) out["tp"] = tp_->Stats();
+  if (pp_ != nullptr) out["pp"] = pp_->Stats();
+  if (embedding_ != nullptr) out["embed"] = embedding_->Stats();
+  return out;
+}
+
 absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view name) {
   RETURN_IF_ERROR(CheckUsable());
   for (int u = 0; u < num_units(); ++u) {

@@ -88,6 +88,7 @@ class EngineImpl final : public Engine {
   const MemoryTracker& memory() const override { return tracker_; }
   MemoryTracker& memory() override { return tracker_; }
   CommStats comm_stats() const override { return dp_->Stats(); }
+  std::map<std::string, CommStats> comm_stats_by_group() const override;
   Timeline* timeline() override { return timeline_.get(); }
   bool trace_due() const override {
     return timeline_ != nullptr && !trace_written_ && trace_steps_ > 0 && traced_steps_ >= trace_steps_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -206,7 +207,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   ASSIGN_OR_RETURN(ProcessGrid grid, ProcessGrid::Create(std::move(world), GridShape{par.dp(), par.tp(), par.pp()}));
 
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildGpt2(Gpt2ConfigFromTrainConfig(config)));
-  const int64_t num_params = model->num_params();
+  const int64_t num_params = model->num_logical_params();  // vocabulary padding not counted
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_config, &grid, std::move(model)));
   const std::string pipeline = DescribePipeline(Internals(*engine).plan(), engine_config);
 
@@ -297,11 +298,14 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
       TraceScope span(engine->timeline(), "data", "load batch");
       RETURN_IF_ERROR(batches.Fill(*train->source, step, dp_rank));
     }
-    const CommStats before = engine->comm_stats();
+    const std::map<std::string, CommStats> before = engine->comm_stats_by_group();
     const auto t0 = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(StepResult r, engine->TrainStep(batches.batches()));
     const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const int64_t comm_bytes = (engine->comm_stats() - before).Total().bytes_sent;
+    int64_t comm_bytes = 0;  // every data group's (dp, tp, pp, embed)
+    for (const auto& [group, stats] : engine->comm_stats_by_group()) {
+      comm_bytes += (stats - before.at(group)).Total().bytes_sent;
+    }
     ++step;
 
     std::optional<float> val_loss;

@@ -5,6 +5,12 @@
 // every ZeRO stage gives bitwise the same weights and a rerun repeats bit
 // for bit; every rank of a tp group reports the same loss.
 //
+// Then, per step and rank: the tp group's collectives and bytes equal the
+// formulas of docs/parallelism.md exactly; model-state bytes are the ZeRO
+// formulas over each tp rank's slices (split parameters / tp, replicated
+// ones whole, the padded vocabulary); sequence parallelism divides the
+// saved LayerNorm, residual and between-unit activations by tp.
+//
 // One launch per world size (2, 3, 4) runs the whole matrix in-process.
 #include <cmath>
 #include <cstdio>
@@ -20,9 +26,12 @@
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
+#include "engine/step_program.h"
 #include "engine/testing/global_batch.h"
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
+#include "nn/param_spec.h"
+#include "sharding/flat_param_layout.h"
 #include "sharding/testing/thread_communicator.h"
 
 namespace zeroshard {
@@ -33,7 +42,7 @@ using Weights = std::map<std::string, std::vector<float>>;
 
 // Whole heads at tp 2, 3 and 4; seq_len 12 splits over each; vocab 67 is a
 // multiple of none (the vocabulary is padded).
-Gpt2Config Model(int tp) {
+Gpt2Config TestModel(int tp) {
   Gpt2Config c;
   c.n_layer = 2;
   c.n_head = 12;
@@ -117,11 +126,11 @@ Weights Gather(Engine& engine) {
 Outcome RunTensorParallel(const Case& c, const std::vector<int32_t>& tokens) {
   Outcome run;
   ProcessGrid& grid = Grid(c.dp, c.tp);
-  auto engine = Engine::Create(Config(c), &grid, std::move(BuildGpt2(Model(c.tp))).value());
+  auto engine = Engine::Create(Config(c), &grid, std::move(BuildGpt2(TestModel(c.tp))).value());
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return run;
   std::vector<HostBatch> batches =
-      MicroBatchesForRank(tokens, c.Batch(), Model(c.tp).seq_len, c.dp, c.m, grid.dp_rank());
+      MicroBatchesForRank(tokens, c.Batch(), TestModel(c.tp).seq_len, c.dp, c.m, grid.dp_rank());
   const std::vector<Batch> views = Views(batches);
   for (int s = 0; s < kSteps; ++s) {
     absl::StatusOr<StepResult> r = (*engine)->TrainStep(views);
@@ -144,9 +153,9 @@ Outcome RunReference(const Case& c, const std::vector<int32_t>& tokens) {
   Case flat;
   flat.m = c.m * c.dp;
   auto engine =
-      Engine::CreateWithCommunicator(Config(flat), self[0].get(), std::move(BuildGpt2(Model(1))).value());
+      Engine::CreateWithCommunicator(Config(flat), self[0].get(), std::move(BuildGpt2(TestModel(1))).value());
   EXPECT_TRUE(engine.ok()) << engine.status();
-  std::vector<HostBatch> batches = MicroBatchesForRank(tokens, c.Batch(), Model(1).seq_len, 1, flat.m, 0);
+  std::vector<HostBatch> batches = MicroBatchesForRank(tokens, c.Batch(), TestModel(1).seq_len, 1, flat.m, 0);
   const std::vector<Batch> views = Views(batches);
   for (int s = 0; s < kSteps; ++s) {
     absl::StatusOr<StepResult> r = (*engine)->TrainStep(views);
@@ -193,7 +202,7 @@ TEST(TensorParallelMpiTest, EveryLayoutStageAndSequenceParallelismMatchesOneRank
     base.dp = dp;
     base.tp = tp;
     uint32_t seed = 0;
-    const std::vector<int32_t> tokens = SharedTokens(base.Batch(), Model(1), &seed);
+    const std::vector<int32_t> tokens = SharedTokens(base.Batch(), TestModel(1), &seed);
     SCOPED_TRACE(absl::StrCat("token seed ", seed));
     const Outcome reference = RunReference(base, tokens);
     for (bool sp : {false, true}) {
@@ -226,6 +235,187 @@ TEST(TensorParallelMpiTest, EveryLayoutStageAndSequenceParallelismMatchesOneRank
       }
     }
   }
+}
+
+
+// The tp group's collectives over one step, from the per-call tables of
+// docs/parallelism.md: f32 (e = 4), L blocks, N = B·T rows per micro-batch,
+// bytes sent in comm/comm_stats.h's ring convention.
+struct TpTraffic {
+  int tp = 1;
+  std::map<CommOp, OpCounters> ops;
+  void Add(CommOp op, int64_t count) {
+    OpCounters& c = ops[op];
+    ++c.calls;
+    const int64_t bytes = 4 * count;
+    c.bytes_sent += op == CommOp::kAllReduce ? 2 * (tp - 1) * bytes / tp : (tp - 1) * bytes;
+  }
+};
+
+TpTraffic ExpectedTpTraffic(int tp, bool sp, int m, int L, int64_t N, int64_t C) {
+  TpTraffic t;
+  t.tp = tp;
+  const int64_t rows = N / tp;
+  for (int mb = 0; mb < m; ++mb) {
+    if (!sp) {
+      t.Add(CommOp::kAllReduce, N * C);  // embed forward
+      for (int b = 0; b < 2 * L; ++b) t.Add(CommOp::kAllReduce, N * C);  // row-parallel outputs
+      t.Add(CommOp::kAllReduce, N);      // head: row max
+      t.Add(CommOp::kAllReduce, 2 * N);  // head: sum of exponentials, target logit
+      t.Add(CommOp::kAllReduce, N * C);  // head backward: d(ln_f out)
+      for (int b = 0; b < 2 * L; ++b) t.Add(CommOp::kAllReduce, N * C);  // column-parallel input grads
+      continue;
+    }
+    t.Add(CommOp::kReduceScatter, rows * C);  // embed forward
+    for (int b = 0; b < L; ++b) {
+      for (int i = 0; i < 2; ++i) t.Add(CommOp::kAllGather, rows * C);
+      for (int i = 0; i < 2; ++i) t.Add(CommOp::kReduceScatter, rows * C);
+    }
+    t.Add(CommOp::kAllGather, rows * C);  // head: ln_f input rows
+    t.Add(CommOp::kAllReduce, N);
+    t.Add(CommOp::kAllReduce, 2 * N);
+    t.Add(CommOp::kReduceScatter, rows * C);  // head backward
+    t.Add(CommOp::kAllReduce, 2 * C);         // ln_f's gradients
+    for (int b = 0; b < L; ++b) {
+      for (int i = 0; i < 4; ++i) t.Add(CommOp::kAllGather, rows * C);
+      for (int i = 0; i < 2; ++i) t.Add(CommOp::kReduceScatter, rows * C);
+      t.Add(CommOp::kAllReduce, 4 * C);  // LayerNorms' gradients
+    }
+    t.Add(CommOp::kAllGather, rows * C);  // embed backward: output gradient rows
+  }
+  return t;
+}
+
+// Model-state bytes per rank from the parameter declarations: each unit's
+// flat buffer holds this tp rank's slices (LocalShape), which ZeRO shards
+// over dp as at tp 1 (docs/sharding.md).
+struct StateTheory {
+  int64_t padded = 0;  // Σ units' flat buffers at this dp, alignment included
+  int64_t shard = 0;   // Σ units' shards
+  int64_t local = 0;   // Σ units' local elements: split / tp + replicated
+  int64_t split = 0, replicated = 0;  // whole-model elements, vocabulary padding included
+};
+
+StateTheory ModelStateTheory(const Model& model, int dp, int tp) {
+  StateTheory t;
+  for (const auto& unit : model.units) {
+    std::vector<FlatParamDecl> decls;
+    for (const ParamSpec& p : unit->params()) {
+      decls.push_back({p.name, *LocalShape(p, tp)});
+      (p.partition.replicated() ? t.replicated : t.split) += p.numel();
+    }
+    const FlatParamLayout l = *FlatParamLayout::Create(unit->name(), 0, decls, dp);
+    t.padded += l.padded_numel();
+    t.shard += l.shard_numel();
+    t.local += l.numel();
+  }
+  return t;
+}
+
+TEST(TensorParallelMpiTest, TpCollectivesAndModelStateMatchTheFormulas) {
+  const int n = WorldSize();
+  if (n < 2) GTEST_SKIP() << "tensor parallelism needs at least 2 ranks";
+  std::vector<std::pair<int, int>> shapes = {{1, n}};
+  if (n == 4) shapes.push_back({2, 2});
+  for (const auto& [dp, tp] : shapes) {
+    Case c;
+    c.dp = dp;
+    c.tp = tp;
+    uint32_t seed = 0;
+    const std::vector<int32_t> tokens = SharedTokens(c.Batch(), TestModel(1), &seed);
+    const Gpt2Config model = TestModel(tp);
+    const int64_t N = int64_t{c.Batch() / (dp * c.m)} * model.seq_len;  // rows per micro-batch
+    for (bool sp : {false, true}) {
+      for (int stage = 0; stage <= 3; ++stage) {
+        c.sp = sp;
+        c.stage = stage;
+        SCOPED_TRACE(c.Name());
+        ProcessGrid& grid = Grid(dp, tp);
+        std::unique_ptr<Model> built = std::move(BuildGpt2(model)).value();
+        const StateTheory theory = ModelStateTheory(*built, dp, tp);
+        // Split parameters divide over tp; the vocabulary is padded (67 -> a multiple of tp).
+        EXPECT_EQ(theory.local, theory.split / tp + theory.replicated);
+        EXPECT_EQ(theory.split + theory.replicated,
+                  built->num_logical_params() + (model.padded_vocab_size() - model.vocab_size) * model.n_embd);
+        auto engine = Engine::Create(Config(c), &grid, std::move(built));
+        ASSERT_TRUE(engine.ok()) << engine.status();
+        std::vector<HostBatch> batches =
+            MicroBatchesForRank(tokens, c.Batch(), model.seq_len, dp, c.m, grid.dp_rank());
+        const std::vector<Batch> views = Views(batches);
+        const CommStats before = (*engine)->comm_stats_by_group().at("tp");
+        ASSERT_TRUE((*engine)->TrainStep(views).ok());
+        const CommStats ran = (*engine)->comm_stats_by_group().at("tp") - before;
+        const TpTraffic want = ExpectedTpTraffic(tp, sp, c.m, model.n_layer, N, model.n_embd);
+        for (CommOp op : {CommOp::kAllGather, CommOp::kReduceScatter, CommOp::kAllReduce}) {
+          const OpCounters w = want.ops.count(op) ? want.ops.at(op) : OpCounters{};
+          EXPECT_EQ(ran[op].calls, w.calls) << CommOpName(op);
+          EXPECT_EQ(ran[op].bytes_sent, w.bytes_sent) << CommOpName(op);
+        }
+        int64_t want_calls = 0;  // nothing else runs on tp
+        for (const auto& [op, counters] : want.ops) want_calls += counters.calls;
+        EXPECT_EQ(ran.Total().calls, want_calls);
+        const MemoryTracker& mem = (*engine)->memory();
+        EXPECT_EQ(mem.Usage(MemoryCategory::kParams).current, 4 * (stage == 3 ? theory.shard : theory.padded));
+        EXPECT_EQ(mem.Usage(MemoryCategory::kGrads).current, 4 * (stage <= 1 ? theory.padded : theory.shard));
+        EXPECT_EQ(mem.Usage(MemoryCategory::kMasterParams).current, 4 * (stage == 0 ? theory.padded : theory.shard));
+        EXPECT_EQ(mem.Usage(MemoryCategory::kOptimizerState).current, 8 * (stage == 0 ? theory.padded : theory.shard));
+        if (grid.world().rank() == 0 && stage == 3) {
+          std::printf("%s: tp sent %lld bytes in %lld collectives per step; model state %lld bytes per rank\n",
+                      c.Name().c_str(), static_cast<long long>(ran.Total().bytes_sent),
+                      static_cast<long long>(ran.Total().calls),
+                      static_cast<long long>(mem.Usage(MemoryCategory::kParams).current +
+                                             mem.Usage(MemoryCategory::kGrads).current +
+                                             mem.Usage(MemoryCategory::kMasterParams).current +
+                                             mem.Usage(MemoryCategory::kOptimizerState).current));
+        }
+      }
+    }
+  }
+}
+
+// Activations kept when the first backward starts (one micro-batch, nothing
+// recomputed): sequence parallelism keeps 1/tp of every row-split tensor.
+int64_t KeptActivationBytes(const Case& c, const std::vector<int32_t>& tokens) {
+  ProcessGrid& grid = Grid(c.dp, c.tp);
+  auto engine = Engine::Create(Config(c), &grid, std::move(BuildGpt2(TestModel(c.tp))).value());
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return -1;
+  int64_t kept = -1;
+  EngineImpl& impl = Internals(**engine);
+  impl.SetActionHookForTesting([&](int64_t, const Action& action) {
+    if (kept < 0 && action.kind == ActionKind::kBackward) {
+      kept = impl.memory().Usage(MemoryCategory::kActivations).current;
+    }
+  });
+  std::vector<HostBatch> batches = MicroBatchesForRank(tokens, c.Batch(), TestModel(c.tp).seq_len, c.dp, c.m,
+                                                       grid.dp_rank());
+  EXPECT_TRUE((*engine)->TrainStep(Views(batches)).ok());
+  return kept;
+}
+
+TEST(TensorParallelMpiTest, SequenceParallelismDividesRowActivationsByTp) {
+  const int n = WorldSize();
+  if (n < 2) GTEST_SKIP() << "tensor parallelism needs at least 2 ranks";
+  Case c;
+  c.tp = n;
+  c.m = 1;
+  uint32_t seed = 0;
+  const std::vector<int32_t> tokens = SharedTokens(c.Batch(), TestModel(1), &seed);
+  const int64_t off = KeptActivationBytes(c, tokens);
+  c.sp = true;
+  const int64_t on = KeptActivationBytes(c, tokens);
+  const Gpt2Config model = TestModel(n);
+  const int64_t N = int64_t{c.Batch()} * model.seq_len, C = model.n_embd, L = model.n_layer;
+  // Row-split under sequence parallelism (docs/parallelism.md): per block x
+  // (the previous unit's output, kept once), ln_1 out, res2, ln_2 out and
+  // four f32 statistics; the head's input rows (the last block's output) and
+  // ln_f's two statistics.
+  const int64_t row_bytes = L * (4 * N * C * 4 + 16 * N) + (N * C * 4 + 8 * N);
+  if (Grid(1, n).world().rank() == 0) {
+    std::printf("tp %d: activations kept after forward %lld bytes, with sequence parallelism %lld\n", n,
+                static_cast<long long>(off), static_cast<long long>(on));
+  }
+  EXPECT_EQ(off - on, row_bytes - row_bytes / n);
 }
 
 }  // namespace
