@@ -213,6 +213,7 @@ UnitContext EngineImpl::ContextFor(const RunContext& run, int micro_batch, int u
   ctx.parallel.tp_rank = tp_rank();
   ctx.parallel.tp_size = tp_size();
   ctx.parallel.sequence_parallel = options_.tensor.sequence_parallel;
+  ctx.parallel.timeline = timeline_.get();
   return ctx;
 }
 

@@ -56,6 +56,8 @@ absl::StatusOr<TraceFileInfo> EngineImpl::WriteTrace() {
   const std::vector<std::pair<std::string, std::string>> other_data = {
       {"zero_stage", absl::StrCat(options_.stage)},
       {"dp", absl::StrCat(dp_->size())},
+      {"tp", absl::StrCat(tp_size())},
+      {"sequence_parallel", options_.tensor.sequence_parallel ? "true" : "false"},
       {"compute_dtype", absl::StrCat("\"", DTypeName(options_.compute_dtype), "\"")},
       {"traced_steps", absl::StrCat(traced_steps_)},
   };

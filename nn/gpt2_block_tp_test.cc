@@ -416,7 +416,7 @@ class Gpt2BlockTpTest : public ::testing::Test {
   const uint32_t seed_ = testing::FreshSeed();
   const ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, ::testing::Message() << "seed " << seed_};
   std::mt19937 rng_{seed_};
-  const Gpt2Config cfg_{2, 12, 48, 64, 16};
+  const Gpt2Config cfg_{2, 12, 48, 64, 16, /*vocab_multiple=*/12};  // the vocabulary splits at tp 2, 3, 4
   std::unique_ptr<Model> model_;
   std::vector<int32_t> tokens_, targets_;
   Batch batch_;

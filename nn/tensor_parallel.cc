@@ -1,9 +1,11 @@
 #include "nn/tensor_parallel.h"
 
+#include <chrono>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "comm/communicator.h"
+#include "comm/traced_wait.h"
 #include "core/status_macros.h"
 #include "kernels/cast.h"
 
@@ -44,9 +46,13 @@ absl::Status CheckViews(const ParallelContext& par, const TensorView& a, const T
   return absl::OkStatus();
 }
 
-absl::Status Finish(std::unique_ptr<Work> work, const std::string& description) {
+// Waits for `work` (issued just before; drawn on par.timeline as
+// "tp <op>" with `what` when it records).
+absl::Status Finish(const ParallelContext& par, const char* op, absl::string_view what, int64_t bytes,
+                    std::unique_ptr<Work> work, const std::string& description) {
   if (work == nullptr) return absl::InternalError(absl::StrCat(description, ": the communicator returned no work"));
-  absl::Status s = work->Wait();
+  const auto issued = std::chrono::steady_clock::now();
+  absl::Status s = WaitTraced(*work, par.timeline, "tp", absl::StrCat("tp ", op), what, issued, bytes);
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(description, " failed: ", s.message()));
 }
@@ -106,7 +112,7 @@ absl::Status TpAllReduceSum(const ParallelContext& par, const ComputeContext& /*
   RETURN_IF_ERROR(CheckViews(par, t, t, what, "AllReduce"));
   if (par.tp_size == 1) return absl::OkStatus();
   const std::string d = Describe(what, "AllReduce", par.tp, t.dtype, t.numel(), "");
-  return Finish(par.tp->AllReduce(t.data, t.numel(), t.dtype, ReduceOp::kSum), d);
+  return Finish(par, "AllReduce", what, t.bytes(), par.tp->AllReduce(t.data, t.numel(), t.dtype, ReduceOp::kSum), d);
 }
 
 absl::Status TpAllGatherRows(const ParallelContext& par, const ComputeContext& ctx, const TensorView& in,
@@ -119,7 +125,7 @@ absl::Status TpAllGatherRows(const ParallelContext& par, const ComputeContext& c
   }
   if (par.tp_size == 1) return CopyIfDistinct(ctx, in, out);
   const std::string d = Describe(what, "AllGather", par.tp, in.dtype, in.numel(), " per rank");
-  return Finish(par.tp->AllGather(in.data, out.data, in.numel(), in.dtype), d);
+  return Finish(par, "AllGather", what, in.bytes(), par.tp->AllGather(in.data, out.data, in.numel(), in.dtype), d);
 }
 
 absl::Status TpReduceScatterRows(const ParallelContext& par, const ComputeContext& ctx, const TensorView& in,
@@ -132,7 +138,8 @@ absl::Status TpReduceScatterRows(const ParallelContext& par, const ComputeContex
   }
   if (par.tp_size == 1) return CopyIfDistinct(ctx, in, out);
   const std::string d = Describe(what, "ReduceScatter", par.tp, in.dtype, out.numel(), " per rank");
-  return Finish(par.tp->ReduceScatter(in.data, out.data, out.numel(), in.dtype, ReduceOp::kSum), d);
+  return Finish(par, "ReduceScatter", what, out.bytes(),
+                par.tp->ReduceScatter(in.data, out.data, out.numel(), in.dtype, ReduceOp::kSum), d);
 }
 
 }  // namespace zeroshard

@@ -41,6 +41,7 @@
 #include "core/buffer.h"
 #include "core/dtype.h"
 #include "core/memory_tracker.h"
+#include "core/timeline.h"
 #include "kernels/context.h"
 #include "nn/batch.h"
 #include "nn/param_spec.h"
@@ -66,6 +67,9 @@ struct ParallelContext {
   int tp_rank = 0;
   int tp_size = 1;
   bool sequence_parallel = false;
+  // Where the tp collectives are drawn while it records (the engine's trace;
+  // null: not traced).
+  Timeline* timeline = nullptr;
 };
 
 struct UnitContext {

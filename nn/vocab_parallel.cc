@@ -1,8 +1,10 @@
 #include "nn/vocab_parallel.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/traced_wait.h"
 #include "core/status_macros.h"
 #include "kernels/cast.h"
 #include "nn/device_sync.h"
@@ -31,9 +33,13 @@ absl::StatusOr<Communicator*> TpOf(const UnitContext& ctx, const std::string& un
   return p.tp;
 }
 
-absl::Status Finish(const std::string& unit, const char* op, const char* what, int64_t count, DType dtype,
-                    std::unique_ptr<Work> work) {
-  absl::Status s = work->Wait();
+// Waits for `work` (issued just before; drawn on the timeline as "tp <op>"
+// with `what` when it records).
+absl::Status Finish(const UnitContext& ctx, const std::string& unit, const char* op, const char* what, int64_t count,
+                    DType dtype, std::unique_ptr<Work> work) {
+  const auto issued = std::chrono::steady_clock::now();
+  absl::Status s = WaitTraced(*work, ctx.parallel.timeline, "tp", absl::StrCat("tp ", op),
+                              absl::StrCat(unit, " ", what), issued, count * static_cast<int64_t>(DTypeSize(dtype)));
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(unit, ": tp ", op, " of ", what, " (", count, " ", DTypeName(dtype),
                                              ") failed: ", s.message()));
@@ -79,7 +85,7 @@ absl::Status AllReduce(const UnitContext& ctx, const std::string& unit, const ch
   if (tp == nullptr) return absl::OkStatus();
   RETURN_IF_ERROR(WaitForDevice(ctx.compute.kernels));
   const std::string name = absl::StrCat("AllReduce(", ReduceOpName(op), ")");
-  return Finish(unit, name.c_str(), what, count, dtype, tp->AllReduce(buf, count, dtype, op));
+  return Finish(ctx, unit, name.c_str(), what, count, dtype, tp->AllReduce(buf, count, dtype, op));
 }
 
 absl::Status AllGather(const UnitContext& ctx, const std::string& unit, const char* what, const void* in, void* out,
@@ -87,7 +93,7 @@ absl::Status AllGather(const UnitContext& ctx, const std::string& unit, const ch
   ASSIGN_OR_RETURN(Communicator * tp, TpOf(ctx, unit));
   if (tp == nullptr) return CopyIfDistinct(ctx, in, out, count, dtype);
   RETURN_IF_ERROR(WaitForDevice(ctx.compute.kernels));
-  return Finish(unit, "AllGather", what, count, dtype, tp->AllGather(in, out, count, dtype));
+  return Finish(ctx, unit, "AllGather", what, count, dtype, tp->AllGather(in, out, count, dtype));
 }
 
 absl::Status ReduceScatter(const UnitContext& ctx, const std::string& unit, const char* what, const void* in,
@@ -95,7 +101,8 @@ absl::Status ReduceScatter(const UnitContext& ctx, const std::string& unit, cons
   ASSIGN_OR_RETURN(Communicator * tp, TpOf(ctx, unit));
   if (tp == nullptr) return CopyIfDistinct(ctx, in, out, count, dtype);
   RETURN_IF_ERROR(WaitForDevice(ctx.compute.kernels));
-  return Finish(unit, "ReduceScatter", what, count, dtype, tp->ReduceScatter(in, out, count, dtype, ReduceOp::kSum));
+  return Finish(ctx, unit, "ReduceScatter", what, count, dtype,
+                tp->ReduceScatter(in, out, count, dtype, ReduceOp::kSum));
 }
 
 // ---------------------------------------------------------------------------

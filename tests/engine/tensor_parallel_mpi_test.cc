@@ -16,9 +16,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,7 @@
 #include "engine/step_program.h"
 #include "engine/testing/global_batch.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "nn/gpt2.h"
 #include "nn/param_spec.h"
 #include "sharding/flat_param_layout.h"
@@ -476,6 +479,51 @@ TEST(TensorParallelMpiTest, LowPrecisionTracksF32AndCheckpointingIsBitwise) {
     SCOPED_TRACE(c.Name());
     EXPECT_TRUE(Bitwise(RunTensorParallel(c, tokens).weights, none.weights)) << "differs from no checkpointing";
   }
+}
+
+// The trace draws each tp collective a unit issues (category "tp", on the
+// comm track), as many per rank as the step issues.
+TEST(TensorParallelMpiTest, TraceShowsEveryTpCollective) {
+  const int n = WorldSize();
+  if (n < 2) GTEST_SKIP() << "tensor parallelism needs at least 2 ranks";
+  Case c;
+  c.tp = n;
+  c.sp = true;
+  c.stage = 3;
+  uint32_t seed = 0;
+  const std::vector<int32_t> tokens = SharedTokens(c.Batch(), TestModel(1), &seed);
+  const std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/tp_trace_", n, ".json");
+  EngineConfig config = Config(c);
+  config.mutable_logging()->set_trace_path(path);
+  config.mutable_logging()->set_trace_steps(1);
+  ProcessGrid& grid = Grid(c.dp, c.tp);
+  auto engine = Engine::Create(config, &grid, std::move(BuildGpt2(TestModel(c.tp))).value());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<HostBatch> batches =
+      MicroBatchesForRank(tokens, c.Batch(), TestModel(c.tp).seq_len, c.dp, c.m, grid.dp_rank());
+  ASSERT_TRUE((*engine)->TrainStep(Views(batches)).ok());
+  ASSERT_TRUE((*engine)->WriteTrace().ok());
+  if (grid.world().rank() != 0) return;
+  std::ifstream file(path);
+  const nlohmann::json trace = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(trace.is_discarded()) << path;
+  EXPECT_EQ(trace["otherData"]["tp"], n);
+  EXPECT_EQ(trace["otherData"]["sequence_parallel"], true);
+  std::map<int, int64_t> per_rank;
+  std::set<std::string> names;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] != "tp") continue;
+    ++per_rank[e["pid"].get<int>()];
+    names.insert(e["name"].get<std::string>().substr(0, e["name"].get<std::string>().find(' ', 3)));
+  }
+  const TpTraffic want = ExpectedTpTraffic(n, true, c.m, TestModel(n).n_layer, int64_t{2} * TestModel(n).seq_len,
+                                           TestModel(n).n_embd);
+  int64_t want_calls = 0;
+  for (const auto& [op, counters] : want.ops) want_calls += counters.calls;
+  ASSERT_EQ(static_cast<int>(per_rank.size()), n);
+  for (const auto& [rank, count] : per_rank) EXPECT_EQ(count, want_calls) << "rank " << rank;
+  EXPECT_EQ(names, (std::set<std::string>{"tp AllGather", "tp AllReduce(max)", "tp AllReduce(sum)", "tp AllReduce",
+                                          "tp ReduceScatter"}));
 }
 
 }  // namespace
