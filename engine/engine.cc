@@ -140,7 +140,12 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
     for (int u = 0; u < num_units(); ++u) {
       absl::StrAppend(&model_text, plan_.layouts[u].DebugString(), plan_.units[u].trainable ? "" : " frozen", " borrows {");
       for (const std::string& b : model_->units[u]->borrowed_params()) absl::StrAppend(&model_text, " ", b);
-      absl::StrAppend(&model_text, " }\n");
+      absl::StrAppend(&model_text, " }");
+      // The tp partitions: equal local shapes may still cut differently.
+      for (const ParamSpec& p : model_->units[u]->params()) {
+        if (!p.partition.replicated()) absl::StrAppend(&model_text, " ", p.name, " ", p.partition.DebugString());
+      }
+      absl::StrAppend(&model_text, "\n");
     }
     for (const std::string& m : plan_.metric_names) absl::StrAppend(&model_text, "metric ", m, "\n");
   }

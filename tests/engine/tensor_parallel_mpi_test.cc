@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
@@ -524,6 +525,34 @@ TEST(TensorParallelMpiTest, TraceShowsEveryTpCollective) {
   for (const auto& [rank, count] : per_rank) EXPECT_EQ(count, want_calls) << "rank " << rank;
   EXPECT_EQ(names, (std::set<std::string>{"tp AllGather", "tp AllReduce(max)", "tp AllReduce(sum)", "tp AllReduce",
                                           "tp ReduceScatter"}));
+}
+
+// Ranks of one tp group that build another model, or run another tp
+// layout, fail at Create on every rank with the fingerprint error.
+TEST(TensorParallelMpiTest, ATpRankWithAnotherModelOrLayoutFailsCreateEverywhere) {
+  const int n = WorldSize();
+  if (n < 2) GTEST_SKIP() << "tensor parallelism needs at least 2 ranks";
+  Case c;
+  c.tp = n;
+  ProcessGrid& grid = Grid(c.dp, c.tp);
+  const bool last = grid.world().rank() == n - 1;
+  Gpt2Config model = TestModel(n);
+  if (last) model.n_layer = 3;
+  auto engine = Engine::Create(Config(c), &grid, std::move(BuildGpt2(model)).value());
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StartsWith(engine.status().message(), absl::StrCat("the model differs across the ", n,
+                                                                       " world ranks: world rank ",
+                                                                       grid.world().rank(), " has ")))
+      << engine.status();
+  Case other = c;
+  other.sp = last;
+  engine = Engine::Create(Config(other), &grid, std::move(BuildGpt2(TestModel(n))).value());
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StartsWith(engine.status().message(),
+                               absl::StrCat("the engine config differs across the ", n, " world ranks")))
+      << engine.status();
 }
 
 }  // namespace
