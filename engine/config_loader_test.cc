@@ -270,6 +270,12 @@ const BadConfig kBadConfigs[] = {
     {"tensor_parallel", "engine { parallel { dp: 1 tp: 3 } }", false, 3,
      "PATH: invalid config:\nmodel.n_head: 2 is not a multiple of engine.parallel.tp = 3 (each tp rank holds whole "
      "heads)\nmodel.n_embd: 32 is not a multiple of engine.parallel.tp = 3"},
+    {"sequence_parallel_seq_len", "model { seq_len: 15 } engine { parallel { dp: 1 tp: 2 sequence_parallel: true } }",
+     false, 2,
+     "PATH: invalid config:\nmodel.seq_len: 15 is not a multiple of engine.parallel.tp = 2 "
+     "(engine.parallel.sequence_parallel splits the sequence)"},
+    {"tp_world_mismatch", "engine { parallel { dp: 2 tp: 2 } }", false, 3,
+     "PATH: invalid config:\nengine.parallel: dp*tp*pp = 4 but the world has 3 ranks"},
     {"sequence_parallel_without_tp", "engine { parallel { sequence_parallel: true } }", false, 3,
      "PATH: invalid config:\nengine.parallel.sequence_parallel: true needs engine.parallel.tp > 1 (is 1)"},
     {"master_bf16", "engine { precision { master_dtype: BF16 } }", false, 3,
