@@ -38,7 +38,7 @@ absl::Status CheckpointReader::CheckFileFrame(int file) const {
   if (!size.ok()) {
     std::string who = absl::StrCat("dp rank ", f.dp_rank());
     if (f.pp_rank() != 0) who = absl::StrCat("pp rank ", f.pp_rank(), " ", who);
-    if (f.tp_rank() != 0) absl::StrAppend(&who, " tp rank ", f.tp_rank());
+    if (tp() > 1) absl::StrAppend(&who, " tp rank ", f.tp_rank());
     return absl::Status(size.status().code(), absl::StrCat("shard file of ", who, " is missing or unreadable: ",
                                                            size.status().message()));
   }

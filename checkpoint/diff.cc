@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/manifest.h"
 #include "core/status_macros.h"
 
 namespace zeroshard {
@@ -44,13 +45,16 @@ absl::StatusOr<std::vector<TensorDiff>> DiffCheckpoints(const CheckpointReader& 
                                                         ub.params_size(), " parameters"));
     }
     for (int p = 0; p < ua.params_size(); ++p) {
+      // Whole, unpadded shapes (what ReadParam returns): under tp the
+      // manifest's `shape` is one rank's slice, which differs between tp
+      // sizes although the tensors are the same.
       const CheckpointParam& pa = ua.params(p);
       const CheckpointParam& pb = ub.params(p);
-      if (pa.name() != pb.name() || !std::equal(pa.shape().begin(), pa.shape().end(), pb.shape().begin(),
-                                                pb.shape().end())) {
+      const std::vector<int64_t> sa = ParamSpecOf(pa).logical(), sb = ParamSpecOf(pb).logical();
+      if (pa.name() != pb.name() || sa != sb) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "unit ", u, " parameter ", p, " is '", pa.name(), "' [", absl::StrJoin(pa.shape(), ", "), "] in the first "
-            "and '", pb.name(), "' [", absl::StrJoin(pb.shape(), ", "), "] in the second checkpoint"));
+            "unit ", u, " parameter ", p, " is '", pa.name(), "' [", absl::StrJoin(sa, ", "), "] in the first "
+            "and '", pb.name(), "' [", absl::StrJoin(sb, ", "), "] in the second checkpoint"));
       }
     }
   }

@@ -1,5 +1,6 @@
 // `zeroshard ckpt diff`: per-tensor differences between two checkpoints of
-// the same model (any dp each).
+// the same model (any dp and tp each: tensors are compared whole, in the
+// shape users see).
 #ifndef ZEROSHARD_CHECKPOINT_DIFF_H_
 #define ZEROSHARD_CHECKPOINT_DIFF_H_
 
@@ -24,7 +25,8 @@ struct TensorDiff {
 
 // Every parameter of every kind both checkpoints hold, in unit, kind,
 // parameter order. kFailedPrecondition naming the first difference when the
-// units, parameter names or shapes differ.
+// units, parameter names or whole unpadded shapes (ParamSpec::logical())
+// differ.
 absl::StatusOr<std::vector<TensorDiff>> DiffCheckpoints(const CheckpointReader& a, const CheckpointReader& b);
 
 // The element-wise statistics of one pair of equal-length arrays.

@@ -116,6 +116,24 @@ absl::Status CheckModelMatches(const EngineImpl& engine, const CheckpointManifes
                          absl::StrJoin(cp.shape(), ", "), "], the model's is '", info.name, "' [",
                          absl::StrJoin(info.shape, ", "), "]"));
       }
+      // Equal slices do not make equal tensors: a vocabulary of 67 and one
+      // of 68 both pad to 68 rows at tp 2, and a parameter cut along
+      // another dimension can have the same slice shape. The whole tensor,
+      // its cut (at tp > 1; a tp 1 manifest records none) and the shape
+      // users see must match as well.
+      const ParamSpec saved = ParamSpecOf(cp);
+      const ParamSpec& spec = engine.model().units[u]->params()[p];
+      const Partition want = engine.tp_size() > 1 ? spec.partition : Partition::Replicated();
+      if (saved.logical() != spec.logical() ||
+          (engine.tp_size() > 1 && (saved.shape != spec.shape || !(saved.partition == want)))) {
+        const auto describe = [](const ParamSpec& s, const Partition& part) {
+          return absl::StrCat("[", absl::StrJoin(s.shape, ", "), "] ", part.DebugString(), ", logical shape [",
+                              absl::StrJoin(s.logical(), ", "), "]");
+        };
+        return absl::FailedPreconditionError(absl::StrCat("checkpoint '", dir, "' parameter '", cp.name(), "' is ",
+                                                          describe(saved, saved.partition), ", the model's is ",
+                                                          describe(spec, want)));
+      }
     }
   }
   return absl::OkStatus();
@@ -307,6 +325,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
   loaded.optimizer_steps = m.optimizer_steps();
   loaded.saved_dp = m.topology().dp();
   loaded.saved_pp = m.topology().pp();
+  loaded.saved_tp = m.topology().tp();
   loaded.config = m.config();
   loaded.data.sequences_consumed = m.data().sequences_consumed();
   loaded.data.shuffle_seed = m.rng().data_shuffle_seed();

@@ -88,6 +88,7 @@ struct LoadedCheckpoint {
   int64_t optimizer_steps = 0;   // restored into the engine (unless weights_only)
   int saved_dp = 0;              // dp of the saving job; != engine dp means resharded
   int saved_pp = 1;              // its pipeline stages (units are read wherever they were)
+  int saved_tp = 1;              // its tensor-parallel size (always the engine's: another is refused)
   TrainConfig config;            // the saving run's config
   DataPosition data;
   CheckpointLossScaler loss_scaler;   // as saved (fields unset without a scaler)
@@ -100,9 +101,11 @@ struct LoadedCheckpoint {
 // each unit (checksums checked), then parameters are published from the
 // master weights. Errors, on every rank: kNotFound (no checkpoint),
 // kDataLoss (corrupt or missing file, naming it and the tensor),
-// kUnimplemented (unknown format version), kFailedPrecondition (a model
-// whose units or parameters differ from the manifest's, naming the first
-// difference, or missing optimizer state). After an error the engine's
+// kUnimplemented (unknown format version), kFailedPrecondition (a
+// checkpoint saved at another tp size, naming both; a model whose units or
+// parameters differ from the manifest's, naming the first difference; or
+// missing optimizer state). Each tp rank reads the files of its own tp
+// coordinate. After an error the engine's
 // state is unspecified; do not train on it.
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::string& dir_or_root,
                                                 const LoadOptions& options = LoadOptions());

@@ -10,8 +10,10 @@
 namespace zeroshard {
 
 // Step, topology, units with their parameter counts and shard sizes,
-// parameter count, bytes by kind (stored, padding included) and by file,
-// dtypes, optimizer, loss scaler, seed and data position.
+// parameter count, bytes by kind (stored, padding included) and by file
+// (each with its (pp, dp, tp) coordinates), dtypes, optimizer, loss scaler,
+// seed and data position. At tp > 1 also each split parameter's whole
+// shape, per-rank slice and partition (vocabulary padding named).
 std::string InspectCheckpoint(const CheckpointReader& reader);
 
 }  // namespace zeroshard

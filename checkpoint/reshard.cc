@@ -10,7 +10,8 @@ absl::StatusOr<std::string> ReshardCheckpoint(const CheckpointReader& reader, co
   if (reader.tp() > 1) {
     return absl::UnimplementedError(absl::StrCat(
         "checkpoint '", reader.dir(), "' was saved at tp ", reader.tp(),
-        "; resharding tensor-parallel checkpoints is not supported: consolidate it and import the .safetensors"));
+        "; resharding tensor-parallel checkpoints is not supported (tp must be 1): consolidate it (zeroshard ckpt "
+        "consolidate) and start from the .safetensors file (--init_from), which loads at any dp and tp"));
   }
   CheckpointManifest m = reader.manifest();
   m.mutable_topology()->set_dp(dp);

@@ -13,7 +13,8 @@
 namespace zeroshard {
 
 // Writes step_<N> under out_root (committed with `latest`, like a save) and
-// returns its path. kInvalidArgument for dp < 1. Every value read is
+// returns its path. kInvalidArgument for dp < 1; kUnimplemented, naming the
+// size, for a checkpoint saved at tp > 1 (nothing is written). Every value read is
 // checksum-verified; out_root may be the source root (the step is replaced
 // only after everything was read).
 absl::StatusOr<std::string> ReshardCheckpoint(const CheckpointReader& reader, const std::string& out_root, int dp);

@@ -18,6 +18,9 @@ namespace zeroshard {
 // `data(unit, kind_index)` returns the unit's S f32 values of that kind on
 // this rank (called for units with numel > 0 only; must stay valid until
 // the function returns). Writes <dir>/ShardFileName(dp_rank) and fsyncs it.
+// `dp_rank` is the file's index in the manifest: the saving rank's world
+// rank, which is its dp rank only when tp = pp = 1 (the caller sets the
+// record's coordinates).
 absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int dp_rank, int64_t step,
                                               const std::vector<FlatParamLayout>& layouts,
                                               const std::vector<std::string>& kinds,

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end checks of `zeroshard ckpt`: every command's output and exit code
 # on a small checkpoint, corruption caught by verify, consolidate of a
-# checkpoint equal to consolidate of its reshard, import round trips.
+# checkpoint equal to consolidate of its reshard, import round trips; a
+# tensor-parallel checkpoint (tp 2, padded vocabulary) written by a 2-rank
+# mpirun job of the fixture: inspect shows its layout, verify, consolidate
+# (whole unpadded tensors equal to the run's GatherParam, and named and
+# shaped as at tp 1), diff, and reshard refusing it.
 # Usage: ckpt_test.sh ZEROSHARD FIXTURE_MAIN
 set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
@@ -52,4 +56,75 @@ expect verify_manifest 1 "checksum mismatch" -- "$bin" ckpt verify "$ck"
 echo "step_9x" > "$ck/latest"
 expect bad_latest 1 "expected 'step_<N>'" -- "$bin" ckpt inspect "$ck"
 expect diff_tol 0 "" -- "$bin" ckpt diff "$tmp/imported" "$tmp/reimported" --tol 0
+
+# Tensor parallelism: tp2/ (dp 1 x tp 2, vocabulary 13 padded to 14 rows)
+# and tp1/ (the same model and data at dp 2 x tp 1), both at step 2.
+flags=(--oversubscribe --bind-to none --mca btl self,vader)
+if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
+export OMPI_MCA_mpi_yield_when_idle=1
+tpdir=$tmp/tp
+mkdir -p "$tpdir"
+timeout 120 mpirun "${flags[@]}" -np 2 "$fixture_main" --tp2 "$tpdir" >"$tmp/tp_fixture.log" 2>&1
+rc=$?
+record_case tp_fixture $((rc == 0)) "rc=$rc: $(cat "$tmp/tp_fixture.log")"
+tp2=$tpdir/tp2 tp1=$tpdir/tp1
+expect tp_inspect_topology 0 "topology:    dp=1 tp=2 pp=1, saved by ZeRO stage 3" -- "$bin" ckpt inspect "$tp2"
+expect tp_inspect_parameters 0 "parameters:  1024 in 3 units; each tp rank holds 564 (576 stored with padding)" -- "$bin" ckpt inspect "$tp2"
+expect tp_inspect_file0 0 "rank_00000.safetensors   pp 0 dp 0 tp 0," -- "$bin" ckpt inspect "$tp2"
+expect tp_inspect_file1 0 "rank_00001.safetensors   pp 0 dp 0 tp 1," -- "$bin" ckpt inspect "$tp2"
+expect tp_inspect_split_count 0 "tensor parallel: tp=2; 7 split parameters (whole -> per tp rank), 9 replicated" -- "$bin" ckpt inspect "$tp2"
+expect tp_inspect_vocab 0 "wte.weight                   [14, 8] -> [7, 8] split(dim=0, blocks=1), logical [13, 8] (the rest is padding)" -- "$bin" ckpt inspect "$tp2"
+expect tp_inspect_qkv 0 "h.0.attn.c_attn.weight       [8, 24] -> [8, 12] split(dim=1, blocks=3)" -- "$bin" ckpt inspect "$tp2"
+expect tp_inspect_tp1_files 0 "rank_00001.safetensors   pp 0 dp 1 tp 0," -- "$bin" ckpt inspect "$tp1"
+out=$("$bin" ckpt inspect "$tp1" 2>&1)
+[[ "$out" != *"tensor parallel:"* && "$out" == *"parameters:  1024 (1088 stored with padding) in 3 units"* ]]
+record_case tp1_inspect_has_no_tp_section $((! $?)) "$out"
+expect tp_verify 0 "manifest and 2 shard file(s) intact" -- "$bin" ckpt verify "$tp2"
+expect tp_consolidate 0 "wrote $tpdir/c2.safetensors (step 2, f32)" -- "$bin" ckpt consolidate "$tp2" --out "$tpdir/c2.safetensors"
+expect tp1_consolidate 0 "wrote" -- "$bin" ckpt consolidate "$tp1" --out "$tpdir/c1.safetensors"
+expect tp_consolidate_bf16_optimizer 0 "wrote" -- "$bin" ckpt consolidate "$tp2" --out "$tpdir/c2o.safetensors" --dtype bf16 --optimizer
+
+# safetensors_tensors FILE: one line per tensor in data order, "name dtype
+# [shape] crc" (crc32 of its bytes), metadata left out.
+safetensors_tensors() {
+  python3 - "$1" <<'PY'
+import json, struct, sys, zlib
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h.pop("__metadata__", None)
+for name, t in sorted(h.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+    lo, hi = t["data_offsets"]
+    print(name, t["dtype"], t["shape"], "%08x" % zlib.crc32(b[8 + n + lo:8 + n + hi]))
+PY
+}
+c2=$(safetensors_tensors "$tpdir/c2.safetensors")
+c1=$(safetensors_tensors "$tpdir/c1.safetensors")
+gathered=$(safetensors_tensors "$tpdir/tp2_gathered.safetensors")
+[ -n "$c2" ] && [ "$(sort <<<"$c2")" = "$(sort <<<"$gathered")" ]
+record_case tp_consolidate_equals_gather_param $((! $?)) "consolidated:
+$c2
+GatherParam:
+$gathered"
+[[ "$c2" == *"wte.weight F32 [13, 8] "* && "$c2" == *"h.0.attn.c_attn.weight F32 [8, 24] "* && "$c2" != *"lm_head"* ]]
+record_case tp_consolidate_whole_unpadded_shapes $((! $?)) "$c2"
+[ "$(cut -d' ' -f1-3 <<<"$c2")" = "$(cut -d' ' -f1-3 <<<"$c1")" ] && [ "$(wc -l <<<"$c2")" = 16 ]
+record_case tp_consolidate_names_and_shapes_as_at_tp1 $((! $?)) "tp 2:
+$c2
+tp 1:
+$c1"
+c2o=$(safetensors_tensors "$tpdir/c2o.safetensors")
+[[ "$c2o" == *"wte.weight BF16 [13, 8] "* && "$c2o" == *"optimizer.exp_avg_sq.wte.weight F32 [13, 8] "* ]] && [ "$(wc -l <<<"$c2o")" = 48 ]
+record_case tp_consolidate_bf16_with_optimizer $((! $?)) "$c2o"
+
+cp -r "$tp2" "$tpdir/tp2_copy"
+expect tp_diff_same 0 "0 of 48 tensors differ by more than 0" -- "$bin" ckpt diff "$tp2" "$tpdir/tp2_copy"
+# Across tp sizes the whole tensors are compared (tp sums in another order).
+expect tp_diff_across_tp 0 "0 of 48 tensors differ by more than 0.0001" -- "$bin" ckpt diff "$tp1" "$tp2" --tol 1e-4
+expect tp_diff_across_tp_not_bitwise 1 "wte.weight" -- "$bin" ckpt diff "$tp1" "$tp2"
+expect tp_reshard_refused 2 "checkpoint '$tp2/step_2' was saved at tp 2; resharding tensor-parallel checkpoints is not supported (tp must be 1)" -- "$bin" ckpt reshard "$tp2" --out "$tpdir/resharded" --dp 2
+[ ! -e "$tpdir/resharded" ]
+record_case tp_reshard_writes_nothing $((! $?)) "$(ls -la "$tpdir/resharded" 2>&1)"
+rm "$tpdir/tp2_copy/step_2/rank_00001.safetensors"
+expect tp_verify_missing 1 "shard file of dp rank 0 tp rank 1 is missing" -- "$bin" ckpt verify "$tpdir/tp2_copy"
 finish_cases

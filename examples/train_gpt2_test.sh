@@ -129,6 +129,56 @@ st=$?
 record_case init_from_consolidated_matches_val_loss $((st_c == 0 && rc == 0 && st == 0)) \
   "consolidate $st_c rc $rc want val_loss $want: $(cat "$tmp/init_eval.log")"
 
+# rel_close NAME A B: A and B (val_loss lines' values) within 1e-5 relative.
+rel_close() {
+  python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-5 * abs(b) else 1)" "$2" "$3"
+}
+val_of() { sed -n 's/^val_loss \([0-9.]*\)$/\1/p' "$tmp/$1.log"; }
+
+# The same file at tp 2 (dp 1, and dp 2 sequence parallel): ImportSafetensors
+# splits it over the tp ranks, and the validation loss is tp 1's.
+run 2 init_eval_tp2 --eval_only --set engine.parallel.dp=1 --set engine.parallel.tp=2 --init_from "$tmp/A.safetensors"
+rc_a=$rc
+run 4 init_eval_dp2tp2 --eval_only --set engine.parallel.dp=2 --set engine.parallel.tp=2 \
+  --set engine.parallel.sequence_parallel=true --init_from "$tmp/A.safetensors"
+rel_close x "$(val_of init_eval_tp2)" "$want" && rel_close x "$(val_of init_eval_dp2tp2)" "$want"
+st=$?
+record_case init_from_consolidated_at_tp2_matches_tp1_val_loss $((rc_a == 0 && rc == 0 && st == 0)) \
+  "rc $rc_a/$rc want $want: $(cat "$tmp/init_eval_tp2.log") / $(cat "$tmp/init_eval_dp2tp2.log")"
+
+# A vocabulary of 257 pads to 258 rows at tp 2: trained and checkpointed at
+# dp 1 x tp 2, consolidated to [257, C], evaluated at tp 1 and at dp 2 x tp 2
+# to the training run's own final validation loss.
+v257=(--set model.vocab_size=257 --set engine.logging.interval=100)
+run 2 tp2_train "${v257[@]}" --steps 4 --set engine.parallel.dp=1 --set engine.parallel.tp=2 \
+  --set "engine.checkpoint.dir=$tmp/ckT" --set "engine.logging.metrics_path=$tmp/T.jsonl"
+rc_t=$rc
+"$zeroshard" ckpt consolidate "$tmp/ckT" --out "$tmp/T.safetensors" >"$tmp/consolidate_T.log" 2>&1
+st_c=$?
+wte=$(python3 - "$tmp/T.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(1 << 20)
+print(json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])["wte.weight"]["shape"])
+PY
+)
+want_t=$(python3 -c "import json; print([json.loads(l) for l in open('$tmp/T.jsonl')][-1]['val_loss'])")
+run 1 T_eval_tp1 --eval_only "${v257[@]}" --set engine.parallel.dp=1 --init_from "$tmp/T.safetensors"
+rc_1=$rc
+run 4 T_eval_tp2 --eval_only "${v257[@]}" --set engine.parallel.dp=2 --set engine.parallel.tp=2 --init_from "$tmp/T.safetensors"
+rel_close x "$(val_of T_eval_tp1)" "$want_t" && rel_close x "$(val_of T_eval_tp2)" "$want_t"
+st=$?
+record_case tp2_checkpoint_consolidates_unpadded_and_evaluates_at_any_tp \
+  $((rc_t == 0 && st_c == 0 && rc_1 == 0 && rc == 0 && st == 0)) \
+  "train $rc_t consolidate $st_c ($(cat "$tmp/consolidate_T.log")) wte $wte eval $rc_1/$rc want $want_t: $(cat "$tmp/T_eval_tp1.log") / $(cat "$tmp/T_eval_tp2.log")"
+[ "$wte" = "[257, 32]" ]
+record_case tp2_consolidated_wte_is_unpadded $((! $?)) "wte.weight $wte"
+
+# Resuming that checkpoint at tp 1 is refused, naming both sizes.
+run 2 tp_resume_at_tp1 --resume "${v257[@]}" --set engine.parallel.dp=2 --set "engine.checkpoint.dir=$tmp/ckT"
+grep -q "was saved at tp 2, this engine runs tp 1: loading across tensor-parallel sizes is not supported" "$tmp/tp_resume_at_tp1.log"
+st=$?
+record_case resume_at_another_tp_refused $((rc != 0 && st == 0)) "rc=$rc: $(cat "$tmp/tp_resume_at_tp1.log")"
+
 # Resuming at another dp reshards on load and trains on.
 run 4 reshard_resume --resume --set steps=24 --set engine.parallel.dp=4 --set "engine.checkpoint.dir=$tmp/ckA"
 grep -q "resumed from .*/ckA/step_20 at step 20 (resharded from dp 2)" "$tmp/reshard_resume.log" && grep -q "step    24/24" "$tmp/reshard_resume.log"
