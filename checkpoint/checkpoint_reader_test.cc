@@ -142,7 +142,7 @@ TEST(CheckpointReaderTest, TruncatedAndMissingFiles) {
   SCOPED_TRACE(::testing::Message() << "values seed " << w.seed);
   absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(w.dir);
   ASSERT_TRUE(reader.ok());
-  const std::string path1 = JoinPath(w.dir, "rank_00001.safetensors");
+  const std::string path1 = JoinPath(w.dir, "shard_pp000_dp00001_tp000.safetensors");
   std::string bytes = *ReadFileToString(path1);
   ASSERT_TRUE(WriteFileDurably(path1, {absl::string_view(bytes).substr(0, bytes.size() - 5)}).ok());
   absl::Status s = reader->VerifyFile(1);
@@ -151,7 +151,7 @@ TEST(CheckpointReaderTest, TruncatedAndMissingFiles) {
                                       bytes.size(), " (truncated)"));
   std::vector<float> out(64);
   EXPECT_EQ(reader->ReadFlat(0, "master", 0, 64, out.data()).code(), absl::StatusCode::kDataLoss);
-  ASSERT_TRUE(RemoveTree(JoinPath(w.dir, "rank_00000.safetensors")).ok());
+  ASSERT_TRUE(RemoveTree(JoinPath(w.dir, "shard_pp000_dp00000_tp000.safetensors")).ok());
   s = reader->VerifyFile(0);
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_NE(s.message().find("shard file of dp rank 0 is missing"), std::string::npos) << s;

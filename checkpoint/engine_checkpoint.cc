@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint_layout.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_root.h"
 #include "checkpoint/manifest.h"
@@ -18,6 +19,7 @@
 #include "core/file_io.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
+#include "engine/pipeline_schedule.h"
 #include "sharding/loss_scaler.h"
 
 namespace zeroshard {
@@ -87,53 +89,73 @@ absl::StatusOr<std::vector<CheckpointFile>> GatherFileRecords(Communicator& dp, 
   return files;
 }
 
+// The checkpoint holds this model: the same units with the same
+// parameters, each of the shape users see (the logical shape: equal slices
+// do not make equal tensors — a vocabulary of 67 and one of 68 both pad to
+// 68 rows at tp 2). The layout (dp, tp, pp, padding) may differ.
 absl::Status CheckModelMatches(const EngineImpl& engine, const CheckpointManifest& m, const std::string& dir) {
-  if (m.topology().tp() != engine.tp_size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint '", dir, "' was saved at tp ", m.topology().tp(), ", this engine runs tp ", engine.tp_size(),
-        ": loading across tensor-parallel sizes is not supported; consolidate it (zeroshard ckpt consolidate) "
-        "and start from the .safetensors file (--init_from) instead"));
-  }
   if (m.units_size() != engine.num_units()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint '", dir, "' has ", m.units_size(),
                                                       " units, the model has ", engine.num_units()));
   }
   for (int u = 0; u < engine.num_units(); ++u) {
     const CheckpointUnit& cu = m.units(u);
-    const FlatParamLayout& l = engine.layout(u);
-    if (cu.name() != l.unit_name() || cu.params_size() != static_cast<int>(l.params().size())) {
+    const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
+    const std::string& name = engine.layout(u).unit_name();
+    if (cu.name() != name || cu.params_size() != static_cast<int>(specs.size())) {
       return absl::FailedPreconditionError(absl::StrCat("checkpoint '", dir, "' unit ", u, " is '", cu.name(),
                                                         "' with ", cu.params_size(), " parameters, the model's is '",
-                                                        l.unit_name(), "' with ", l.params().size()));
+                                                        name, "' with ", specs.size()));
     }
     for (int p = 0; p < cu.params_size(); ++p) {
-      const CheckpointParam& cp = cu.params(p);
-      const FlatParamInfo& info = l.params()[p];
-      if (cp.name() != info.name || cp.offset() != info.offset ||
-          !std::equal(cp.shape().begin(), cp.shape().end(), info.shape.begin(), info.shape.end())) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("checkpoint '", dir, "' unit ", u, " parameter ", p, " is '", cp.name(), "' [",
-                         absl::StrJoin(cp.shape(), ", "), "], the model's is '", info.name, "' [",
-                         absl::StrJoin(info.shape, ", "), "]"));
+      const ParamSpec saved = ParamSpecOf(cu.params(p));
+      if (saved.name != specs[p].name || saved.logical() != specs[p].logical()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint '", dir, "' unit ", u, " parameter ", p, " is '", saved.name, "' [",
+            absl::StrJoin(saved.logical(), ", "), "], the model's is '", specs[p].name, "' [",
+            absl::StrJoin(specs[p].logical(), ", "), "]"));
       }
-      // Equal slices do not make equal tensors: a vocabulary of 67 and one
-      // of 68 both pad to 68 rows at tp 2, and a parameter cut along
-      // another dimension can have the same slice shape. The whole tensor,
-      // its cut (at tp > 1; a tp 1 manifest records none) and the shape
-      // users see must match as well.
-      const ParamSpec saved = ParamSpecOf(cp);
-      const ParamSpec& spec = engine.model().units[u]->params()[p];
-      const Partition want = engine.tp_size() > 1 ? spec.partition : Partition::Replicated();
-      if (saved.logical() != spec.logical() ||
-          (engine.tp_size() > 1 && (saved.shape != spec.shape || !(saved.partition == want)))) {
-        const auto describe = [](const ParamSpec& s, const Partition& part) {
-          return absl::StrCat("[", absl::StrJoin(s.shape, ", "), "] ", part.DebugString(), ", logical shape [",
-                              absl::StrJoin(s.logical(), ", "), "]");
-        };
-        return absl::FailedPreconditionError(absl::StrCat("checkpoint '", dir, "' parameter '", cp.name(), "' is ",
-                                                          describe(saved, saved.partition), ", the model's is ",
-                                                          describe(spec, want)));
-      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Whether unit u's flat buffers in the checkpoint are laid out as this
+// rank's (same tp, same slices of the same whole tensors), so its shard
+// reads straight from the files; otherwise it is rebuilt from whole tensors.
+bool SameUnitLayout(const EngineImpl& engine, const CheckpointReader& reader, int u) {
+  if (reader.tp() != engine.tp_size()) return false;
+  const CheckpointUnit& cu = reader.manifest().units(u);
+  const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
+  const std::vector<FlatParamInfo>& infos = engine.layout(u).params();
+  for (int p = 0; p < cu.params_size(); ++p) {
+    const ParamSpec saved = ParamSpecOf(cu.params(p));
+    const std::vector<int64_t> slice(cu.params(p).shape().begin(), cu.params(p).shape().end());
+    if (slice != infos[p].shape || saved.shape != specs[p].shape) return false;
+    if (engine.tp_size() > 1 && !(saved.partition == specs[p].partition)) return false;
+  }
+  return true;
+}
+
+// Elements [begin, begin + count) of this rank's flat buffer of unit u,
+// kind `kind`, from the checkpoint's whole tensors: each parameter's
+// logical value, padded as this model pads it, cut to this tp rank's slice.
+absl::Status ReadResharded(const EngineImpl& engine, const CheckpointReader& reader, int u, const std::string& kind,
+                           int64_t begin, int64_t count, float* out) {
+  std::fill(out, out + count, 0.0f);
+  const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
+  const std::vector<FlatParamInfo>& infos = engine.layout(u).params();
+  for (size_t p = 0; p < infos.size(); ++p) {
+    const int64_t lo = std::max(begin, infos[p].offset), hi = std::min(begin + count, infos[p].offset + infos[p].numel);
+    if (lo >= hi) continue;
+    ASSIGN_OR_RETURN(std::vector<float> whole, reader.ReadParam(u, static_cast<int>(p), kind));
+    if (specs[p].padded()) whole = AddPadding(specs[p], whole.data());
+    for (const GlobalRun& run : LocalToGlobalRuns(specs[p], engine.tp_rank(), engine.tp_size())) {
+      const int64_t a = std::max(lo - infos[p].offset, run.local_begin);
+      const int64_t b = std::min(hi - infos[p].offset, run.local_begin + run.length);
+      if (a >= b) continue;
+      std::copy(whole.begin() + run.global_begin + (a - run.local_begin),
+                whole.begin() + run.global_begin + (b - run.local_begin), out + (infos[p].offset + a - begin));
     }
   }
   return absl::OkStatus();
@@ -194,18 +216,18 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
   RETURN_IF_ERROR(Agreed(dp, "writing a shard file", [&]() -> absl::Status {
     hook("before_shard_file");
     std::vector<float> zeros;  // a frozen unit's optimizer state
-    // File index = (pp rank, dp rank), dp fastest: this rank's control rank.
-    ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, rank, step, saved, kinds, [&](int u, int k) -> const float* {
-                       const float* base = StateBuffer(engine, u, kinds[k]);
-                       if (base == nullptr) {
-                         zeros.assign(static_cast<size_t>(engine.unit_shard(u).master_numel()), 0.0f);
-                         base = zeros.data();
-                       }
-                       return stage == 0 ? base + layouts[u].ShardBegin(dp_rank) : base;
-                     }));
-    mine.set_dp_rank(dp_rank);
-    mine.set_pp_rank(pp_rank);
-    mine.set_tp_rank(engine.tp_rank());
+    // Named by this rank's (pp, dp, tp) coordinates; its index in the
+    // manifest is its world (control) rank.
+    ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, pp_rank, dp_rank, engine.tp_rank(), step, saved, kinds,
+                                          [&](int u, int k) -> const float* {
+                                            const float* base = StateBuffer(engine, u, kinds[k]);
+                                            if (base == nullptr) {
+                                              zeros.assign(
+                                                  static_cast<size_t>(engine.unit_shard(u).master_numel()), 0.0f);
+                                              base = zeros.data();
+                                            }
+                                            return stage == 0 ? base + layouts[u].ShardBegin(dp_rank) : base;
+                                          }));
     hook("after_shard_file");
     return absl::OkStatus();
   }));
@@ -229,21 +251,17 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     std::vector<std::vector<std::string>> borrowed;
     for (const auto& unit : engine.model().units) borrowed.push_back(unit->borrowed_params());
     SetManifestUnits(layouts, borrowed, &m);
+    if (engine.plan().stages > 1) {
+      topo->set_schedule(PipelineScheduleName(engine.options().pipeline.schedule));
+      topo->set_virtual_stages(engine.options().pipeline.virtual_stages);
+    }
     for (int u = 0; u < m.units_size(); ++u) {
       m.mutable_units(u)->set_stage(engine.plan().units[u].stage);
-      // Under tp the manifest's shapes are one rank's slices; each split
-      // parameter records the whole tensor and how it is cut.
+      // The manifest's shapes are one tp rank's slices; every split
+      // parameter records the whole tensor and how it is cut (at tp 1 too,
+      // so the checkpoint can be split later), a padded one its logical shape.
       const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
-      for (int p = 0; p < m.units(u).params_size(); ++p) {
-        CheckpointParam* cp = m.mutable_units(u)->mutable_params(p);
-        if (specs[p].padded()) {
-          for (int64_t d : specs[p].logical_shape) cp->add_logical_shape(d);
-        }
-        if (engine.tp_size() == 1 || specs[p].partition.replicated()) continue;
-        for (int64_t d : specs[p].shape) cp->add_global_shape(d);
-        cp->set_split_dim(specs[p].partition.dim);
-        cp->set_split_blocks(specs[p].partition.blocks);
-      }
+      for (int p = 0; p < m.units(u).params_size(); ++p) RecordParamSpec(specs[p], m.mutable_units(u)->mutable_params(p));
     }
     for (CheckpointFile& f : files) *m.add_files() = std::move(f);
     *m.mutable_loss_scaler() = options.loss_scaler;
@@ -298,10 +316,12 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
       // [begin, begin + count) may run past the unit's numel (padding at
       // this dp); only [0, numel) is stored.
       const int64_t stored = std::max<int64_t>(0, std::min(begin + count, engine.layout(u).numel()) - begin);
+      const bool same = SameUnitLayout(engine, *reader, u);
       for (const std::string& k : kinds) {
         float* dst = StateBuffer(engine, u, k);
         if (count == 0 || dst == nullptr) continue;
-        if (stored > 0) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst, engine.tp_rank()));
+        if (stored > 0 && same) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst, engine.tp_rank()));
+        if (stored > 0 && !same) RETURN_IF_ERROR(ReadResharded(engine, *reader, u, k, begin, stored, dst));
         std::fill(dst + stored, dst + count, 0.0f);
       }
     }

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint_layout.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/offline_writer.h"
 #include "checkpoint/safetensors_file.h"
@@ -13,24 +14,27 @@
 
 namespace zeroshard {
 
-absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path, const Model& model_ref,
+absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path, const Model& model,
                                              const TrainConfig& config, const std::string& out_root) {
-  const Model* model = &model_ref;
-  const int dp = config.engine().parallel().dp();
-  if (config.engine().parallel().tp() > 1 || config.engine().parallel().pp() > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "import writes data-parallel checkpoints (engine.parallel.tp and pp 1); the config has tp ",
-        config.engine().parallel().tp(), " and pp ", config.engine().parallel().pp(),
-        ": train_gpt2 --init_from FILE.safetensors splits the file at any layout"));
-  }
+  const ParallelConfig& par = config.engine().parallel();
+  // The model's parameters as whole, unpadded tensors (dp 1), which
+  // ManifestAtLayout then cuts for the config's layout.
   std::vector<FlatParamLayout> layouts;
   std::vector<std::vector<std::string>> borrowed;
-  for (int u = 0; u < static_cast<int>(model->units.size()); ++u) {
+  std::vector<std::vector<ParamSpec>> wholes;
+  for (int u = 0; u < static_cast<int>(model.units.size()); ++u) {
     std::vector<FlatParamDecl> decls;
-    for (const ParamSpec& p : model->units[u]->params()) decls.push_back({p.name, p.shape});
-    ASSIGN_OR_RETURN(FlatParamLayout l, FlatParamLayout::Create(model->units[u]->name(), u, std::move(decls), dp));
+    wholes.emplace_back();
+    for (const ParamSpec& p : model.units[u]->params()) {
+      ParamSpec whole = p;
+      whole.shape = p.logical();
+      whole.logical_shape.clear();
+      decls.push_back({p.name, whole.shape});
+      wholes.back().push_back(std::move(whole));
+    }
+    ASSIGN_OR_RETURN(FlatParamLayout l, FlatParamLayout::Create(model.units[u]->name(), u, std::move(decls), 1));
     layouts.push_back(std::move(l));
-    borrowed.push_back(model->units[u]->borrowed_params());
+    borrowed.push_back(model.units[u]->borrowed_params());
   }
   ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(safetensors_path));
   std::vector<std::string> names;
@@ -52,50 +56,49 @@ absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path
   }
   for (const SafetensorsTensorInfo& t : file.header().tensors) {
     if (std::find(names.begin(), names.end(), t.name) != names.end() || absl::StartsWith(t.name, "optimizer.") ||
-        model->IgnoresImportTensor(t.name)) {
+        model.IgnoresImportTensor(t.name)) {
       continue;
     }
     return absl::InvalidArgumentError(
         absl::StrCat("'", safetensors_path, "' tensor '", t.name, "' is not a parameter of the config's model"));
   }
 
-  CheckpointManifest m;
-  m.set_format_version(kManifestFormatVersion);
-  m.set_step(0);
-  m.set_optimizer_steps(0);
-  CheckpointTopology* topo = m.mutable_topology();
-  topo->set_dp(dp);
+  CheckpointManifest whole;
+  whole.set_format_version(kManifestFormatVersion);
+  whole.set_step(0);
+  whole.set_optimizer_steps(0);
+  CheckpointTopology* topo = whole.mutable_topology();
+  topo->set_dp(1);
   topo->set_tp(1);
   topo->set_pp(1);
   topo->set_zero_stage(config.engine().zero().stage());
   topo->set_alignment(kDefaultShardAlignment);
-  *m.mutable_config() = config;
+  *whole.mutable_config() = config;
   const OptimizerConfig& opt = config.engine().optimizer();
-  m.add_kinds(kKindMaster);
+  whole.add_kinds(kKindMaster);
   if (opt.type() == OptimizerConfig::ADAMW) {
-    m.add_kinds(kKindExpAvg);
-    m.add_kinds(kKindExpAvgSq);
+    whole.add_kinds(kKindExpAvg);
+    whole.add_kinds(kKindExpAvgSq);
   } else if (opt.momentum() > 0) {
-    m.add_kinds(kKindMomentum);
+    whole.add_kinds(kKindMomentum);
   }
-  m.set_optimizer(opt.type() == OptimizerConfig::ADAMW ? "adamw" : "sgd");
-  m.set_producer("zeroshard ckpt import");
-  m.mutable_rng()->set_seed(config.engine().seed());
-  SetManifestUnits(layouts, borrowed, &m);
-  return WriteCheckpointOffline(out_root, std::move(m),
-                                [&](int u, int k, int64_t begin, int64_t count, float* out) -> absl::Status {
-                                  if (k != 0) {
-                                    std::fill(out, out + count, 0.0f);
-                                    return absl::OkStatus();
-                                  }
-                                  for (const FlatParamInfo& p : layouts[u].params()) {
-                                    const int64_t lo = std::max(begin, p.offset);
-                                    const int64_t hi = std::min(begin + count, p.offset + p.numel);
-                                    if (lo >= hi) continue;
-                                    RETURN_IF_ERROR(file.ReadAsF32(p.name, lo - p.offset, hi - lo, out + (lo - begin)));
-                                  }
-                                  return absl::OkStatus();
-                                });
+  whole.set_optimizer(opt.type() == OptimizerConfig::ADAMW ? "adamw" : "sgd");
+  whole.set_producer("zeroshard ckpt import");
+  whole.mutable_rng()->set_seed(config.engine().seed());
+  SetManifestUnits(layouts, borrowed, &whole);
+  for (int u = 0; u < whole.units_size(); ++u) {
+    for (int p = 0; p < whole.units(u).params_size(); ++p) {
+      RecordParamSpec(wholes[u][p], whole.mutable_units(u)->mutable_params(p));
+    }
+  }
+  ASSIGN_OR_RETURN(CheckpointManifest m, ManifestAtLayout(whole, GridShape{par.dp(), par.tp(), par.pp()}));
+  return WriteCheckpointOffline(out_root, std::move(m), [&](int u, int p, int k) -> absl::StatusOr<std::vector<float>> {
+    if (k != 0) return std::vector<float>();  // optimizer state starts at zero
+    const ParamSpec& spec = wholes[u][p];
+    std::vector<float> values(static_cast<size_t>(spec.numel()));
+    RETURN_IF_ERROR(file.ReadAsF32(spec.name, 0, spec.numel(), values.data()));
+    return values;
+  });
 }
 
 }  // namespace zeroshard

@@ -8,16 +8,18 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "comm/process_grid.h"
 #include "nn/model.h"
 #include "proto/config.pb.h"
 
 namespace zeroshard {
 
 // `model` is the run's model (built from the config by its caller), laid
-// out for config.engine().parallel().dp() ranks at ZeRO stage
-// config.engine().zero().stage(); `config` is recorded in the manifest.
-// Every model parameter must be in the file with its exact shape (F32, BF16
-// or F16); other tensors are ignored as ImportSafetensors ignores them
+// out for the config's (dp, tp, pp) layout (checkpoint/checkpoint_layout.h)
+// at ZeRO stage config.engine().zero().stage(); `config` is recorded in the
+// manifest. Every model parameter must be in the file with the shape users
+// see (unpadded; F32, BF16 or F16); other tensors are ignored as
+// ImportSafetensors ignores them
 // (engine_checkpoint.h) and any other extra tensor is kInvalidArgument.
 // Writes <out_root>/step_0 and `latest`; returns the step directory.
 absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path, const Model& model,

@@ -54,6 +54,7 @@ ParamSpec ParamSpecOf(const CheckpointParam& p) {
     spec.partition = Partition::Split(p.split_dim(), p.split_blocks());
   }
   spec.logical_shape.assign(p.logical_shape().begin(), p.logical_shape().end());
+  spec.pads_split_dim = p.pads_split_dim();
   return spec;
 }
 
@@ -146,7 +147,9 @@ absl::Status ValidateFile(const CheckpointManifest& m, int r, const std::vector<
 
 }  // namespace
 
-std::string ShardFileName(int dp_rank) { return absl::StrFormat("rank_%05d.safetensors", dp_rank); }
+std::string ShardFileName(int pp_rank, int dp_rank, int tp_rank) {
+  return absl::StrFormat("shard_pp%03d_dp%05d_tp%03d.safetensors", pp_rank, dp_rank, tp_rank);
+}
 
 std::string ShardTensorName(int unit, absl::string_view kind) { return absl::StrCat("unit.", unit, ".", kind); }
 
@@ -187,10 +190,11 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(absl::string_view text, absl::
   if (!parser.ParseFromString(std::string(body), &manifest)) {
     return absl::DataLossError(absl::StrCat(source, ":", errors.error()));
   }
-  if (manifest.format_version() != kManifestFormatVersion) {
+  if (manifest.format_version() < kOldestManifestFormatVersion ||
+      manifest.format_version() > kManifestFormatVersion) {
     return absl::UnimplementedError(absl::StrCat(source, ": format_version ", manifest.format_version(),
-                                                 " is not supported; this build reads version ",
-                                                 kManifestFormatVersion));
+                                                 " is not supported; this build reads versions ",
+                                                 kOldestManifestFormatVersion, " to ", kManifestFormatVersion));
   }
   absl::Status valid = ValidateManifest(manifest);
   if (!valid.ok()) return absl::Status(valid.code(), absl::StrCat(source, ": ", valid.message()));
@@ -216,10 +220,10 @@ absl::StatusOr<std::vector<FlatParamLayout>> LayoutsFromManifest(const Checkpoin
 }
 
 absl::Status ValidateManifest(const CheckpointManifest& m) {
-  if (m.format_version() != kManifestFormatVersion) {
+  if (m.format_version() < kOldestManifestFormatVersion || m.format_version() > kManifestFormatVersion) {
     return absl::UnimplementedError(absl::StrCat("checkpoint manifest format_version ", m.format_version(),
-                                                 " is not supported; this build reads version ",
-                                                 kManifestFormatVersion));
+                                                 " is not supported; this build reads versions ",
+                                                 kOldestManifestFormatVersion, " to ", kManifestFormatVersion));
   }
   if (m.step() < 0) return Invalid(absl::StrCat("step ", m.step(), " is negative"));
   if (m.skipped_steps() < 0) return Invalid(absl::StrCat("skipped_steps ", m.skipped_steps(), " is negative"));

@@ -6,7 +6,8 @@
 // holding the CRC-32C of every byte before that line. Decoding checks the
 // line first, so any changed byte of the manifest, the checksum line
 // included, is caught (kDataLoss); then parses, then rejects a
-// format_version other than kManifestFormatVersion (kUnimplemented), then
+// format_version outside [kOldestManifestFormatVersion,
+// kManifestFormatVersion] (kUnimplemented), then
 // validates the contents (kDataLoss naming the inconsistent field).
 #ifndef ZEROSHARD_CHECKPOINT_MANIFEST_H_
 #define ZEROSHARD_CHECKPOINT_MANIFEST_H_
@@ -24,7 +25,9 @@
 
 namespace zeroshard {
 
-inline constexpr int kManifestFormatVersion = 1;
+// Written by this build; every version from the oldest on is read.
+inline constexpr int kManifestFormatVersion = 2;
+inline constexpr int kOldestManifestFormatVersion = 1;
 inline constexpr char kManifestFileName[] = "manifest.pbtxt";
 
 // Tensor kinds a shard file holds for each non-empty unit.
@@ -33,8 +36,9 @@ inline constexpr char kKindExpAvg[] = "exp_avg";
 inline constexpr char kKindExpAvgSq[] = "exp_avg_sq";
 inline constexpr char kKindMomentum[] = "momentum";
 
-// "rank_00003.safetensors".
-std::string ShardFileName(int dp_rank);
+// "shard_pp001_dp00002_tp003.safetensors": the file of the rank at those
+// grid coordinates.
+std::string ShardFileName(int pp_rank, int dp_rank, int tp_rank);
 // "unit.3.exp_avg".
 std::string ShardTensorName(int unit, absl::string_view kind);
 

@@ -33,7 +33,7 @@ CheckpointManifest WrittenManifest(int dp) {
 TEST(ManifestTest, EncodeDecodeRoundTrips) {
   const CheckpointManifest m = WrittenManifest(3);
   ASSERT_EQ(m.files_size(), 3);
-  EXPECT_EQ(m.files(2).path(), "rank_00002.safetensors");
+  EXPECT_EQ(m.files(2).path(), "shard_pp000_dp00002_tp000.safetensors");
   EXPECT_EQ(m.units(0).shard_numel(), 24);  // 64 elements over 3 ranks, aligned to 4
   absl::StatusOr<CheckpointManifest> again = DecodeManifest(EncodeManifest(m), "m");
   ASSERT_TRUE(again.ok()) << again.status();
@@ -56,10 +56,15 @@ TEST(ManifestTest, ChecksumLineIsRequiredAndChecked) {
 
 TEST(ManifestTest, UnknownVersionIsUnimplemented) {
   CheckpointManifest m = WrittenManifest(2);
-  m.set_format_version(2);
-  absl::StatusOr<CheckpointManifest> d = DecodeManifest(EncodeManifest(m), "m.pbtxt");
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(d.status().message(), "m.pbtxt: format_version 2 is not supported; this build reads version 1");
+  for (int version : {0, 3}) {
+    m.set_format_version(version);
+    absl::StatusOr<CheckpointManifest> d = DecodeManifest(EncodeManifest(m), "m.pbtxt");
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_EQ(d.status().message(), absl::StrCat("m.pbtxt: format_version ", version,
+                                                 " is not supported; this build reads versions 1 to 2"));
+  }
+  m.set_format_version(1);  // dp-only checkpoints of earlier builds
+  EXPECT_TRUE(DecodeManifest(EncodeManifest(m), "m.pbtxt").ok());
 }
 
 TEST(ManifestTest, ValidationNamesTheInconsistency) {

@@ -2,60 +2,93 @@
 
 #include <algorithm>
 #include <random>
-#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/checkpoint_root.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/shard_file.h"
 #include "core/file_io.h"
 #include "core/status_macros.h"
+#include "nn/param_spec.h"
 
 namespace zeroshard {
+namespace {
+
+// Tp rank `tp_rank`'s flat buffer (padded_numel, zero-filled) of unit `u`,
+// kind `k`, from the logical tensors.
+absl::StatusOr<std::vector<float>> LocalFlatBuffer(const CheckpointManifest& m, const FlatParamLayout& layout, int u,
+                                                   int k, int tp_rank, LogicalTensorSource source) {
+  std::vector<float> flat(static_cast<size_t>(layout.padded_numel()), 0.0f);
+  const int tp = m.topology().tp();
+  for (int p = 0; p < m.units(u).params_size(); ++p) {
+    const CheckpointParam& cp = m.units(u).params(p);
+    const ParamSpec spec = ParamSpecOf(cp);
+    ASSIGN_OR_RETURN(std::vector<float> values, source(u, p, k));
+    if (values.empty()) continue;
+    if (static_cast<int64_t>(values.size()) != spec.logical_numel()) {
+      return absl::InternalError(absl::StrCat("parameter '", cp.name(), "' (", m.kinds(k), "): the source gave ",
+                                              values.size(), " values, expected ", spec.logical_numel()));
+    }
+    if (spec.padded()) values = AddPadding(spec, values.data());
+    for (const GlobalRun& run : LocalToGlobalRuns(spec, tp_rank, tp)) {
+      std::copy(values.begin() + run.global_begin, values.begin() + run.global_begin + run.length,
+                flat.begin() + cp.offset() + run.local_begin);
+    }
+  }
+  return flat;
+}
+
+absl::Status WriteFiles(const std::string& tmp_dir, CheckpointManifest& m, LogicalTensorSource source) {
+  const CheckpointTopology& topo = m.topology();
+  const int dp = topo.dp(), tp = topo.tp(), pp = topo.pp();
+  ASSIGN_OR_RETURN(const std::vector<FlatParamLayout> layouts, LayoutsFromManifest(m, dp));
+  for (int u = 0; u < m.units_size(); ++u) m.mutable_units(u)->set_shard_numel(layouts[u].shard_numel());
+  const std::vector<std::string> kinds(m.kinds().begin(), m.kinds().end());
+  std::vector<CheckpointFile> files(static_cast<size_t>(pp) * dp * tp);
+  for (int s = 0; s < pp; ++s) {
+    std::vector<FlatParamLayout> stage_layouts;
+    for (int u = 0; u < m.units_size(); ++u) {
+      if (m.units(u).stage() == s) stage_layouts.push_back(layouts[u]);
+    }
+    for (int t = 0; t < tp; ++t) {
+      std::vector<std::vector<std::vector<float>>> data(layouts.size());  // [unit][kind]
+      for (const FlatParamLayout& l : stage_layouts) {
+        const int u = l.unit_index();
+        if (l.numel() == 0) continue;
+        for (int k = 0; k < static_cast<int>(kinds.size()); ++k) {
+          ASSIGN_OR_RETURN(std::vector<float> flat, LocalFlatBuffer(m, l, u, k, t, source));
+          data[u].push_back(std::move(flat));
+        }
+      }
+      for (int d = 0; d < dp; ++d) {
+        ASSIGN_OR_RETURN(CheckpointFile file,
+                         WriteShardFile(tmp_dir, s, d, t, m.step(), stage_layouts, kinds, [&](int u, int k) {
+                           return data[u][k].data() + layouts[u].ShardBegin(d);
+                         }));
+        files[(static_cast<size_t>(s) * dp + d) * tp + t] = std::move(file);
+      }
+    }
+  }
+  for (CheckpointFile& f : files) *m.add_files() = std::move(f);
+  return ValidateManifest(m);
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> WriteCheckpointOffline(const std::string& root, CheckpointManifest manifest,
-                                                   FlatRangeSource read_flat) {
-  const int dp = manifest.topology().dp();
-  if (dp < 1) return absl::InvalidArgumentError(absl::StrFormat("dp %d must be >= 1", dp));
-  ASSIGN_OR_RETURN(std::vector<FlatParamLayout> layouts, LayoutsFromManifest(manifest, dp));
-  // Offline output has one pipeline stage: every unit in the dp files (a
-  // job at any pp reads each unit from wherever the manifest says it is).
-  manifest.mutable_topology()->set_pp(1);
-  for (size_t u = 0; u < layouts.size(); ++u) {
-    manifest.mutable_units(u)->set_shard_numel(layouts[u].shard_numel());
-    manifest.mutable_units(u)->set_stage(0);
+                                                   LogicalTensorSource source) {
+  const CheckpointTopology& topo = manifest.topology();
+  if (topo.dp() < 1 || topo.tp() < 1 || topo.pp() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("layout dp %d tp %d pp %d: every size must be >= 1", topo.dp(), topo.tp(), topo.pp()));
   }
-  const std::vector<std::string> kinds(manifest.kinds().begin(), manifest.kinds().end());
+  manifest.clear_files();
   std::random_device rd;
   const std::string tmp_dir =
       JoinPath(root, TempStepDirName(manifest.step(), absl::StrFormat("%08x%08x", rd(), rd())));
   RETURN_IF_ERROR(MakeDirectories(tmp_dir));
-  manifest.clear_files();
-  absl::Status status;
-  for (int r = 0; r < dp && status.ok(); ++r) {
-    // This rank's values, unit by unit, kind by kind.
-    std::vector<std::vector<std::vector<float>>> data(layouts.size());
-    for (size_t u = 0; u < layouts.size() && status.ok(); ++u) {
-      const FlatParamLayout& l = layouts[u];
-      if (l.numel() == 0) continue;
-      const int64_t begin = l.ShardBegin(r);
-      const int64_t stored = std::max<int64_t>(0, std::min(begin + l.shard_numel(), l.numel()) - begin);
-      data[u].resize(kinds.size());
-      for (size_t k = 0; k < kinds.size() && status.ok(); ++k) {
-        data[u][k].assign(static_cast<size_t>(l.shard_numel()), 0.0f);
-        if (stored > 0) status = read_flat(static_cast<int>(u), static_cast<int>(k), begin, stored, data[u][k].data());
-      }
-    }
-    if (!status.ok()) break;
-    absl::StatusOr<CheckpointFile> file = WriteShardFile(
-        tmp_dir, r, manifest.step(), layouts, kinds, [&](int u, int k) -> const float* { return data[u][k].data(); });
-    if (!file.ok()) {
-      status = file.status();
-      break;
-    }
-    *manifest.add_files() = std::move(*file);
-  }
-  if (status.ok()) status = ValidateManifest(manifest);
+  absl::Status status = WriteFiles(tmp_dir, manifest, source);
   if (status.ok()) status = WriteFileDurably(JoinPath(tmp_dir, kManifestFileName), {EncodeManifest(manifest)});
   if (status.ok()) status = CommitStepDirectory(root, tmp_dir, manifest.step());
   if (!status.ok()) {

@@ -8,7 +8,8 @@
 
 namespace zeroshard {
 
-absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int dp_rank, int64_t step,
+absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int pp_rank, int dp_rank, int tp_rank,
+                                              int64_t step,
                                               const std::vector<FlatParamLayout>& layouts,
                                               const std::vector<std::string>& kinds,
                                               absl::FunctionRef<const float*(int unit, int kind)> data) {
@@ -21,11 +22,17 @@ absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int dp_ran
     }
   }
   const std::map<std::string, std::string> metadata = {
-      {"format", "zeroshard-shard"}, {"dp_rank", absl::StrCat(dp_rank)}, {"step", absl::StrCat(step)}};
+      {"format", "zeroshard-shard"},
+      {"pp_rank", absl::StrCat(pp_rank)},
+      {"dp_rank", absl::StrCat(dp_rank)},
+      {"tp_rank", absl::StrCat(tp_rank)},
+      {"step", absl::StrCat(step)}};
   CheckpointFile file;
-  file.set_path(ShardFileName(dp_rank));
+  file.set_path(ShardFileName(pp_rank, dp_rank, tp_rank));
   ASSIGN_OR_RETURN(SafetensorsWriteResult written, WriteSafetensors(JoinPath(dir, file.path()), tensors, metadata));
+  file.set_pp_rank(pp_rank);
   file.set_dp_rank(dp_rank);
+  file.set_tp_rank(tp_rank);
   file.set_size_bytes(written.file_bytes);
   file.set_header_bytes(written.header_bytes);
   file.set_header_crc32c(written.header_crc32c);

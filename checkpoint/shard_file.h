@@ -1,4 +1,4 @@
-// Writing one dp rank's shard file: for each unit with parameters, in unit
+// Writing one rank's shard file: for each unit with parameters, in unit
 // order, one F32 tensor "unit.<u>.<kind>" of the unit's shard size S per kind,
 // in the manifest's kind order. The returned CheckpointFile record (sizes,
 // offsets, checksums) is what the manifest lists for the file.
@@ -17,11 +17,10 @@ namespace zeroshard {
 
 // `data(unit, kind_index)` returns the unit's S f32 values of that kind on
 // this rank (called for units with numel > 0 only; must stay valid until
-// the function returns). Writes <dir>/ShardFileName(dp_rank) and fsyncs it.
-// `dp_rank` is the file's index in the manifest: the saving rank's world
-// rank, which is its dp rank only when tp = pp = 1 (the caller sets the
-// record's coordinates).
-absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int dp_rank, int64_t step,
+// the function returns). Writes <dir>/ShardFileName(pp, dp, tp) and fsyncs
+// it; the record carries those coordinates.
+absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int pp_rank, int dp_rank, int tp_rank,
+                                              int64_t step,
                                               const std::vector<FlatParamLayout>& layouts,
                                               const std::vector<std::string>& kinds,
                                               absl::FunctionRef<const float*(int unit, int kind)> data);

@@ -33,10 +33,14 @@ constexpr char kUsage[] =
     "                                   the file and tensor at fault\n"
     "  consolidate DIR --out FILE.safetensors [--dtype f32|bf16|f16] [--optimizer]\n"
     "                                   the full model with Hugging Face GPT-2 names\n"
-    "  reshard DIR --out DIR2 --dp N    the same checkpoint laid out for N dp ranks\n"
+    "  reshard DIR --out DIR2 [--dp N] [--tp N] [--pp N]\n"
+    "                                   the same checkpoint (optimizer state included) laid out\n"
+    "                                   for another grid; unnamed axes keep their size\n"
     "  import FILE.safetensors --config C.pbtxt --out DIR\n"
-    "                                   a step-0 checkpoint to start training from full weights\n"
-    "  diff DIR1 DIR2 [--tol T]         max absolute and relative difference per tensor;\n"
+    "                                   a step-0 checkpoint at the config's (dp, tp, pp) to start\n"
+    "                                   training from full weights\n"
+    "  diff DIR1 DIR2 [--tol T]         max absolute and relative difference per tensor (whole\n"
+    "                                   tensors: the layouts may differ);\n"
     "                                   exit 1 when a max absolute difference exceeds T (default 0)\n"
     "Exit codes: 0 success, 1 a failed check, 2 bad usage or input.\n";
 
@@ -115,16 +119,29 @@ int Consolidate(int argc, char** argv) {
 }
 
 int Reshard(int argc, char** argv) {
-  absl::StatusOr<ParsedArgs> args = Parse(argc, argv, 1, {{"out"}, {"dp"}});
+  absl::StatusOr<ParsedArgs> args = Parse(argc, argv, 1, {{"out"}, {"dp"}, {"tp"}, {"pp"}});
   if (!args.ok()) return Usage(std::string(args.status().message()));
-  if (!args->Has("out") || !args->Has("dp")) return Usage("reshard needs --out DIR2 and --dp N");
-  absl::StatusOr<long long> dp = args->GetInt("dp", 0);
-  if (!dp.ok() || *dp < 1 || *dp > (1 << 20)) return Usage(absl::StrCat("--dp '", args->Get("dp"), "' must be >= 1"));
+  if (!args->Has("out") || !(args->Has("dp") || args->Has("tp") || args->Has("pp"))) {
+    return Usage("reshard needs --out DIR2 and at least one of --dp N, --tp N, --pp N");
+  }
   absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(args->positional[0]);
   if (!reader.ok()) return Fail("reshard", reader.status());
-  absl::StatusOr<std::string> dir = ReshardCheckpoint(*reader, args->Get("out"), static_cast<int>(*dp));
+  const CheckpointTopology& saved = reader->manifest().topology();
+  // Unnamed axes keep their size.
+  GridShape target{saved.dp(), saved.tp(), saved.pp()};
+  for (const auto& [flag, size] : {std::pair<const char*, int*>{"dp", &target.dp}, {"tp", &target.tp},
+                                   {"pp", &target.pp}}) {
+    if (!args->Has(flag)) continue;
+    absl::StatusOr<long long> n = args->GetInt(flag, 0);
+    if (!n.ok() || *n < 1 || *n > (1 << 20)) {
+      return Usage(absl::StrCat("--", flag, " '", args->Get(flag), "' must be >= 1"));
+    }
+    *size = static_cast<int>(*n);
+  }
+  absl::StatusOr<std::string> dir = ReshardCheckpoint(*reader, args->Get("out"), target);
   if (!dir.ok()) return Fail("reshard", dir.status());
-  std::cout << "wrote " << *dir << " (dp " << reader->dp() << " -> " << *dp << ")\n";
+  std::cout << "wrote " << *dir << " (dp " << saved.dp() << " tp " << saved.tp() << " pp " << saved.pp()
+            << " -> dp " << target.dp << " tp " << target.tp << " pp " << target.pp << ")\n";
   return 0;
 }
 
@@ -138,7 +155,8 @@ int Import(int argc, char** argv) {
   if (!model.ok()) return Fail("import", model.status());
   absl::StatusOr<std::string> dir = ImportCheckpoint(args->positional[0], **model, *config, args->Get("out"));
   if (!dir.ok()) return Fail("import", dir.status());
-  std::cout << "wrote " << *dir << " (dp " << config->engine().parallel().dp() << ", step 0)\n";
+  const ParallelConfig& par = config->engine().parallel();
+  std::cout << "wrote " << *dir << " (dp " << par.dp() << " tp " << par.tp() << " pp " << par.pp() << ", step 0)\n";
   return 0;
 }
 

@@ -23,7 +23,7 @@ expect inspect_step_dir 0 "step:        9 (optimizer steps 9)" -- "$bin" ckpt in
 expect inspect_missing 2 "checkpoint '$tmp/nope' does not exist" -- "$bin" ckpt inspect "$tmp/nope"
 expect verify_missing_dir 2 "checkpoint '$tmp/nope' does not exist" -- "$bin" ckpt verify "$tmp/nope"
 expect verify_ok 0 "manifest and 4 shard file(s) intact" -- "$bin" ckpt verify "$ck"
-expect reshard 0 "(dp 4 -> 2)" -- "$bin" ckpt reshard "$ck" --out "$tmp/dp2" --dp 2
+expect reshard 0 "(dp 4 tp 1 pp 1 -> dp 2 tp 1 pp 1)" -- "$bin" ckpt reshard "$ck" --out "$tmp/dp2" --dp 2
 expect reshard_bad_dp 2 "--dp '0' must be >= 1" -- "$bin" ckpt reshard "$ck" --out "$tmp/dp0" --dp 0
 expect verify_resharded 0 "manifest and 2 shard file(s) intact" -- "$bin" ckpt verify "$tmp/dp2"
 expect diff_same 0 "0 of 18 tensors differ by more than 0" -- "$bin" ckpt diff "$ck" "$tmp/dp2"
@@ -32,26 +32,26 @@ expect consolidate_dp2 0 "wrote" -- "$bin" ckpt consolidate "$tmp/dp2" --out "$t
 if cmp -s "$tmp/c4.safetensors" "$tmp/c2.safetensors"; then record_case consolidate_equal_across_dp 1; else record_case consolidate_equal_across_dp 0 "c4 and c2 differ"; fi
 expect consolidate_bad_dtype 2 "--dtype 'f64' is not one of f32, bf16, f16" -- "$bin" ckpt consolidate "$ck" --out "$tmp/x.safetensors" --dtype f64
 
-expect import 0 "(dp 3, step 0)" -- "$bin" ckpt import "$tmp/gpt2.safetensors" --config "$tmp/gpt2.pbtxt" --out "$tmp/imported"
+expect import 0 "(dp 3 tp 1 pp 1, step 0)" -- "$bin" ckpt import "$tmp/gpt2.safetensors" --config "$tmp/gpt2.pbtxt" --out "$tmp/imported"
 expect import_verify 0 "manifest and 3 shard file(s) intact" -- "$bin" ckpt verify "$tmp/imported"
 expect import_consolidate 0 "wrote" -- "$bin" ckpt consolidate "$tmp/imported" --out "$tmp/i1.safetensors"
-expect reimport 0 "(dp 2, step 0)" -- "$bin" ckpt import "$tmp/i1.safetensors" --config "$tmp/gpt2.pbtxt" --set engine.parallel.dp=2 --out "$tmp/reimported"
+expect reimport 0 "(dp 2 tp 1 pp 1, step 0)" -- "$bin" ckpt import "$tmp/i1.safetensors" --config "$tmp/gpt2.pbtxt" --set engine.parallel.dp=2 --out "$tmp/reimported"
 expect reimport_consolidate 0 "wrote" -- "$bin" ckpt consolidate "$tmp/reimported" --out "$tmp/i2.safetensors"
 if cmp -s "$tmp/i1.safetensors" "$tmp/i2.safetensors"; then record_case import_round_trip_exact 1; else record_case import_round_trip_exact 0 "i1 and i2 differ"; fi
 expect import_wrong_model 2 "tensor 'wte.weight' has shape [11, 4], the config's model expects [13, 8]" -- "$bin" ckpt import "$tmp/c4.safetensors" --config "$tmp/gpt2.pbtxt" --out "$tmp/bad"
 expect diff_models 1 "the checkpoints have 4 and 3 units" -- "$bin" ckpt diff "$ck" "$tmp/imported"
 
 # Corruption: a flipped data byte is named by file and tensor; diff sees it.
-f=$tmp/dp2/step_9/rank_00001.safetensors
+f=$tmp/dp2/step_9/shard_pp000_dp00001_tp000.safetensors
 size=$(stat -c %s "$f")
 printf '\x7f' | dd of="$f" bs=1 seek=$((size - 1)) conv=notrunc status=none
-expect verify_corrupt 1 "rank_00001.safetensors': tensor 'unit.3.exp_avg_sq'" -- "$bin" ckpt verify "$tmp/dp2"
+expect verify_corrupt 1 "shard_pp000_dp00001_tp000.safetensors': tensor 'unit.3.exp_avg_sq'" -- "$bin" ckpt verify "$tmp/dp2"
 expect consolidate_corrupt 1 "tensor 'unit.3.exp_avg_sq' has crc32c" -- "$bin" ckpt consolidate "$tmp/dp2" --out "$tmp/y.safetensors" --optimizer
-rm "$tmp/dp2/step_9/rank_00000.safetensors"
+rm "$tmp/dp2/step_9/shard_pp000_dp00000_tp000.safetensors"
 expect verify_missing 1 "shard file of dp rank 0 is missing" -- "$bin" ckpt verify "$tmp/dp2"
-truncate -s 100 "$ck/step_9/rank_00002.safetensors"
-expect verify_truncated 1 "rank_00002.safetensors' has 100 bytes" -- "$bin" ckpt verify "$ck"
-sed -i 's/format_version: 1/format_version: 7/' "$ck/step_9/manifest.pbtxt"
+truncate -s 100 "$ck/step_9/shard_pp000_dp00002_tp000.safetensors"
+expect verify_truncated 1 "shard_pp000_dp00002_tp000.safetensors' has 100 bytes" -- "$bin" ckpt verify "$ck"
+sed -i 's/format_version: [0-9]*/format_version: 7/' "$ck/step_9/manifest.pbtxt"
 expect verify_manifest 1 "checksum mismatch" -- "$bin" ckpt verify "$ck"
 echo "step_9x" > "$ck/latest"
 expect bad_latest 1 "expected 'step_<N>'" -- "$bin" ckpt inspect "$ck"
@@ -70,12 +70,12 @@ record_case tp_fixture $((rc == 0)) "rc=$rc: $(cat "$tmp/tp_fixture.log")"
 tp2=$tpdir/tp2 tp1=$tpdir/tp1
 expect tp_inspect_topology 0 "topology:    dp=1 tp=2 pp=1, saved by ZeRO stage 3" -- "$bin" ckpt inspect "$tp2"
 expect tp_inspect_parameters 0 "parameters:  1024 in 3 units; each tp rank holds 564 (576 stored with padding)" -- "$bin" ckpt inspect "$tp2"
-expect tp_inspect_file0 0 "rank_00000.safetensors   pp 0 dp 0 tp 0," -- "$bin" ckpt inspect "$tp2"
-expect tp_inspect_file1 0 "rank_00001.safetensors   pp 0 dp 0 tp 1," -- "$bin" ckpt inspect "$tp2"
+expect tp_inspect_file0 0 "shard_pp000_dp00000_tp000.safetensors pp 0 dp 0 tp 0," -- "$bin" ckpt inspect "$tp2"
+expect tp_inspect_file1 0 "shard_pp000_dp00000_tp001.safetensors pp 0 dp 0 tp 1," -- "$bin" ckpt inspect "$tp2"
 expect tp_inspect_split_count 0 "tensor parallel: tp=2; 7 split parameters (whole -> per tp rank), 9 replicated" -- "$bin" ckpt inspect "$tp2"
 expect tp_inspect_vocab 0 "wte.weight                   [14, 8] -> [7, 8] split(dim=0, blocks=1), logical [13, 8] (the rest is padding)" -- "$bin" ckpt inspect "$tp2"
 expect tp_inspect_qkv 0 "h.0.attn.c_attn.weight       [8, 24] -> [8, 12] split(dim=1, blocks=3)" -- "$bin" ckpt inspect "$tp2"
-expect tp_inspect_tp1_files 0 "rank_00001.safetensors   pp 0 dp 1 tp 0," -- "$bin" ckpt inspect "$tp1"
+expect tp_inspect_tp1_files 0 "shard_pp000_dp00001_tp000.safetensors pp 0 dp 1 tp 0," -- "$bin" ckpt inspect "$tp1"
 out=$("$bin" ckpt inspect "$tp1" 2>&1)
 [[ "$out" != *"tensor parallel:"* && "$out" == *"parameters:  1024 (1088 stored with padding) in 3 units"* ]]
 record_case tp1_inspect_has_no_tp_section $((! $?)) "$out"
@@ -122,9 +122,15 @@ expect tp_diff_same 0 "0 of 48 tensors differ by more than 0" -- "$bin" ckpt dif
 # Across tp sizes the whole tensors are compared (tp sums in another order).
 expect tp_diff_across_tp 0 "0 of 48 tensors differ by more than 0.0001" -- "$bin" ckpt diff "$tp1" "$tp2" --tol 1e-4
 expect tp_diff_across_tp_not_bitwise 1 "wte.weight" -- "$bin" ckpt diff "$tp1" "$tp2"
-expect tp_reshard_refused 2 "checkpoint '$tp2/step_2' was saved at tp 2; resharding tensor-parallel checkpoints is not supported (tp must be 1)" -- "$bin" ckpt reshard "$tp2" --out "$tpdir/resharded" --dp 2
-[ ! -e "$tpdir/resharded" ]
-record_case tp_reshard_writes_nothing $((! $?)) "$(ls -la "$tpdir/resharded" 2>&1)"
-rm "$tpdir/tp2_copy/step_2/rank_00001.safetensors"
+# Offline resharding across tp (and dp, pp) keeps every whole tensor and the
+# optimizer state: the consolidated files are byte-identical.
+expect tp_reshard 0 "(dp 1 tp 2 pp 1 -> dp 2 tp 1 pp 1)" -- "$bin" ckpt reshard "$tp2" --out "$tpdir/resharded" --dp 2 --tp 1
+expect tp_reshard_verify 0 "manifest and 2 shard file(s) intact" -- "$bin" ckpt verify "$tpdir/resharded"
+"$bin" ckpt consolidate "$tp2" --out "$tpdir/tp2_full.safetensors" --optimizer >/dev/null 2>&1
+"$bin" ckpt consolidate "$tpdir/resharded" --out "$tpdir/resharded_full.safetensors" --optimizer >/dev/null 2>&1
+cmp "$tpdir/tp2_full.safetensors" "$tpdir/resharded_full.safetensors"
+record_case tp_reshard_consolidates_to_the_same_bytes $((! $?)) "$(ls -la "$tpdir"/*_full.safetensors 2>&1)"
+expect tp_reshard_bad_split 2 "parameter 'h.0.attn.c_attn.weight' [8, 24] is split on dimension 1 in 3 block(s) over tp 3: 24 is not a multiple of 9" -- "$bin" ckpt reshard "$tp2" --out "$tpdir/bad" --tp 3
+rm "$tpdir/tp2_copy/step_2/shard_pp000_dp00000_tp001.safetensors"
 expect tp_verify_missing 1 "shard file of dp rank 0 tp rank 1 is missing" -- "$bin" ckpt verify "$tpdir/tp2_copy"
 finish_cases

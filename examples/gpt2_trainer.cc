@@ -241,11 +241,8 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     step = ck.step;
     if (leader) {
       out << "zeroshard: resumed from " << ck.dir << " at step " << step
-          << (ck.saved_dp != par.dp() || ck.saved_pp != par.pp()
-                  ? absl::StrCat(" (resharded from dp ", ck.saved_dp, ck.saved_pp != 1 || par.pp() != 1
-                                                                      ? absl::StrCat(" pp ", ck.saved_pp)
-                                                                      : "",
-                                 ")")
+          << (ck.saved_dp != par.dp() || ck.saved_tp != par.tp() || ck.saved_pp != par.pp()
+                  ? absl::StrCat(" (resharded from dp ", ck.saved_dp, " tp ", ck.saved_tp, " pp ", ck.saved_pp, ")")
                   : "")
           << "\n";
     }

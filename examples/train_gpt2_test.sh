@@ -173,15 +173,15 @@ record_case tp2_checkpoint_consolidates_unpadded_and_evaluates_at_any_tp \
 [ "$wte" = "[257, 32]" ]
 record_case tp2_consolidated_wte_is_unpadded $((! $?)) "wte.weight $wte"
 
-# Resuming that checkpoint at tp 1 is refused, naming both sizes.
+# Resuming that checkpoint at tp 1 reshards it: the run continues.
 run 2 tp_resume_at_tp1 --resume "${v257[@]}" --set engine.parallel.dp=2 --set "engine.checkpoint.dir=$tmp/ckT"
-grep -q "was saved at tp 2, this engine runs tp 1: loading across tensor-parallel sizes is not supported" "$tmp/tp_resume_at_tp1.log"
+grep -q "at step 4 (resharded from dp 1 tp 2 pp 1)" "$tmp/tp_resume_at_tp1.log"
 st=$?
-record_case resume_at_another_tp_refused $((rc != 0 && st == 0)) "rc=$rc: $(cat "$tmp/tp_resume_at_tp1.log")"
+record_case resume_at_another_tp_reshards $((rc == 0 && st == 0)) "rc=$rc: $(cat "$tmp/tp_resume_at_tp1.log")"
 
 # Resuming at another dp reshards on load and trains on.
 run 4 reshard_resume --resume --set steps=24 --set engine.parallel.dp=4 --set "engine.checkpoint.dir=$tmp/ckA"
-grep -q "resumed from .*/ckA/step_20 at step 20 (resharded from dp 2)" "$tmp/reshard_resume.log" && grep -q "step    24/24" "$tmp/reshard_resume.log"
+grep -q "resumed from .*/ckA/step_20 at step 20 (resharded from dp 2 tp 1 pp 1)" "$tmp/reshard_resume.log" && grep -q "step    24/24" "$tmp/reshard_resume.log"
 st=$?
 record_case resume_at_dp4_reshards $((rc == 0 && st == 0)) "rc=$rc: $(tail -4 "$tmp/reshard_resume.log")"
 

@@ -56,6 +56,7 @@ Gpt2EmbedUnit::Gpt2EmbedUnit(const Gpt2Config& config)
   ParamSpec wte = Spec("wte.weight", {vp_, c_}, InitKind::kNormal);
   if (vp_ != v_) wte.logical_shape = {v_, c_};
   wte.partition = Partition::Split(0);
+  wte.pads_split_dim = true;  // the vocabulary is padded to vocab_multiple, the tp size
   params_.push_back(std::move(wte));
   params_.push_back(Spec("wpe.weight", {config.seq_len, config.n_embd}, InitKind::kNormal));
 }

@@ -58,6 +58,11 @@ struct ParamSpec {
   // at initialisation and its gradient stays exactly zero, so it stays
   // zero under AdamW and SGD (docs/model.md, "Tensor parallelism").
   std::vector<int64_t> logical_shape;
+  // A split parameter whose split dimension the model pads with zeros to a
+  // multiple of blocks × tp (GPT-2's vocabulary): tools that re-cut a
+  // checkpoint for another tp pad it the same way. Other split parameters
+  // must divide (Model::Validate).
+  bool pads_split_dim = false;
 
   int64_t numel() const;  // of the global shape
   // logical_shape, or shape when there is no padding.

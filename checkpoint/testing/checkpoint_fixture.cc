@@ -1,7 +1,6 @@
 #include "checkpoint/testing/checkpoint_fixture.h"
 
 #include <cstdlib>
-#include <cstring>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -79,9 +78,10 @@ FlatValues RandomFlatValues(const CheckpointManifest& manifest, uint32_t seed) {
 
 absl::StatusOr<std::string> WriteFixture(const std::string& root, const CheckpointManifest& manifest,
                                          const FlatValues& values) {
-  return WriteCheckpointOffline(root, manifest, [&](int u, int k, int64_t begin, int64_t count, float* out) {
-    std::memcpy(out, values[u][k].data() + begin, static_cast<size_t>(count) * sizeof(float));
-    return absl::OkStatus();
+  return WriteCheckpointOffline(root, manifest, [&](int u, int p, int k) -> absl::StatusOr<std::vector<float>> {
+    const CheckpointParam& param = manifest.units(u).params(p);
+    const float* begin = values[u][k].data() + param.offset();
+    return std::vector<float>(begin, begin + param.numel());
   });
 }
 

@@ -336,7 +336,7 @@ TEST(CheckpointMpiTest, OfflineReshardThenLoadEqualsLoadingWithResharding) {
   if (World().rank() == 0) {
     absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(root);
     ASSERT_TRUE(reader.ok());
-    ASSERT_TRUE(ReshardCheckpoint(*reader, resharded, dp == 1 ? 3 : dp - 1).ok());
+    ASSERT_TRUE(ReshardCheckpoint(*reader, resharded, {dp == 1 ? 3 : dp - 1, 1, 1}).ok());
   }
   WorldBarrier();
   TrainRun direct = MakeRun(&World(), 1, 1, seed), offline = MakeRun(&World(), 1, 1, seed);
@@ -472,7 +472,7 @@ TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {
 
   // Flip the first data byte of the last rank's file (its share of the
   // embedding's master weights): only that rank reads it.
-  const std::string path = JoinPath(JoinPath(root, "step_1"), ShardFileName(dp - 1));
+  const std::string path = JoinPath(JoinPath(root, "step_1"), ShardFileName(0, dp - 1, 0));
   if (World().rank() == 0) {
     absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(root);
     ASSERT_TRUE(reader.ok());
@@ -484,7 +484,7 @@ TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {
   absl::StatusOr<LoadedCheckpoint> corrupt = LoadCheckpoint(*run.engine, root);
   EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss) << corrupt.status();
   if (World().rank() == dp - 1) {
-    EXPECT_NE(corrupt.status().message().find(ShardFileName(dp - 1)), std::string::npos) << corrupt.status();
+    EXPECT_NE(corrupt.status().message().find(ShardFileName(0, dp - 1, 0)), std::string::npos) << corrupt.status();
   } else {
     EXPECT_NE(corrupt.status().message().find(absl::StrCat("failed on dp rank ", dp - 1)), std::string::npos)
         << corrupt.status();

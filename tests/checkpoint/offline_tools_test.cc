@@ -62,7 +62,7 @@ TEST(OfflineToolsTest, ReshardKeepsEveryValueAndTheRestOfTheManifest) {
   ASSERT_TRUE(src.ok()) << src.status();
   for (int dp : {1, 2, 3, 5}) {
     const std::string out = JoinPath(f.root, absl::StrCat("../tools_reshard_out_", dp));
-    absl::StatusOr<std::string> dir = ReshardCheckpoint(*src, out, dp);
+    absl::StatusOr<std::string> dir = ReshardCheckpoint(*src, out, {dp, 1, 1});
     ASSERT_TRUE(dir.ok()) << dir.status();
     absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(out);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -73,7 +73,7 @@ TEST(OfflineToolsTest, ReshardKeepsEveryValueAndTheRestOfTheManifest) {
     EXPECT_TRUE(VerifyCheckpoint(out).empty());
     ExpectHolds(*r, f.values);
   }
-  EXPECT_EQ(ReshardCheckpoint(*src, f.root + "_x", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReshardCheckpoint(*src, f.root + "_x", {0, 1, 1}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(OfflineToolsTest, ConsolidateIsIndependentOfDpAndWritesHuggingFaceNames) {
@@ -82,7 +82,7 @@ TEST(OfflineToolsTest, ConsolidateIsIndependentOfDpAndWritesHuggingFaceNames) {
   absl::StatusOr<CheckpointReader> src = CheckpointReader::Open(f.root);
   ASSERT_TRUE(src.ok());
   const std::string out2 = f.root + "_dp2";
-  ASSERT_TRUE(ReshardCheckpoint(*src, out2, 2).ok());
+  ASSERT_TRUE(ReshardCheckpoint(*src, out2, {2, 1, 1}).ok());
   absl::StatusOr<CheckpointReader> dp2 = CheckpointReader::Open(out2);
   ASSERT_TRUE(dp2.ok());
   for (bool optimizer : {false, true}) {
@@ -156,14 +156,14 @@ TEST(OfflineToolsTest, VerifyAndInspect) {
   Fixture f = WriteFixture("tools_verify", 2);
   SCOPED_TRACE(::testing::Message() << "values seed " << f.seed);
   EXPECT_TRUE(VerifyCheckpoint(f.root).empty());
-  const std::string path = JoinPath(JoinPath(f.root, "step_9"), "rank_00001.safetensors");
+  const std::string path = JoinPath(JoinPath(f.root, "step_9"), "shard_pp000_dp00001_tp000.safetensors");
   std::string bytes = *ReadFileToString(path);
   bytes[bytes.size() - 1] ^= 0x20;
   ASSERT_TRUE(WriteFileDurably(path, {bytes}).ok());
   std::vector<absl::Status> problems = VerifyCheckpoint(f.root);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(problems[0].message().find("rank_00001.safetensors': tensor 'unit.3.exp_avg_sq'"), std::string::npos)
+  EXPECT_NE(problems[0].message().find("shard_pp000_dp00001_tp000.safetensors': tensor 'unit.3.exp_avg_sq'"), std::string::npos)
       << problems[0];
   absl::StatusOr<CheckpointReader> r = CheckpointReader::Open(f.root);
   ASSERT_TRUE(r.ok());
