@@ -1,4 +1,4 @@
-// ZeRO benchmark: run under `mpirun -np N` (bench/zero/run.sh does N = 1, 2, 4).
+// ZeRO benchmark: run under `mpirun -np N` (bench/zero/run.sh does N = 1, 2, 4, and 4, 8 for the grid table).
 //
 //   memory: per stage, one step of a GPT-2 124M-shaped model (C=768, 12 heads,
 //           V=50257, 1024 positions; --mem_layers blocks): tracked bytes per
@@ -12,6 +12,11 @@
 //
 //   precision: per stage, the params and grads categories with f32 and with
 //           bf16 compute after one step (and the grads peak during it).
+//   grid:   (--grid_memory) model-state bytes per rank at every --layouts
+//           (dp, tp, pp) layout the world size fits, per ZeRO stage and
+//           pipeline stage, vs. the ZeRO formula over the elements the rank
+//           holds: its stage's units (the tied embedding's mirror included)
+//           at Ψ_tp = split / tp + replicated, with N = dp.
 //
 // The memory and comm tables use f32 compute, so the theory is the ZeRO
 // paper's formulas (docs/sharding.md) with 4-byte params and grads:
@@ -19,6 +24,7 @@
 // (4 + 4 + 4 master + 8 AdamW).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -26,7 +32,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
@@ -34,10 +43,14 @@
 #include "engine/testing/global_batch.h"
 #include "kernels/context.h"
 #include "nn/gpt2.h"
+#include "nn/param_spec.h"
 
 ABSL_FLAG(bool, memory, true, "run the memory and comm tables");
 ABSL_FLAG(bool, time, true, "run the step-time table");
 ABSL_FLAG(bool, precision_memory, true, "run the f32-vs-bf16 params/grads memory table");
+ABSL_FLAG(bool, grid_memory, false, "run the model-state table of --layouts (dp, tp, pp) layouts");
+ABSL_FLAG(std::string, layouts, "1x2x2,2x1x2,2x2x1,1x1x4,2x2x2,1x4x2,2x4x1,1x2x4",
+          "dpxtpxpp layouts for --grid_memory; those whose product is the world size run");
 ABSL_FLAG(int, mem_layers, 2, "transformer blocks of the 124M-shaped model (12 in GPT-2 small)");
 ABSL_FLAG(int, mem_seq, 16, "tokens per sequence for the memory step");
 ABSL_FLAG(int, time_layers, 4, "blocks of the timing model");
@@ -211,6 +224,147 @@ void PrecisionMemory(ProcessGrid& grid, int threads) {
   }
 }
 
+struct GridLayout {
+  int dp = 1, tp = 1, pp = 1;
+};
+
+// The --layouts entries whose dp·tp·pp is the world size.
+std::vector<GridLayout> LayoutsForWorld(int world_size) {
+  std::vector<GridLayout> out;
+  for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_layouts), ',', absl::SkipEmpty())) {
+    const std::vector<std::string> dims = absl::StrSplit(item, 'x');
+    GridLayout l;
+    if (dims.size() != 3 || !absl::SimpleAtoi(dims[0], &l.dp) || !absl::SimpleAtoi(dims[1], &l.tp) ||
+        !absl::SimpleAtoi(dims[2], &l.pp) || l.dp < 1 || l.tp < 1 || l.pp < 1) {
+      std::fprintf(stderr, "--layouts: '%s' is not DPxTPxPP\n", std::string(item).c_str());
+      std::exit(2);
+    }
+    if (l.dp * l.tp * l.pp == world_size) out.push_back(l);
+  }
+  return out;
+}
+
+ProcessGrid MakeGrid(const GridLayout& l) {
+  CommOptions options;
+  options.timeout = absl::Minutes(10);
+  auto world = CreateMpiWorld(options);
+  Check(world.status(), "CreateMpiWorld");
+  auto grid = ProcessGrid::Create(std::move(world).value(), {l.dp, l.tp, l.pp});
+  Check(grid.status(), "ProcessGrid::Create");
+  return std::move(grid).value();
+}
+
+// Elements of `unit`'s parameters on one tp rank, from their declarations
+// (not the engine's layouts): split parameters' slices (the padded
+// vocabulary included), replicated ones whole. Σ over units = Ψ_tp.
+int64_t TpLocalElements(const Unit& unit, int tp) {
+  int64_t n = 0;
+  for (const ParamSpec& p : unit.params()) {
+    absl::StatusOr<std::vector<int64_t>> shape = LocalShape(p, tp);
+    Check(shape.status(), "LocalShape");
+    int64_t e = 1;
+    for (int64_t d : *shape) e *= d;
+    n += e;
+  }
+  return n;
+}
+
+// What one rank reports for the grid table (gathered as int64 over the world).
+struct RankState {
+  int64_t pp_rank, held_mask, mirror_mask, psi_held, params, grads, master, optim;
+  int64_t total() const { return params + grads + master + optim; }
+};
+
+// "embed..h.0", "h.1..head + embed (mirror)": the units a rank holds.
+std::string HeldUnits(const std::vector<std::string>& names, int64_t held, int64_t mirrors) {
+  std::vector<std::string> own, mirrored;
+  for (size_t u = 0; u < names.size(); ++u) {
+    if ((held >> u & 1) == 0) continue;
+    ((mirrors >> u & 1) ? mirrored : own).push_back(names[u]);
+  }
+  std::string s = own.empty() ? "" : own.size() == 1 ? own[0] : absl::StrCat(own.front(), "..", own.back());
+  for (const std::string& m : mirrored) absl::StrAppend(&s, " + ", m, " (mirror)");
+  return s;
+}
+
+// Model-state bytes per rank at each (dp, tp, pp) layout of --layouts that
+// fits the world: one 1F1B step of the 124M-shaped model (sequence
+// parallelism when tp > 1), then the tracker's params, grads, master and
+// optimizer bytes against the ZeRO formula over the rank's Ψ_tp with N = dp.
+// One row per pipeline stage (its dp 0, tp 0 rank); the ratio column is the
+// one furthest from 1 over all the stage's dp × tp ranks.
+void GridMemory(int world_rank, int world_size, int threads) {
+  const bool root = world_rank == 0;
+  const std::vector<GridLayout> layouts = LayoutsForWorld(world_size);
+  if (root && !layouts.empty()) {
+    std::printf("\n## Model-state memory per rank at (dp, tp, pp), GPT-2 124M-shaped with %d of 12 layers, %d ranks"
+                " (f32 compute)\n\n",
+                absl::GetFlag(FLAGS_mem_layers), world_size);
+    std::printf("| dp, tp, pp | ZeRO | pp stage | units held | Ψ_tp held | params | grads | master | optimizer |"
+                " measured | formula | measured / formula |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  }
+  for (const GridLayout& l : layouts) {
+    ProcessGrid grid = MakeGrid(l);
+    Gpt2Config mc;
+    mc.n_layer = absl::GetFlag(FLAGS_mem_layers);
+    mc.vocab_multiple = l.tp;
+    const int T = absl::GetFlag(FLAGS_mem_seq);
+    std::vector<HostBatch> batches =
+        MicroBatchesForRank(RandomTokens(1, l.dp, T, mc.vocab_size), l.dp, T, l.dp, 1, grid.dp_rank());
+    const std::vector<Batch> views = Views(batches);
+    for (int stage = 0; stage <= 3; ++stage) {
+      EngineConfig c = Config(stage, l.dp, threads);
+      c.mutable_parallel()->set_tp(l.tp);
+      c.mutable_parallel()->set_pp(l.pp);
+      c.mutable_parallel()->set_sequence_parallel(l.tp > 1);
+      c.mutable_parallel()->set_pipeline_schedule(ParallelConfig::ONE_F_ONE_B);
+      auto model = BuildGpt2(mc);
+      Check(model.status(), "BuildGpt2");
+      std::vector<int64_t> local;
+      std::vector<std::string> names;
+      for (const auto& unit : (*model)->units) {
+        local.push_back(TpLocalElements(*unit, l.tp));
+        names.push_back(unit->name());
+      }
+      auto engine = Engine::Create(c, &grid, std::move(model).value());
+      Check(engine.status(), "Engine::Create");
+      Check((*engine)->TrainStep(views).status(), "TrainStep");
+      const StepPlan& plan = Internals(**engine).plan();
+      const MemoryTracker& m = (*engine)->memory();
+      RankState mine{grid.pp_rank(), 0, 0, 0,
+                     m.Usage(MemoryCategory::kParams).current, m.Usage(MemoryCategory::kGrads).current,
+                     m.Usage(MemoryCategory::kMasterParams).current, m.Usage(MemoryCategory::kOptimizerState).current};
+      for (size_t u = 0; u < plan.units.size(); ++u) {
+        if (!plan.units[u].held) continue;
+        mine.held_mask |= int64_t{1} << u;
+        if (plan.units[u].mirror) mine.mirror_mask |= int64_t{1} << u;
+        mine.psi_held += local[u];
+      }
+      // Gathered as raw 32-bit words: the counts exceed what a float carries exactly.
+      std::vector<RankState> all(grid.world().size());
+      constexpr int kWords = sizeof(RankState) / sizeof(int32_t);
+      Check(grid.world().AllGather(&mine, all.data(), kWords, DType::kI32)->Wait(), "AllGather");
+      if (!root) continue;
+      for (int s = 0; s < l.pp; ++s) {
+        const RankState* first = nullptr;
+        double worst = 1;
+        for (const RankState& r : all) {
+          if (r.pp_rank != s) continue;
+          if (first == nullptr) first = &r;
+          const double ratio = r.total() / Theory(stage, static_cast<double>(r.psi_held), l.dp);
+          if (std::abs(ratio - 1) > std::abs(worst - 1)) worst = ratio;
+        }
+        const double theory = Theory(stage, static_cast<double>(first->psi_held), l.dp);
+        std::printf("| %d, %d, %d | %d | %d | %s | %lld | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB |"
+                    " %.6f |\n",
+                    l.dp, l.tp, l.pp, stage, s, HeldUnits(names, first->held_mask, first->mirror_mask).c_str(),
+                    static_cast<long long>(first->psi_held), first->params / 1e6, first->grads / 1e6,
+                    first->master / 1e6, first->optim / 1e6, first->total() / 1e6, theory / 1e6, worst);
+      }
+    }
+  }
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -297,6 +451,7 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_memory)) zeroshard::MemoryAndComm(*grid, threads);
   if (absl::GetFlag(FLAGS_precision_memory)) zeroshard::PrecisionMemory(*grid, threads);
   if (absl::GetFlag(FLAGS_time)) zeroshard::StepTime(*grid, threads);
+  if (absl::GetFlag(FLAGS_grid_memory)) zeroshard::GridMemory(grid->world().rank(), grid->world().size(), threads);
   std::fflush(stdout);
   delete grid;
   zeroshard::FinalizeMpi();
