@@ -93,11 +93,13 @@ absl::Status CheckpointReader::VerifyFile(int file) const {
   return absl::OkStatus();
 }
 
-absl::Status CheckpointReader::ReadShardTensor(int file, int unit, absl::string_view kind,
-                                               std::vector<float>* out) const {
+absl::StatusOr<const std::vector<float>*> CheckpointReader::ShardTensor(int file, int unit,
+                                                                         absl::string_view kind) const {
+  const std::string name = ShardTensorName(unit, kind);
+  if (cached_.file == file && cached_.name == name) return &cached_.values;
+  cached_.file = -1;
   RETURN_IF_ERROR(CheckFileFrame(file));
   const CheckpointFile& f = manifest_.files(file);
-  const std::string name = ShardTensorName(unit, kind);
   const CheckpointTensor* tensor = nullptr;
   for (const CheckpointTensor& t : f.tensors()) {
     if (t.name() == name) tensor = &t;
@@ -106,15 +108,18 @@ absl::Status CheckpointReader::ReadShardTensor(int file, int unit, absl::string_
     return absl::NotFoundError(absl::StrCat("'", FilePath(file), "' has no tensor '", name, "'"));
   }
   const int64_t bytes = tensor->data_end() - tensor->data_begin();
-  out->assign(static_cast<size_t>(bytes / 4), 0.0f);
+  std::vector<float>& out = cached_.values;
+  out.assign(static_cast<size_t>(bytes / 4), 0.0f);
   const std::string path = FilePath(file);
-  RETURN_IF_ERROR(ReadFileRange(path, 8 + f.header_bytes() + tensor->data_begin(), bytes, out->data()));
-  const uint32_t crc = Crc32c(out->data(), static_cast<size_t>(bytes));
+  RETURN_IF_ERROR(ReadFileRange(path, 8 + f.header_bytes() + tensor->data_begin(), bytes, out.data()));
+  const uint32_t crc = Crc32c(out.data(), static_cast<size_t>(bytes));
   if (crc != tensor->crc32c()) {
     return absl::DataLossError(absl::StrFormat("'%s': tensor '%s' has crc32c %08x, the manifest says %08x", path,
                                                name, crc, tensor->crc32c()));
   }
-  return absl::OkStatus();
+  cached_.file = file;
+  cached_.name = name;
+  return &cached_.values;
 }
 
 absl::Status CheckpointReader::ReadFlat(int unit, absl::string_view kind, int64_t begin, int64_t count, float* out,
@@ -139,11 +144,10 @@ absl::Status CheckpointReader::ReadFlat(int unit, absl::string_view kind, int64_
   // The unit's shards are in the files of the stage that computed it, dp
   // rank r's of tp rank t at stage_first + r·tp + t.
   const int first_file = manifest_.units(unit).stage() * l.dp() * tp();
-  std::vector<float> shard;
   for (int r = static_cast<int>(begin / s); r < l.dp() && r * s < begin + count; ++r) {
-    RETURN_IF_ERROR(ReadShardTensor(first_file + r * tp() + tp_rank, unit, kind, &shard));
+    ASSIGN_OR_RETURN(const std::vector<float>* shard, ShardTensor(first_file + r * tp() + tp_rank, unit, kind));
     const int64_t lo = std::max(begin, r * s), hi = std::min(begin + count, (r + 1) * s);
-    std::memcpy(out + (lo - begin), shard.data() + (lo - r * s), static_cast<size_t>(hi - lo) * sizeof(float));
+    std::memcpy(out + (lo - begin), shard->data() + (lo - r * s), static_cast<size_t>(hi - lo) * sizeof(float));
   }
   for (int64_t i = std::max(begin, l.numel()); i < begin + count; ++i) out[i - begin] = 0.0f;
   return absl::OkStatus();

@@ -60,12 +60,20 @@ class CheckpointReader {
   std::string FilePath(int file) const;
   // Size and header checksum of a file against the manifest.
   absl::Status CheckFileFrame(int file) const;
-  // The whole tensor `unit.<unit>.<kind>` of file `file`, checksum verified.
-  absl::Status ReadShardTensor(int file, int unit, absl::string_view kind, std::vector<float>* out) const;
+  // The whole tensor `unit.<unit>.<kind>` of file `file`, checksum
+  // verified; valid until the next call. The last one read is kept: reading
+  // a unit parameter by parameter reads each shard tensor once.
+  absl::StatusOr<const std::vector<float>*> ShardTensor(int file, int unit, absl::string_view kind) const;
 
   std::string dir_;
   CheckpointManifest manifest_;
   std::vector<FlatParamLayout> layouts_;
+  struct CachedTensor {
+    int file = -1;
+    std::string name;
+    std::vector<float> values;
+  };
+  mutable CachedTensor cached_;
 };
 
 }  // namespace zeroshard
