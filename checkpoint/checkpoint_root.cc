@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint_root.h"
 
 #include <algorithm>
+#include <functional>
 #include <random>
 
 #include "absl/strings/escaping.h"
@@ -74,28 +75,54 @@ absl::Status CommitStepDirectory(const std::string& root, const std::string& tmp
   RETURN_IF_ERROR(SyncDirectory(tmp_dir));
   const std::string final_dir = JoinPath(root, StepDirName(step));
   std::string replaced;
+  // How to put the directories back if `latest` cannot be replaced.
+  std::function<absl::Status()> undo;
   if (PathExists(final_dir)) {
     // Re-saving a step: swap the new directory in atomically (step_<N> always
     // exists); the old one, now under tmp_dir's name, goes after `latest`.
     absl::Status swapped = ExchangePaths(tmp_dir, final_dir);
     if (swapped.ok()) {
       replaced = tmp_dir;
+      undo = [&] { return ExchangePaths(tmp_dir, final_dir); };
     } else if (absl::IsUnimplemented(swapped)) {
       // No RENAME_EXCHANGE here: two renames, with a moment without step_<N>.
       replaced = JoinPath(root, absl::StrCat(".replaced_", StepDirName(step), "_", std::random_device{}()));
       RETURN_IF_ERROR(RenamePath(final_dir, replaced));
-      RETURN_IF_ERROR(RenamePath(tmp_dir, final_dir));
+      undo = [&] {
+        RETURN_IF_ERROR(RenamePath(final_dir, tmp_dir));
+        return RenamePath(replaced, final_dir);
+      };
+      if (absl::Status moved = RenamePath(tmp_dir, final_dir); !moved.ok()) {
+        absl::Status back = RenamePath(replaced, final_dir);
+        if (back.ok()) return moved;
+        return absl::Status(moved.code(),
+                            absl::StrCat(moved.message(), "; restoring ", final_dir, " failed too: ", back.message()));
+      }
     } else {
       return swapped;
     }
   } else {
     RETURN_IF_ERROR(RenamePath(tmp_dir, final_dir));
+    undo = [&] { return RenamePath(final_dir, tmp_dir); };
   }
-  RETURN_IF_ERROR(SyncDirectory(root));
   const std::string latest_tmp = JoinPath(root, absl::StrCat(kLatestFileName, ".tmp"));
-  const std::string content = absl::StrCat(StepDirName(step), "\n");
-  RETURN_IF_ERROR(WriteFileDurably(latest_tmp, {content}));
-  RETURN_IF_ERROR(RenamePath(latest_tmp, JoinPath(root, kLatestFileName)));
+  absl::Status pointed = [&]() -> absl::Status {
+    RETURN_IF_ERROR(SyncDirectory(root));
+    const std::string content = absl::StrCat(StepDirName(step), "\n");
+    RETURN_IF_ERROR(WriteFileDurably(latest_tmp, {content}));
+    return RenamePath(latest_tmp, JoinPath(root, kLatestFileName));
+  }();
+  if (!pointed.ok()) {
+    // `latest` still names the previous step: so must step_<N> again, with
+    // the new directory back under tmp_dir's name for the caller to remove.
+    if (PathExists(latest_tmp) && !IsDirectory(latest_tmp)) (void)RemoveTree(latest_tmp);
+    absl::Status undone = undo();
+    if (!undone.ok()) {
+      return absl::Status(pointed.code(), absl::StrCat(pointed.message(), "; restoring ", final_dir,
+                                                       " failed too: ", undone.message()));
+    }
+    return pointed;
+  }
   RETURN_IF_ERROR(SyncDirectory(root));
   if (!replaced.empty()) RETURN_IF_ERROR(RemoveTree(replaced));
   return absl::OkStatus();

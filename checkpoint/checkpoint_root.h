@@ -41,6 +41,9 @@ absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& root
 // fsyncs tmp_dir, renames it to <root>/step_<N> (an existing step_<N> is
 // swapped with it atomically and deleted after; where the file system cannot
 // swap, moved aside first), fsyncs root, then atomically points `latest` at it.
+// An error before `latest` points at it leaves step_<N> and `latest` as they
+// were and the new directory at tmp_dir (the caller removes it); one after
+// (fsyncing root, deleting a replaced step_<N>) leaves the step committed.
 absl::Status CommitStepDirectory(const std::string& root, const std::string& tmp_dir, int64_t step);
 
 // Deletes all but the newest keep_last step directories (never the one

@@ -1,7 +1,9 @@
 #include "checkpoint/checkpoint_root.h"
 
+#include <cerrno>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "checkpoint/manifest.h"
 #include "core/file_io.h"
 #include "gtest/gtest.h"
@@ -64,6 +66,42 @@ TEST(CheckpointRootTest, PruneKeepsNewestAndLatestAndDropsTemporaries) {
   ASSERT_TRUE(PruneCheckpoints(root, 0).ok());  // keep all steps, drop temporaries
   EXPECT_EQ(*ListCheckpointSteps(root), (std::vector<int64_t>{10, 15, 20}));
   EXPECT_FALSE(PathExists(JoinPath(root, ".tmp_step_30_mine")));
+}
+
+// A commit that fails at any point before `latest` is replaced leaves the
+// committed steps and `latest` as they were, and the new directory at its
+// temporary name.
+TEST(CheckpointRootTest, FailedCommitPutsEverythingBack) {
+  struct Case {
+    const char* name;
+    FileOp op;
+    const char* suffix;  // of the path that fails
+    int64_t step;        // 10: re-saving the committed step, 20: a new one
+  };
+  for (const Case& c : {Case{"sync tmp", FileOp::kSync, "_abc", 20}, Case{"rename", FileOp::kRename, "step_20", 20},
+                        Case{"exchange", FileOp::kRename, "step_10", 10},
+                        Case{"latest.tmp full", FileOp::kWrite, "latest.tmp", 20},
+                        Case{"latest.tmp full, re-save", FileOp::kWrite, "latest.tmp", 10},
+                        Case{"rename latest", FileOp::kRename, "/latest", 20},
+                        Case{"rename latest, re-save", FileOp::kRename, "/latest", 10}}) {
+    SCOPED_TRACE(c.name);
+    const std::string root = FreshRoot("root_failed_commit");
+    Commit(root, 10, "old");
+    const std::string tmp = JoinPath(root, TempStepDirName(c.step, "abc"));
+    ASSERT_TRUE(MakeDirectories(tmp).ok());
+    ASSERT_TRUE(WriteFileDurably(JoinPath(tmp, kManifestFileName), {"new"}).ok());
+    SetFileFaultForTesting([&](FileOp op, const std::string& path) {
+      return op == c.op && absl::EndsWith(path, c.suffix) ? ENOSPC : 0;
+    });
+    absl::Status s = CommitStepDirectory(root, tmp, c.step);
+    SetFileFaultForTesting(nullptr);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_EQ(*ReadFileToString(JoinPath(root, "latest")), "step_10\n");
+    EXPECT_EQ(*ReadFileToString(JoinPath(JoinPath(root, "step_10"), kManifestFileName)), "old");
+    EXPECT_EQ(*ReadFileToString(JoinPath(tmp, kManifestFileName)), "new");
+    EXPECT_EQ(*ListDirectory(root), (std::vector<std::string>{".tmp_step_" + std::to_string(c.step) + "_abc",
+                                                              "latest", "step_10"}));
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -161,10 +162,59 @@ absl::Status ReadResharded(const EngineImpl& engine, const CheckpointReader& rea
   return absl::OkStatus();
 }
 
+// Resuming must continue the saved optimizer: another type or other state
+// kinds would drop the saved state (or start from none) without notice.
+absl::Status CheckOptimizerMatches(const CheckpointManifest& m, const OptimizerOptions& options,
+                                   const std::string& dir) {
+  const std::string mine = options.type == OptimizerType::kAdamW ? "adamw" : "sgd";
+  const std::vector<std::string> want = CheckpointKinds(options);
+  const std::vector<std::string> saved(m.kinds().begin(), m.kinds().end());
+  if ((m.optimizer().empty() || m.optimizer() == mine) &&
+      std::is_permutation(saved.begin(), saved.end(), want.begin(), want.end())) {
+    return absl::OkStatus();
+  }
+  // The state kinds after "master", listed.
+  const auto state = [](const std::vector<std::string>& kinds) {
+    return absl::StrJoin(std::vector<std::string>(kinds.begin() + std::min<size_t>(1, kinds.size()), kinds.end()),
+                         ", ");
+  };
+  std::string run = mine;
+  if (options.type != OptimizerType::kAdamW) {
+    absl::StrAppend(&run, options.momentum > 0 ? " with momentum" : " without momentum");
+  }
+  absl::StrAppend(&run, " (", want.size() > 1 ? state(want) : "no state", ")");
+  std::string held;
+  if (saved.size() > 1) {
+    held = absl::StrCat(m.optimizer().empty() ? "" : m.optimizer() + " ", "optimizer state (", state(saved), ")");
+  } else {
+    held = absl::StrCat("no optimizer state",
+                        m.optimizer() == "sgd" ? " (sgd without momentum)"
+                                               : m.optimizer().empty() ? "" : " (" + m.optimizer() + ")");
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint '", dir, "' holds ", held, "; this run's optimizer is ", run,
+      ": resume with the same optimizer, or load weights only with --init_from / LoadOptions weights_only"));
+}
+
 // Runs `body` and agrees on its status across ranks.
 template <typename F>
 absl::Status Agreed(Communicator& dp, absl::string_view what, F body) {
   return AgreeAcrossRanks(dp, body(), what);
+}
+
+// After a save phase failed (agreed, so no rank writes any more): rank 0
+// removes the temporary directory with whatever partial shards it holds, and
+// the ranks agree once more so that none returns before it is gone. Returns
+// `error`, extended when the removal failed too.
+absl::Status AbandonSave(Communicator& dp, const std::string& tmp_dir, int64_t step, const absl::Status& error) {
+  absl::Status removed;
+  if (dp.rank() == 0 && PathExists(tmp_dir)) removed = RemoveTree(tmp_dir);
+  removed = AgreeAcrossRanksSharingError(dp, removed, "removing the temporary directory");
+  std::string message = absl::StrCat(error.message(), "; step ", step, " was not saved");
+  if (!removed.ok()) absl::StrAppend(&message, "; ", removed.message());
+  absl::Status out(error.code(), message);
+  error.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
 }
 
 }  // namespace
@@ -198,7 +248,13 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
   ASSIGN_OR_RETURN(const std::string nonce, SharedNonce(dp));
   const std::string tmp_name = TempStepDirName(step, nonce);
   const std::string tmp_dir = JoinPath(root, tmp_name);
-  RETURN_IF_ERROR(Agreed(dp, "creating the checkpoint directory", [&]() -> absl::Status {
+  // Every rank gets the failing rank's error, and a failed phase leaves no
+  // temporary directory behind.
+  const auto phase = [&](absl::string_view what, auto body) -> absl::Status {
+    absl::Status s = AgreeAcrossRanksSharingError(dp, body(), what);
+    return s.ok() ? s : AbandonSave(dp, tmp_dir, step, s);
+  };
+  RETURN_IF_ERROR(phase("creating the checkpoint directory", [&]() -> absl::Status {
     if (step < 0) return absl::InvalidArgumentError(absl::StrCat("checkpoint step ", step, " is negative"));
     if (rank == 0) {
       RETURN_IF_ERROR(MakeDirectories(root));
@@ -213,7 +269,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
   const int stage = engine.options().stage;
   const int dp_rank = engine.dp().rank(), dp_size = engine.dp().size(), pp_rank = engine.pipeline_stage();
   CheckpointFile mine;
-  RETURN_IF_ERROR(Agreed(dp, "writing a shard file", [&]() -> absl::Status {
+  RETURN_IF_ERROR(phase("writing a shard file", [&]() -> absl::Status {
     hook("before_shard_file");
     std::vector<float> zeros;  // a frozen unit's optimizer state
     // Named by this rank's (pp, dp, tp) coordinates; its index in the
@@ -231,9 +287,11 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     hook("after_shard_file");
     return absl::OkStatus();
   }));
-  ASSIGN_OR_RETURN(std::vector<CheckpointFile> files, GatherFileRecords(dp, mine));
+  absl::StatusOr<std::vector<CheckpointFile>> gathered = GatherFileRecords(dp, mine);
+  if (!gathered.ok()) return AbandonSave(dp, tmp_dir, step, gathered.status());
+  std::vector<CheckpointFile> files = std::move(gathered).value();
 
-  RETURN_IF_ERROR(Agreed(dp, "committing the checkpoint", [&]() -> absl::Status {
+  RETURN_IF_ERROR(phase("committing the checkpoint", [&]() -> absl::Status {
     if (rank != 0) return absl::OkStatus();
     CheckpointManifest m;
     m.set_format_version(kManifestFormatVersion);
@@ -282,10 +340,11 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     const std::string text = EncodeManifest(m);
     RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp_dir, kManifestFileName), {text}));
     hook("before_commit");
-    RETURN_IF_ERROR(CommitStepDirectory(root, tmp_dir, step));
-    return PruneCheckpoints(root, options.keep_last);
+    return CommitStepDirectory(root, tmp_dir, step);
   }));
-  return absl::OkStatus();
+  // Committed: a failure here no longer abandons the step.
+  return AgreeAcrossRanksSharingError(dp, dp.rank() == 0 ? PruneCheckpoints(root, options.keep_last) : absl::OkStatus(),
+                                      "removing old checkpoints");
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std::string& dir_or_root,
@@ -297,6 +356,9 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
       options.weights_only ? std::vector<std::string>{kKindMaster} : CheckpointKinds(engine.options().optimizer);
   RETURN_IF_ERROR(Agreed(dp, "opening the checkpoint", [&]() -> absl::Status {
     RETURN_IF_ERROR(reader.status());
+    if (!options.weights_only) {
+      RETURN_IF_ERROR(CheckOptimizerMatches(reader->manifest(), engine.options().optimizer, reader->dir()));
+    }
     RETURN_IF_ERROR(CheckModelMatches(engine, reader->manifest(), reader->dir()));
     for (const std::string& k : kinds) {
       if (!reader->HasKind(k)) {

@@ -70,7 +70,10 @@ SaveOptions SaveOptionsFromConfig(const TrainConfig& config);
 // step_<step> (replacing an existing one) and then points <root>/latest at
 // it; then prunes to keep_last. Returns after every rank saw the commit. A
 // failure or a killed rank leaves the previous steps and `latest` as they
-// were. Saving reads the engine's state only: training results are
+// were; after a failure every rank returns the failing rank's code and
+// message ("writing a shard file failed on dp rank 2: cannot write ...: No
+// space left on device; step 4 was not saved") once the temporary directory
+// is removed. Saving reads the engine's state only: training results are
 // unchanged. `step` is the trainer's iteration count (engine.step() counts
 // optimizer updates, which differs after skipped steps; both are saved).
 absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t step, const TrainConfig& config,
@@ -104,8 +107,9 @@ struct LoadedCheckpoint {
 // kUnimplemented (unknown format version), kFailedPrecondition (a
 // checkpoint saved at another tp size, naming both; a model whose units or
 // parameters differ from the manifest's, naming the first difference; or
-// missing optimizer state). Each tp rank reads the files of its own tp
-// coordinate. After an error the engine's
+// missing optimizer state; unless weights_only, a checkpoint of another
+// optimizer or other optimizer state kinds, naming both). Each tp rank
+// reads the files of its own tp coordinate. After an error the engine's
 // state is unspecified; do not train on it.
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::string& dir_or_root,
                                                 const LoadOptions& options = LoadOptions());

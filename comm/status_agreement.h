@@ -18,6 +18,12 @@ namespace zeroshard {
 // duplicate "dp.control" says "dp"). OK only when every rank passed OK.
 absl::Status AgreeAcrossRanks(Communicator& comm, const absl::Status& local, absl::string_view what);
 
+// Like AgreeAcrossRanks, but every rank returns the same error: the lowest
+// failing rank's code and "`what` failed on <group> rank r: <its message>",
+// so each rank's caller sees the cause (relayed on the ranks other than r).
+// One Broadcast more than AgreeAcrossRanks when a rank failed.
+absl::Status AgreeAcrossRanksSharingError(Communicator& comm, const absl::Status& local, absl::string_view what);
+
 // The error a rank returns for ANOTHER rank's failure ("... failed on dp
 // rank 2 (see its error)"). It carries a mark, so that a launcher printing
 // one error per job prints the failing rank's own (ShouldReportError in

@@ -5,10 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <system_error>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -19,7 +23,27 @@ absl::Status ErrnoStatus(absl::string_view what, const std::string& path, int er
   std::string msg = absl::StrCat(what, " '", path, "': ", std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(msg);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
   return absl::InternalError(msg);
+}
+
+using FaultFn = std::function<int(FileOp, const std::string&)>;
+
+// Read on every file operation, set only by tests: the flag keeps the
+// common path free of the lock.
+std::atomic<bool> g_fault_set{false};
+std::mutex g_fault_mu;
+std::shared_ptr<const FaultFn> g_fault;
+
+// The errno the test fault injects into `op` on `path`, or 0.
+int InjectedFault(FileOp op, const std::string& path) {
+  if (!g_fault_set.load(std::memory_order_acquire)) return 0;
+  std::shared_ptr<const FaultFn> fault;
+  {
+    std::lock_guard<std::mutex> lock(g_fault_mu);
+    fault = g_fault;
+  }
+  return fault != nullptr ? (*fault)(op, path) : 0;
 }
 
 // Closes on scope exit; Close() reports the error of an explicit close.
@@ -41,6 +65,12 @@ class Fd {
 };
 
 }  // namespace
+
+void SetFileFaultForTesting(std::function<int(FileOp op, const std::string& path)> fault) {
+  std::lock_guard<std::mutex> lock(g_fault_mu);
+  g_fault = fault ? std::make_shared<const FaultFn>(std::move(fault)) : nullptr;
+  g_fault_set.store(g_fault != nullptr, std::memory_order_release);
+}
 
 std::string JoinPath(absl::string_view a, absl::string_view b) {
   if (a.empty()) return std::string(b);
@@ -92,29 +122,47 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
 }
 
 absl::Status WriteFileDurably(const std::string& path, const std::vector<absl::string_view>& pieces) {
+  if (int err = InjectedFault(FileOp::kCreate, path)) return ErrnoStatus("cannot create", path, err);
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) return ErrnoStatus("cannot create", path, errno);
+  // A failed write must not leave a partial file taking the space a retry needs.
+  const auto fail = [&](absl::string_view what, int err) {
+    ::unlink(path.c_str());
+    return ErrnoStatus(what, path, err);
+  };
+  const int write_fault = InjectedFault(FileOp::kWrite, path);
+  size_t budget = static_cast<size_t>(-1);  // bytes the injected fault lets through
+  if (write_fault != 0) {
+    budget = 0;
+    for (absl::string_view piece : pieces) budget += piece.size();
+    budget /= 2;
+  }
   for (absl::string_view piece : pieces) {
     const char* p = piece.data();
     size_t left = piece.size();
     while (left > 0) {
-      ssize_t put = ::write(fd.get(), p, std::min<size_t>(left, size_t{1} << 30));
+      if (budget == 0) return fail("cannot write", write_fault);
+      ssize_t put = ::write(fd.get(), p, std::min({left, size_t{1} << 30, budget}));
       if (put < 0) {
         if (errno == EINTR) continue;
-        return ErrnoStatus("cannot write", path, errno);
+        return fail("cannot write", errno);
       }
       p += put;
       left -= static_cast<size_t>(put);
+      if (write_fault != 0) budget -= static_cast<size_t>(put);
     }
   }
-  if (::fsync(fd.get()) != 0) return ErrnoStatus("cannot fsync", path, errno);
-  if (fd.Close() != 0) return ErrnoStatus("cannot close", path, errno);
+  if (write_fault != 0) return fail("cannot write", write_fault);
+  if (int err = InjectedFault(FileOp::kSync, path)) return fail("cannot fsync", err);
+  if (::fsync(fd.get()) != 0) return fail("cannot fsync", errno);
+  if (fd.Close() != 0) return fail("cannot close", errno);
   return absl::OkStatus();
 }
 
 absl::Status SyncDirectory(const std::string& dir) {
   Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoStatus("cannot open directory", dir, errno);
+  if (int err = InjectedFault(FileOp::kSync, dir)) return ErrnoStatus("cannot fsync directory", dir, err);
   if (::fsync(fd.get()) != 0) return ErrnoStatus("cannot fsync directory", dir, errno);
   return absl::OkStatus();
 }
@@ -123,6 +171,7 @@ absl::Status MakeDirectories(const std::string& dir) {
   if (PathExists(dir) && !IsDirectory(dir)) {
     return absl::FailedPreconditionError(absl::StrCat("'", dir, "' exists and is not a directory"));
   }
+  if (int err = InjectedFault(FileOp::kMakeDirectory, dir)) return ErrnoStatus("cannot create directory", dir, err);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return ErrnoStatus("cannot create directory", dir, ec.value());
@@ -131,6 +180,9 @@ absl::Status MakeDirectories(const std::string& dir) {
 }
 
 absl::Status RenamePath(const std::string& from, const std::string& to) {
+  if (int err = InjectedFault(FileOp::kRename, to)) {
+    return ErrnoStatus(absl::StrCat("cannot rename to '", to, "' from"), from, err);
+  }
   if (::rename(from.c_str(), to.c_str()) != 0) {
     return ErrnoStatus(absl::StrCat("cannot rename to '", to, "' from"), from, errno);
   }
@@ -138,6 +190,9 @@ absl::Status RenamePath(const std::string& from, const std::string& to) {
 }
 
 absl::Status ExchangePaths(const std::string& a, const std::string& b) {
+  if (int err = InjectedFault(FileOp::kRename, b)) {
+    return ErrnoStatus(absl::StrCat("cannot exchange with '", b, "'"), a, err);
+  }
   if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) return absl::OkStatus();
   const int err = errno;
   if (err == EINVAL || err == ENOSYS || err == ENOTSUP) {

@@ -6,6 +6,7 @@
 #define ZEROSHARD_CORE_FILE_IO_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ absl::Status ReadFileRange(const std::string& path, int64_t offset, int64_t n, v
 
 // Writes `pieces` one after another into a new file (replacing any old one)
 // and fsyncs it. The directory entry is durable only after SyncDirectory.
+// On failure the partial file is removed, so it holds no space. A full disk
+// (or quota) is kResourceExhausted, a denied access kPermissionDenied.
 absl::Status WriteFileDurably(const std::string& path, const std::vector<absl::string_view>& pieces);
 absl::Status SyncDirectory(const std::string& dir);
 
@@ -40,6 +43,14 @@ bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
 // Names of the entries of `dir` (not "." or ".."), sorted.
 absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir);
+
+// Test-only fault injection, process-wide. While set, WriteFileDurably,
+// SyncDirectory, MakeDirectories, RenamePath and ExchangePaths first ask
+// `fault(op, path)` (for renames, `path` is the destination); a nonzero
+// errno makes the operation fail as that system call would have, kWrite
+// after writing half of the data, as a full disk does. nullptr clears it.
+enum class FileOp { kCreate, kWrite, kSync, kMakeDirectory, kRename };
+void SetFileFaultForTesting(std::function<int(FileOp op, const std::string& path)> fault);
 
 std::string JoinPath(absl::string_view a, absl::string_view b);
 // The directory part of `path`: "." for a bare name, "/" for "/name".

@@ -1,7 +1,9 @@
 #include "core/file_io.h"
 
+#include <cerrno>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -65,6 +67,59 @@ TEST(FileIoTest, ExchangeSwapsTwoDirectories) {
   EXPECT_EQ(*ReadFileToString(JoinPath(dir, "a/f")), "from b");
   EXPECT_EQ(*ReadFileToString(JoinPath(dir, "b/f")), "from a");
   EXPECT_EQ(ExchangePaths(JoinPath(dir, "a"), JoinPath(dir, "missing")).code(), absl::StatusCode::kNotFound);
+}
+
+// Clears the injected fault however the test ends.
+struct FaultScope {
+  explicit FaultScope(std::function<int(FileOp, const std::string&)> fault) {
+    SetFileFaultForTesting(std::move(fault));
+  }
+  ~FaultScope() { SetFileFaultForTesting(nullptr); }
+};
+
+TEST(FileIoTest, InjectedFullDiskFailsTheWriteAndRemovesThePartialFile) {
+  const std::string dir = Tmp("file_io_e");
+  ASSERT_TRUE(RemoveTree(dir).ok());
+  ASSERT_TRUE(MakeDirectories(dir).ok());
+  const std::string full = JoinPath(dir, "full"), fine = JoinPath(dir, "fine");
+  std::vector<FileOp> seen;
+  FaultScope scope([&](FileOp op, const std::string& path) {
+    if (path == full) seen.push_back(op);
+    return path == full && op == FileOp::kWrite ? ENOSPC : 0;
+  });
+  absl::Status s = WriteFileDurably(full, {"0123456789"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(s.message(), absl::StrCat("cannot write '", full, "': No space left on device"));
+  EXPECT_FALSE(PathExists(full));
+  EXPECT_EQ(seen, (std::vector<FileOp>{FileOp::kCreate, FileOp::kWrite}));
+  EXPECT_TRUE(WriteFileDurably(fine, {"x"}).ok());  // other paths are untouched
+  EXPECT_EQ(*ReadFileToString(fine), "x");
+}
+
+TEST(FileIoTest, InjectedFaultsFailCreateSyncMkdirAndRename) {
+  const std::string dir = Tmp("file_io_f");
+  ASSERT_TRUE(RemoveTree(dir).ok());
+  ASSERT_TRUE(MakeDirectories(dir).ok());
+  const std::string a = JoinPath(dir, "a"), b = JoinPath(dir, "b");
+  ASSERT_TRUE(WriteFileDurably(a, {"a"}).ok());
+  FileOp failing = FileOp::kCreate;
+  FaultScope scope([&](FileOp op, const std::string& path) { return op == failing ? EACCES : 0; });
+  absl::Status create = WriteFileDurably(b, {"b"});
+  EXPECT_EQ(create.code(), absl::StatusCode::kPermissionDenied) << create;
+  EXPECT_FALSE(PathExists(b));
+  failing = FileOp::kSync;
+  EXPECT_EQ(WriteFileDurably(b, {"b"}).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_FALSE(PathExists(b));
+  EXPECT_EQ(SyncDirectory(dir).code(), absl::StatusCode::kPermissionDenied);
+  failing = FileOp::kMakeDirectory;
+  EXPECT_EQ(MakeDirectories(JoinPath(dir, "d")).code(), absl::StatusCode::kPermissionDenied);
+  failing = FileOp::kRename;
+  absl::Status rename = RenamePath(a, b);
+  EXPECT_EQ(rename.code(), absl::StatusCode::kPermissionDenied) << rename;
+  EXPECT_NE(rename.message().find(b), std::string::npos) << rename;
+  EXPECT_TRUE(PathExists(a));
+  SetFileFaultForTesting(nullptr);
+  EXPECT_TRUE(RenamePath(a, b).ok());
 }
 
 }  // namespace

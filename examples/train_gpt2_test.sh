@@ -190,6 +190,36 @@ grep -q "empty_root" "$tmp/resume_nothing.log"
 st=$?
 record_case resume_without_checkpoint_fails_naming_dir $((rc != 0 && st == 0)) "rc=$rc: $(head -3 "$tmp/resume_nothing.log")"
 
+# Resuming with another optimizer is refused, naming both; weights only is fine.
+run 2 resume_as_sgd --resume --set engine.optimizer.type=SGD --set "engine.checkpoint.dir=$tmp/ckB"
+grep -q "checkpoint '.*/ckB/step_20' holds adamw optimizer state (exp_avg, exp_avg_sq); this run's optimizer is sgd without momentum (no state): resume with the same optimizer, or load weights only with --init_from" "$tmp/resume_as_sgd.log"
+st=$?
+printed=$(grep -c "train_gpt2:" "$tmp/resume_as_sgd.log")
+record_case resume_with_another_optimizer_refused $((rc == 1 && st == 0 && printed == 1)) "rc=$rc printed $printed: $(cat "$tmp/resume_as_sgd.log")"
+run 2 init_as_sgd --steps 2 --set engine.optimizer.type=SGD --init_from "$tmp/ckB"
+record_case init_from_with_another_optimizer_trains $((rc == 0)) "rc=$rc: $(tail -3 "$tmp/init_as_sgd.log")"
+
+# A save that fails (here `latest` cannot be written) exits 1 with the error
+# printed once, leaving no temporary directory and `latest` at the old step.
+fail_ck=(--set steps=4 --set engine.checkpoint.interval=2 --set engine.logging.interval=100 --set "engine.checkpoint.dir=$tmp/ckF")
+run 2 fail_first "${fail_ck[@]}" --steps 2
+rc_a=$rc
+mkdir -p "$tmp/ckF/latest.tmp/blocker"
+run 2 fail_save "${fail_ck[@]}" --resume
+grep -q "committing the checkpoint failed on dp rank 0: cannot create '.*/ckF/latest.tmp': Is a directory; step 4 was not saved" "$tmp/fail_save.log"
+st=$?
+printed=$(grep -c "train_gpt2:" "$tmp/fail_save.log")
+left=$(cd "$tmp/ckF" && ls -A | tr '\n' ' ')
+record_case failed_save_exits_1_printed_once $((rc_a == 0 && rc == 1 && st == 0 && printed == 1)) \
+  "rc $rc_a/$rc printed $printed: $(cat "$tmp/fail_save.log")"
+[ "$left" = "latest latest.tmp step_2 " ] && [ "$(cat "$tmp/ckF/latest")" = step_2 ]
+record_case failed_save_leaves_latest_and_no_temporary $((! $?)) "left: $left; latest: $(cat "$tmp/ckF/latest")"
+rm -r "$tmp/ckF/latest.tmp"
+run 2 fail_retry "${fail_ck[@]}" --resume
+grep -q "resumed from .*/ckF/step_2 at step 2" "$tmp/fail_retry.log"
+st=$?
+record_case failed_save_retried_from_step_2 $((rc == 0 && st == 0)) "rc=$rc: $(tail -3 "$tmp/fail_retry.log")"
+
 # f16 compute: the header says so and the dynamic scaler's scale reaches the metrics.
 run 2 f16 --steps 4 --set engine.precision.compute_dtype=F16 --set "engine.logging.metrics_path=$tmp/f16.jsonl"
 json_check x "header['compute_dtype'] == 'f16' and [r['loss_scale'] for r in rows] == [65536.0] * 4" "$tmp/f16.jsonl"

@@ -411,8 +411,9 @@ TEST(CheckpointMpiTest, SgdMomentumResumesExactlyAndWeightsOnlyLoadsIntoAdamW) {
   TrainRun adam = MakeRun(&World(), 2, 1, seed);
   absl::StatusOr<LoadedCheckpoint> refused = LoadCheckpoint(*adam.engine, root);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
-  EXPECT_NE(refused.status().message().find("has no 'exp_avg' state (it holds master, momentum; saved by the sgd "
-                                            "optimizer); load it with weights_only (--init_from)"),
+  EXPECT_NE(refused.status().message().find("holds sgd optimizer state (momentum); this run's optimizer is adamw "
+                                            "(exp_avg, exp_avg_sq): resume with the same optimizer, or load weights "
+                                            "only with --init_from"),
             std::string::npos)
       << refused.status();
   LoadOptions weights_only;
