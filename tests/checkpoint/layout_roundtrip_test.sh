@@ -6,14 +6,17 @@
 #      consolidates (optimizer state, f32) to the source's bytes; the 11
 #      sources agree within TOL (summation order only).
 #   2. 10 steps at (2,2,2) against 5 at (2,2,2), saved, then resumed to 10 at
-#      (1,1,1), (4,1,1), (1,2,2): losses and final weights within 1e-5
-#      relative; resumed at (2,2,2): bitwise.
-# One mpirun per world size. Usage: layout_roundtrip_test.sh DRIVER CHECK
+#      (1,1,1), (4,1,1), (1,2,2) and (1,4,1) (each tp rank's slices re-cut
+#      from whole tensors): losses and final weights within 1e-5 relative;
+#      resumed at (2,2,2): bitwise; resumed at (1,4,1) from `ckpt reshard
+#      --dp 1 --tp 4 --pp 1` of the step-5 checkpoint: bitwise the resume
+#      from the step-5 checkpoint itself.
+# One mpirun per world size. Usage: layout_roundtrip_test.sh DRIVER CHECK ZEROSHARD
 # The data seed is random (printed); ZEROSHARD_LAYOUT_SEED=N (bazel
 # --test_env) repeats a run.
 set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
-driver=$1 check=$2
+driver=$1 check=$2 zeroshard=$3
 tmp=${TEST_TMPDIR:-$(mktemp -d)}/layouts
 rm -rf "$tmp" && mkdir -p "$tmp"
 flags=(--oversubscribe --bind-to none --mca btl self,vader)
@@ -53,9 +56,12 @@ job() { echo "$1:$src/$2:4"; }
 start=$SECONDS
 run 8 "$tmp/np8.log" "$(job 2,2,2,2 dp2_tp2_pp2)" \
   "2,2,2,3:$tmp/straight:10" "2,2,2,3:$tmp/half:5" "2,2,2,3:$tmp/resume_dp2_tp2_pp2:10:$tmp/half"
+out=$("$zeroshard" ckpt reshard "$tmp/half" --out "$tmp/half_tp4" --dp 1 --tp 4 --pp 1 2>&1)
+record_case reshard_cli_step_5_to_dp1_tp4_pp1 $((1 - $?)) "$out"
 run 4 "$tmp/np4.log" "$(job 2,2,1,3,sp dp2_tp2_pp1)" "$(job 2,1,2,0 dp2_tp1_pp2)" "$(job 1,2,2,1 dp1_tp2_pp2)" \
   "$(job 4,1,1,3 dp4_tp1_pp1)" "$(job 1,4,1,0,sp dp1_tp4_pp1)" "$(job 1,1,4,2 dp1_tp1_pp4)" \
-  "4,1,1,2:$tmp/resume_dp4_tp1_pp1:10:$tmp/half" "1,2,2,1,sp:$tmp/resume_dp1_tp2_pp2:10:$tmp/half"
+  "4,1,1,2:$tmp/resume_dp4_tp1_pp1:10:$tmp/half" "1,2,2,1,sp:$tmp/resume_dp1_tp2_pp2:10:$tmp/half" \
+  "1,4,1,2:$tmp/resume_dp1_tp4_pp1:10:$tmp/half" "1,4,1,2:$tmp/resume_offline_dp1_tp4_pp1:10:$tmp/half_tp4"
 run 2 "$tmp/np2.log" "$(job 2,1,1,1 dp2_tp1_pp1)" "$(job 1,2,1,2 dp1_tp2_pp1)" "$(job 1,1,2,3 dp1_tp1_pp2)"
 run 1 "$tmp/np1.log" "$(job 1,1,1,0 dp1_tp1_pp1)" "1,1,1,0:$tmp/resume_dp1_tp1_pp1:10:$tmp/half"
 echo "training: $((SECONDS - start)) s"
@@ -102,15 +108,21 @@ compare_losses half_run_repeats_the_straight_run_bitwise "$tmp/np8.log" 1 "$tmp/
 compare_losses resume_dp2_tp2_pp2_losses_bitwise "$tmp/np8.log" 1 "$tmp/np8.log" 3 6 10 bitwise
 compare_losses resume_dp4_tp1_pp1_losses "$tmp/np8.log" 1 "$tmp/np4.log" 6 6 10 1e-5
 compare_losses resume_dp1_tp2_pp2_losses "$tmp/np8.log" 1 "$tmp/np4.log" 7 6 10 1e-5
+compare_losses resume_dp1_tp4_pp1_losses "$tmp/np8.log" 1 "$tmp/np4.log" 8 6 10 1e-5
+compare_losses resume_from_ckpt_reshard_dp1_tp4_pp1_losses_bitwise "$tmp/np4.log" 8 "$tmp/np4.log" 9 6 10 bitwise
 compare_losses resume_dp1_tp1_pp1_losses "$tmp/np8.log" 1 "$tmp/np1.log" 1 6 10 1e-5
-for log_job in "np8 3" "np4 6" "np4 7" "np1 1"; do
+for log_job in "np8 3" "np4 6" "np4 7" "np4 8" "np1 1"; do
   set -- $log_job
   grep -q "^job $2 resumed from step 5 (saved at dp 2 tp 2 pp 2)$" "$tmp/$1.log"
   record_case "resume_$1_job$2_from_step_5_of_dp2_tp2_pp2" $((1 - $?)) "$(grep "^job $2 " "$tmp/$1.log" | head -3)"
 done
+grep -q "^job 9 resumed from step 5 (saved at dp 1 tp 4 pp 1)$" "$tmp/np4.log"
+record_case "resume_np4_job9_from_step_5_of_dp1_tp4_pp1" $((1 - $?)) "$(grep "^job 9 " "$tmp/np4.log" | head -3)"
 out=$("$check" same "$tmp/straight" "$tmp/resume_dp2_tp2_pp2" "$tmp/work" 2>&1)
 cases_from "$out" $?
-for layout in dp4_tp1_pp1 dp1_tp2_pp2 dp1_tp1_pp1; do
+out=$("$check" same "$tmp/resume_dp1_tp4_pp1" "$tmp/resume_offline_dp1_tp4_pp1" "$tmp/work" 2>&1)
+cases_from "$out" $?
+for layout in dp4_tp1_pp1 dp1_tp2_pp2 dp1_tp4_pp1 dp1_tp1_pp1; do
   out=$("$check" close "$tmp/straight" "$tmp/resume_$layout" 1e-5 2>&1)
   cases_from "$out" $?
 done
