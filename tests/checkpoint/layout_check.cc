@@ -5,8 +5,9 @@
 //
 //   layout_check roundtrip WORK TOL_WEIGHTS TOL_OPTIMIZER TOL_L2 SRC_ROOT...
 //     For every source and every target of the 11 layouts: reshard, verify
-//     clean, consolidate (f32, optimizer state) byte-identical to
-//     consolidating the source. Then every source's consolidated tensors
+//     clean, files named by their coordinates, units on the stages the
+//     engine chose at that pp, consolidate (f32, optimizer state)
+//     byte-identical to consolidating the source. Then every source's consolidated tensors
 //     against the first source's: per tensor max |a - b| / max |a| within
 //     TOL_WEIGHTS (parameters) or TOL_OPTIMIZER (optimizer state), and
 //     ||a - b|| / ||a|| over every parameter within TOL_L2.
@@ -27,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,6 +37,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_root.h"
 #include "checkpoint/consolidate.h"
@@ -109,6 +112,16 @@ int Roundtrip(const std::string& work, double tol_weights, double tol_optimizer,
   RemoveTree(work).IgnoreError();
   if (!MakeDirectories(work).ok()) return 2;
   std::vector<std::string> consolidated;
+  // The units' stages the engine chose at each pp: a reshard to another pp
+  // must choose the same.
+  std::map<int, std::vector<int>> engine_stages;
+  for (const std::string& src : sources) {
+    absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(src);
+    if (!reader.ok()) continue;
+    std::vector<int>& stages = engine_stages[reader->manifest().topology().pp()];
+    stages.clear();
+    for (const CheckpointUnit& u : reader->manifest().units()) stages.push_back(u.stage());
+  }
   for (const std::string& src : sources) {
     absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(src);
     if (!reader.ok()) {
@@ -158,10 +171,12 @@ int Roundtrip(const std::string& work, double tol_weights, double tol_optimizer,
           why = absl::StrCat("file ", f, " is '", m.files(f).path(), "', expected '", want, "' (present)");
         }
       }
-      std::vector<int> stages_used(target.pp, 0);
-      for (const CheckpointUnit& u : m.units()) ++stages_used[u.stage()];
-      if (why.empty() && std::count(stages_used.begin(), stages_used.end(), 0) != 0) {
-        why = "a pipeline stage holds no unit";
+      std::vector<int> stages;
+      for (const CheckpointUnit& u : m.units()) stages.push_back(u.stage());
+      auto engine = engine_stages.find(target.pp);
+      if (why.empty() && engine != engine_stages.end() && stages != engine->second) {
+        why = absl::StrCat("unit stages ", absl::StrJoin(stages, ","), ", the engine's at pp ", target.pp, ": ",
+                           absl::StrJoin(engine->second, ","));
       }
       const std::string path = JoinPath(work, "resharded.safetensors");
       absl::StatusOr<std::string> bytes = Consolidated(*out, path);
@@ -421,6 +436,8 @@ int Corrupt(const std::string& root, uint64_t seed, int samples) {
     std::printf("info data: %d of %d flipped bytes caught (per file: %s; %lld data bytes in all)\n", caught, samples,
                 spread.c_str(), static_cast<long long>(total_bytes));
     Record("corrupt_sampled_data_bytes", samples >= 1 && caught == samples, first_miss);
+    Record("corrupt_sampled_data_bytes_in_every_file",
+           std::count(per_file.begin(), per_file.end(), 0) == 0, spread);
   }
   problems = VerifyCheckpoint(dir);
   bool restored = problems.empty();
