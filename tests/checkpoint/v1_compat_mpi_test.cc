@@ -6,9 +6,10 @@
 //     its reshards to dp 3, pp 2 and dp 3 x pp 2 (each verifying clean, in
 //     format 2);
 //   * resharding it to tp 2 fails: format 1 records no partitions;
-//   * an engine at dp 1 (rank 0 alone) and at dp 2 loads it: every
-//     GatherParam is bitwise the consolidated tensor, and saving the loaded
-//     state again consolidates to the committed bytes (optimizer included).
+//   * an engine at dp 1 (rank 0 alone) and at dp 2 loads it, and so does
+//     one at tp 2 (the engine knows its partitions): every GatherParam is
+//     bitwise the consolidated tensor, and saving the loaded state again
+//     consolidates to the committed bytes (optimizer included).
 #include <mpi.h>
 
 #include <cstdlib>
@@ -133,13 +134,17 @@ TEST(V1CompatTest, ReshardToTp2FailsNamingTheMissingPartitions) {
   EXPECT_FALSE(PathExists(JoinPath(out_root, "step_3")));
 }
 
-// Loads the fixture into an engine at dp `grid.shape().dp` and checks every
+// Loads the fixture into an engine at the grid's (dp, tp) and checks every
 // parameter against the consolidated file, then saves it and checks the
 // consolidated bytes of that save.
 void LoadAndCompare(ProcessGrid& grid, const std::string& scratch) {
-  const int dp = grid.shape().dp;
+  const int dp = grid.shape().dp, tp = grid.shape().tp;
+  const std::string layout = absl::StrCat("dp", dp, "_tp", tp);
   absl::StatusOr<TrainConfig> config =
-      LoadTrainConfig(kConfig, {absl::StrCat("engine.parallel.dp=", dp), "engine.device.threads_per_rank=1"}, dp);
+      LoadTrainConfig(kConfig,
+                      {absl::StrCat("engine.parallel.dp=", dp), absl::StrCat("engine.parallel.tp=", tp),
+                       "engine.device.threads_per_rank=1"},
+                      dp * tp);
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<std::unique_ptr<Model>> model = BuildGpt2(Gpt2ConfigFromTrainConfig(*config));
   ASSERT_TRUE(model.ok()) << model.status();
@@ -162,15 +167,13 @@ void LoadAndCompare(ProcessGrid& grid, const std::string& scratch) {
     ASSERT_EQ(t->numel(), static_cast<int64_t>(got->size())) << name;
     std::vector<float> want(got->size());
     ASSERT_TRUE(file->ReadAsF32(name, 0, t->numel(), want.data()).ok());
-    EXPECT_EQ(std::memcmp(got->data(), want.data(), want.size() * sizeof(float)), 0) << name << " at dp " << dp;
+    EXPECT_EQ(std::memcmp(got->data(), want.data(), want.size() * sizeof(float)), 0) << name << " at " << layout;
   }
   // The optimizer state came back too: saving it again gives the same file.
-  const std::string root = JoinPath(scratch, absl::StrCat("saved_dp", dp));
+  const std::string root = JoinPath(scratch, absl::StrCat("saved_", layout));
   ASSERT_TRUE(SaveCheckpoint(**engine, root, 3, *config, loaded->data).ok());
   if (grid.world().rank() == 0) {
-    EXPECT_TRUE(ConsolidatedBytes(root, JoinPath(scratch, absl::StrCat("saved_dp", dp, ".safetensors"))) ==
-                Committed())
-        << "dp " << dp;
+    EXPECT_TRUE(ConsolidatedBytes(root, root + ".safetensors") == Committed()) << layout;
   }
 }
 
@@ -199,6 +202,26 @@ TEST(V1CompatTest, EngineAtDp1AndDp2LoadsItBitwise) {
   absl::StatusOr<std::unique_ptr<Communicator>> world = CreateMpiWorld(options);
   ASSERT_TRUE(world.ok()) << world.status();
   absl::StatusOr<ProcessGrid> grid = ProcessGrid::Create(std::move(*world), GridShape{2, 1, 1});
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  LoadAndCompare(*grid, scratch);
+}
+
+// Offline `ckpt reshard` cannot split a format-1 checkpoint over tp, but an
+// engine at tp 2 can load it: the model supplies the partitions.
+TEST(V1CompatTest, EngineAtTp2LoadsItBitwise) {
+  ASSERT_EQ(WorldSize(), 2) << "run on 2 ranks";
+  CommOptions options;
+  options.timeout = absl::Seconds(60);
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::string scratch = JoinPath(base != nullptr ? base : "/tmp", "v1_engine_tp2");
+  if (WorldRank() == 0) {
+    EXPECT_TRUE(RemoveTree(scratch).ok());
+    EXPECT_TRUE(MakeDirectories(scratch).ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  absl::StatusOr<std::unique_ptr<Communicator>> world = CreateMpiWorld(options);
+  ASSERT_TRUE(world.ok()) << world.status();
+  absl::StatusOr<ProcessGrid> grid = ProcessGrid::Create(std::move(*world), GridShape{1, 2, 1});
   ASSERT_TRUE(grid.ok()) << grid.status();
   LoadAndCompare(*grid, scratch);
 }
