@@ -91,7 +91,7 @@ struct LoadedCheckpoint {
   int64_t optimizer_steps = 0;   // restored into the engine (unless weights_only)
   int saved_dp = 0;              // dp of the saving job; != engine dp means resharded
   int saved_pp = 1;              // its pipeline stages (units are read wherever they were)
-  int saved_tp = 1;              // its tensor-parallel size (always the engine's: another is refused)
+  int saved_tp = 1;              // its tensor-parallel size (any: slices are re-cut from whole tensors)
   TrainConfig config;            // the saving run's config
   DataPosition data;
   CheckpointLossScaler loss_scaler;   // as saved (fields unset without a scaler)
@@ -99,18 +99,19 @@ struct LoadedCheckpoint {
 };
 
 // Loads `dir_or_root` (a step directory, or a root whose `latest` is
-// followed) into the engine, resharding when the saved dp differs: each rank
-// reads the ranges of the saved shard files that cover its own region of
-// each unit (checksums checked), then parameters are published from the
-// master weights. Errors, on every rank: kNotFound (no checkpoint),
-// kDataLoss (corrupt or missing file, naming it and the tensor),
-// kUnimplemented (unknown format version), kFailedPrecondition (a
-// checkpoint saved at another tp size, naming both; a model whose units or
-// parameters differ from the manifest's, naming the first difference; or
-// missing optimizer state; unless weights_only, a checkpoint of another
-// optimizer or other optimizer state kinds, naming both). Each tp rank
-// reads the files of its own tp coordinate. After an error the engine's
-// state is unspecified; do not train on it.
+// followed) into the engine, saved at any (dp, tp, pp): each rank reads the
+// ranges of the saved shard files that cover its own region of each unit
+// (checksums checked) — at the saving tp with the same slices, its own tp
+// coordinate's files; otherwise whole tensors, cut to its slice — then
+// parameters are published from the master weights. Errors, with the same
+// code on every rank (the rank at fault says what, the others name that
+// rank): kNotFound (no checkpoint, or a shard file missing), kDataLoss (a
+// corrupt file, naming it and the tensor), kUnimplemented (unknown format
+// version), kFailedPrecondition (a model whose units or parameters differ
+// from the manifest's, naming the first difference; missing optimizer
+// state; unless weights_only, a checkpoint of another optimizer or other
+// optimizer state kinds, naming both).
+// After an error the engine's state is unspecified; do not train on it.
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::string& dir_or_root,
                                                 const LoadOptions& options = LoadOptions());
 
