@@ -67,6 +67,11 @@ absl::Status MetricsWriter::Write(const StepMetrics& m, const MemoryTracker& mem
       {"mem", mem},
   };
   if (m.val_loss.has_value()) j["val_loss"] = *m.val_loss;
+  if (m.straggler.has_value()) {
+    j["straggler"] = {{"slowest_rank", m.straggler->slowest_rank},
+                      {"slowest_ms", m.straggler->slowest_ms},
+                      {"median_ms", m.straggler->median_ms}};
+  }
   return WriteLine(j.dump());
 }
 

@@ -44,6 +44,14 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double step_ms = 0;
   int64_t comm_bytes = 0;  // bytes this rank sent in this step
+  // Logging steps: the slowest rank's compute over the interval
+  // (engine/straggler.h).
+  struct Straggler {
+    int slowest_rank = 0;
+    double slowest_ms = 0;
+    double median_ms = 0;
+  };
+  std::optional<Straggler> straggler;
 };
 
 class MetricsWriter {

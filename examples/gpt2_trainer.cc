@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
@@ -26,6 +27,7 @@
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "engine/metrics_writer.h"
+#include "engine/straggler.h"
 #include "examples/gpt2_model_config.h"
 #include "kernels/context.h"
 #include "nn/gpt2.h"
@@ -290,6 +292,15 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   std::optional<float> last_loss;
   const SaveOptions save_options = SaveOptionsFromConfig(config);
   bool trace_written = false;
+  double interval_compute_ms = 0;  // this rank's, since the last logging step
+  if (flags.slow_rank == world_rank && flags.slow_rank_ms > 0) {
+    int64_t slowed = -1;
+    Internals(*engine).SetActionHookForTesting([&flags, slowed](int64_t attempt, const Action&) mutable {
+      if (attempt == slowed) return;
+      slowed = attempt;
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(flags.slow_rank_ms));
+    });
+  }
   while (step < total_steps) {
     {
       TraceScope span(engine->timeline(), "data", "load batch");
@@ -313,8 +324,20 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
       val_loss = v;
     }
     const double tokens_per_s = static_cast<double>(r.rows) * config.model().seq_len() / (step_ms / 1000.0);
+    // Every logging step the ranks share their compute time since the last
+    // one (one small all-gather on the world) and name the slowest.
+    interval_compute_ms += ComputeMs(r.timings);
+    const bool logging = step % log_interval == 0 || last || step == 1;
+    std::optional<StragglerReport> straggler;
+    if (logging) {
+      ASSIGN_OR_RETURN(straggler, ShareComputeTimes(*world_ptr, interval_compute_ms));
+      interval_compute_ms = 0;
+    }
     if (metrics != nullptr) {
       StepMetrics m;
+      if (straggler.has_value()) {
+        m.straggler = StepMetrics::Straggler{straggler->slowest_rank, straggler->slowest_ms, straggler->median_ms};
+      }
       m.step = step;
       m.loss = r.loss;
       m.val_loss = val_loss;
@@ -327,9 +350,16 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
       m.comm_bytes = comm_bytes;
       RETURN_IF_ERROR(metrics->Write(m, engine->memory()));
     }
-    if (step % log_interval == 0 || last || step == 1) {
+    if (logging) {
       ASSIGN_OR_RETURN(auto peaks, MaxPeaks(*world_ptr, engine->memory()));
-      if (leader) out << ProgressLine(step, r, total_steps, val_loss, step_ms, tokens_per_s, peaks) << std::endl;
+      if (leader) {
+        out << ProgressLine(step, r, total_steps, val_loss, step_ms, tokens_per_s, peaks);
+        if (straggler->Notable()) {
+          out << absl::StrFormat(" | slowest rank %d: %.0f ms compute vs median %.0f", straggler->slowest_rank,
+                                 straggler->slowest_ms, straggler->median_ms);
+        }
+        out << std::endl;
+      }
     }
     if (CheckpointDue(due_config, step)) {
       const DataPosition data{step * config.data().batch_size(), config.data().shuffle_seed()};

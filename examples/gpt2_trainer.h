@@ -20,6 +20,10 @@ struct TrainerFlags {
   bool resume = false;                 // continue from engine.checkpoint.dir's latest checkpoint
   std::string init_from;               // weights from a checkpoint dir or a .safetensors file
   int64_t steps = -1;                  // total optimizer steps; -1: the config's
+  // Testing only: world rank slow_rank spends slow_rank_ms more in each
+  // step's first action (counted as compute; -1: none).
+  int slow_rank = -1;
+  double slow_rank_ms = 0;
 };
 
 // Collective over MPI_COMM_WORLD. Errors that every rank sees alike (a bad

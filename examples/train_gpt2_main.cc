@@ -5,7 +5,9 @@
 // Flags: --config FILE (required), --set PATH=VALUE (repeatable config
 // override), --steps N (total optimizer steps; a resumed run continues to
 // N), --resume (from engine.checkpoint.dir's latest), --init_from PATH (a
-// checkpoint dir or a .safetensors file), --eval_only.
+// checkpoint dir or a .safetensors file), --eval_only. Testing only:
+// --testing_slow_rank R:MS makes world rank R compute MS milliseconds more
+// per step (the straggler report's test).
 #include <iostream>
 
 #include "absl/strings/numbers.h"
@@ -22,7 +24,7 @@ constexpr char kUsage[] =
 int Main(int argc, char** argv) {
   absl::StatusOr<zeroshard::cli::ParsedArgs> args = zeroshard::cli::ParseArgs(
       argc, argv, 1, {{"config"}, {"set", true, true}, {"steps"}, {"eval_only", false}, {"resume", false},
-                      {"init_from"}, {"help", false}});
+                      {"init_from"}, {"testing_slow_rank"}, {"help", false}});
   if (!args.ok() || !args->positional.empty()) {
     std::cerr << "train_gpt2: " << (args.ok() ? "unexpected argument " + args->positional[0] : std::string(args.status().message()))
               << "\n" << kUsage;
@@ -48,6 +50,19 @@ int Main(int argc, char** argv) {
     return 2;
   }
   flags.steps = *steps;
+  if (args->Has("testing_slow_rank")) {
+    const std::string v = args->Get("testing_slow_rank");
+    const size_t colon = v.find(':');
+    int rank = -1;
+    double ms = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(v.substr(0, colon), &rank) ||
+        !absl::SimpleAtod(v.substr(colon + 1), &ms) || rank < 0 || !(ms >= 0)) {
+      std::cerr << "train_gpt2: --testing_slow_rank: expected RANK:MILLISECONDS, got '" << v << "'\n";
+      return 2;
+    }
+    flags.slow_rank = rank;
+    flags.slow_rank_ms = ms;
+  }
 
   absl::Status status = zeroshard::RunGpt2Training(flags, std::cout);
   // An error every rank hits is printed once, by the rank it came from.
