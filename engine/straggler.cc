@@ -17,16 +17,7 @@ absl::StatusOr<StragglerReport> ShareComputeTimes(Communicator& group, double co
   const float mine = static_cast<float>(compute_ms);
   std::vector<float> all(static_cast<size_t>(group.size()));
   RETURN_IF_ERROR(group.AllGather(&mine, all.data(), 1, DType::kF32)->Wait());
-  StragglerReport r;
-  for (int i = 0; i < group.size(); ++i) {
-    if (all[i] > all[r.slowest_rank]) r.slowest_rank = i;
-  }
-  r.slowest_ms = all[r.slowest_rank];
-  std::vector<float> sorted = all;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  r.median_ms = n % 2 == 1 ? sorted[n / 2] : 0.5 * (double{sorted[n / 2 - 1]} + sorted[n / 2]);
-  return r;
+  return SlowestOf(std::vector<double>(all.begin(), all.end()));
 }
 
 }  // namespace zeroshard

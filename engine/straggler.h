@@ -9,20 +9,13 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "engine/engine.h"
+#include "engine/straggler_report.h"
 
 namespace zeroshard {
 
 // A step's compute milliseconds: total minus the waits StepTimings records
 // (gathers, reductions, pipeline transfers, the optimizer's collectives).
 double ComputeMs(const StepTimings& t);
-
-struct StragglerReport {
-  int slowest_rank = 0;   // rank of `group` with the most compute (lowest on ties)
-  double slowest_ms = 0;
-  double median_ms = 0;   // of every rank's (the mean of the middle two for an even count)
-  // Whether the slowest is more than 20% above the median: worth naming.
-  bool Notable() const { return slowest_ms > 1.2 * median_ms; }
-};
 
 // Collective over `group` (host memory; every rank calls it at the same
 // steps): one all-gather of each rank's compute milliseconds.

@@ -38,6 +38,13 @@ TEST(StragglerTest, EveryRankNamesTheSlowestAgainstTheMedian) {
   EXPECT_EQ(Share({50, 50})[1].slowest_rank, 0);  // ties: the lowest rank
 }
 
+TEST(StragglerTest, SlowestOfAnEmptyGroupIsZero) {
+  const StragglerReport r = SlowestOf({});
+  EXPECT_EQ(r.slowest_rank, 0);
+  EXPECT_EQ(r.slowest_ms, 0);
+  EXPECT_FALSE(r.Notable());
+}
+
 TEST(StragglerTest, ComputeIsTheStepLessItsWaits) {
   StepTimings t;
   t.total = 1.0;

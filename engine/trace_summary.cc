@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/straggler_report.h"
 #include "nlohmann/json.hpp"
 
 namespace zeroshard {
@@ -131,6 +132,15 @@ std::string FormatTraceSummary(const std::vector<RankTraceSummary>& ranks) {
     };
     absl::StrAppendFormat(&out, "| %d | %d | %.1f | %.1f | %s | %s | %s | %.1f |\n", r.rank, r.steps, r.median_step_ms,
                           r.compute_ms, cell(find("gather")), cell(find("reduce_scatter")), cell(other), r.blocked_ms);
+  }
+  // As the metrics' "straggler", over the traced steps' computation spans.
+  std::vector<double> busy;
+  for (const RankTraceSummary& r : ranks) busy.push_back(r.compute_ms);
+  const StragglerReport s = SlowestOf(busy);
+  if (!ranks.empty()) {
+    absl::StrAppendFormat(&out, "\nstraggler: slowest rank %d, %.1f ms compute vs median %.1f ms%s\n",
+                          ranks[s.slowest_rank].rank, s.slowest_ms, s.median_ms,
+                          s.Notable() ? " (more than 20% above the median)" : "");
   }
   return out;
 }

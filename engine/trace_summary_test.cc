@@ -45,7 +45,8 @@ TEST(TraceSummaryTest, SumsComputationHiddenCommunicationAndWaitsPerRank) {
             "| rank | steps | step ms (median) | compute ms | gathers: n, ms (hidden) | "
             "reduce-scatters: n, ms (hidden) | other collectives: n, ms (hidden) | blocked in waits ms |\n|---|---|---|---|---|---|---|---|\n"
             "| 0 | 2 | 20.0 | 6.0 | 1, 4.0 (25%) | 1, 1.0 (0%) | 1, 0.5 (100%) | 2.0 |\n"
-            "| 1 | 1 | 8.0 | 0.0 | - | - | - | 0.0 |\n");
+            "| 1 | 1 | 8.0 | 0.0 | - | - | - | 0.0 |\n"
+            "\nstraggler: slowest rank 0, 6.0 ms compute vs median 3.0 ms (more than 20% above the median)\n");
 }
 
 TEST(TraceSummaryTest, RejectsWhatIsNotOneOfOurTraces) {
