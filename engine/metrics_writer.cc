@@ -64,6 +64,7 @@ absl::Status MetricsWriter::Write(const StepMetrics& m, const MemoryTracker& mem
       {"tokens_per_s", m.tokens_per_s},
       {"step_ms", m.step_ms},
       {"comm_bytes", m.comm_bytes},
+      {"comm_bytes_by_group", m.comm_bytes_by_group},
       {"mem", mem},
   };
   if (m.val_loss.has_value()) j["val_loss"] = *m.val_loss;

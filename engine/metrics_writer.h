@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,8 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double step_ms = 0;
   int64_t comm_bytes = 0;  // bytes this rank sent in this step
+  // comm_bytes by data group ("dp", "tp", "pp", "embed"; those the layout has).
+  std::map<std::string, int64_t> comm_bytes_by_group;
   // Logging steps: the slowest rank's compute over the interval
   // (engine/straggler.h).
   struct Straggler {

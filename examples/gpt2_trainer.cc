@@ -311,8 +311,10 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     ASSIGN_OR_RETURN(StepResult r, engine->TrainStep(batches.batches()));
     const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     int64_t comm_bytes = 0;  // every data group's (dp, tp, pp, embed)
+    std::map<std::string, int64_t> comm_bytes_by_group;
     for (const auto& [group, stats] : engine->comm_stats_by_group()) {
-      comm_bytes += (stats - before.at(group)).Total().bytes_sent;
+      comm_bytes_by_group[group] = (stats - before.at(group)).Total().bytes_sent;
+      comm_bytes += comm_bytes_by_group[group];
     }
     ++step;
 
@@ -348,6 +350,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
       m.tokens_per_s = tokens_per_s;
       m.step_ms = step_ms;
       m.comm_bytes = comm_bytes;
+      m.comm_bytes_by_group = comm_bytes_by_group;
       RETURN_IF_ERROR(metrics->Write(m, engine->memory()));
     }
     if (logging) {
