@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/cord.h"
@@ -26,9 +27,24 @@
 namespace zeroshard {
 namespace {
 
+// Unit u's layout as checkpoints store it: over all dp ranks. Under hybrid
+// sharding the engine's layout is over the shard group with its alignment
+// multiplied by the replica count, so each of its shards is `replicas`
+// consecutive shards of this one.
+FlatParamLayout CheckpointLayout(const EngineImpl& engine, int u) {
+  const FlatParamLayout& l = engine.layout(u);
+  if (engine.replicas() == 1) return l;
+  std::vector<FlatParamDecl> decls;
+  for (const FlatParamInfo& p : l.params()) decls.push_back({p.name, p.shape});
+  // Cannot fail: the same parameters as a layout that exists.
+  return FlatParamLayout::Create(l.unit_name(), l.unit_index(), std::move(decls), engine.dp_size(),
+                                 l.alignment() / engine.replicas())
+      .value();
+}
+
 std::vector<FlatParamLayout> EngineLayouts(const EngineImpl& engine) {
   std::vector<FlatParamLayout> layouts;
-  for (int u = 0; u < engine.num_units(); ++u) layouts.push_back(engine.layout(u));
+  for (int u = 0; u < engine.num_units(); ++u) layouts.push_back(CheckpointLayout(engine, u));
   return layouts;
 }
 
@@ -37,7 +53,7 @@ std::vector<FlatParamLayout> EngineLayouts(const EngineImpl& engine) {
 std::vector<FlatParamLayout> SavedLayouts(const EngineImpl& engine) {
   std::vector<FlatParamLayout> layouts;
   for (int u = 0; u < engine.num_units(); ++u) {
-    if (engine.plan().units[u].computed) layouts.push_back(engine.layout(u));
+    if (engine.plan().units[u].computed) layouts.push_back(CheckpointLayout(engine, u));
   }
   return layouts;
 }
@@ -267,7 +283,9 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
   const std::vector<FlatParamLayout> saved = SavedLayouts(engine);
   const std::vector<std::string> kinds = CheckpointKinds(engine.options().optimizer);
   const int stage = engine.options().stage;
-  const int dp_rank = engine.dp().rank(), dp_size = engine.dp().size(), pp_rank = engine.pipeline_stage();
+  // Under hybrid sharding this rank writes shard dp_rank of the dp-wide
+  // layout: the part of its shard-group shard its replica rank picks.
+  const int dp_rank = engine.checkpoint_dp_rank(), dp_size = engine.dp_size(), pp_rank = engine.pipeline_stage();
   CheckpointFile mine;
   RETURN_IF_ERROR(phase("writing a shard file", [&]() -> absl::Status {
     hook("before_shard_file");
@@ -282,7 +300,8 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
                                                   static_cast<size_t>(engine.unit_shard(u).master_numel()), 0.0f);
                                               base = zeros.data();
                                             }
-                                            return stage == 0 ? base + layouts[u].ShardBegin(dp_rank) : base;
+                                            return base + (layouts[u].ShardBegin(dp_rank) -
+                                                           engine.unit_shard(u).master_begin());
                                           }));
     hook("after_shard_file");
     return absl::OkStatus();
@@ -290,6 +309,12 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
   absl::StatusOr<std::vector<CheckpointFile>> gathered = GatherFileRecords(dp, mine);
   if (!gathered.ok()) return AbandonSave(dp, tmp_dir, step, gathered.status());
   std::vector<CheckpointFile> files = std::move(gathered).value();
+  // The manifest lists files in (pp, dp, tp) order, which is world-rank order
+  // except under hybrid sharding (dp_rank above is not the grid's).
+  std::stable_sort(files.begin(), files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
+    return std::make_tuple(a.pp_rank(), a.dp_rank(), a.tp_rank()) <
+           std::make_tuple(b.pp_rank(), b.dp_rank(), b.tp_rank());
+  });
 
   RETURN_IF_ERROR(phase("committing the checkpoint", [&]() -> absl::Status {
     if (rank != 0) return absl::OkStatus();
@@ -300,6 +325,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     m.set_skipped_steps(engine.skipped_steps());
     CheckpointTopology* topo = m.mutable_topology();
     topo->set_dp(dp_size);
+    if (engine.replicas() > 1) topo->set_shard_group_size(engine.dp().size());
     topo->set_tp(engine.tp_size());
     topo->set_pp(engine.plan().stages);
     topo->set_zero_stage(stage);

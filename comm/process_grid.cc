@@ -66,6 +66,10 @@ absl::Status ValidateGridShape(const GridShape& shape, int world_size) {
                                                    " needs ", static_cast<int64_t>(shape.dp) * shape.tp * shape.pp,
                                                    " ranks but the world has ", world_size));
   }
+  if (shape.dp_shard < 0 || (shape.dp_shard > 0 && shape.dp % shape.dp_shard != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("grid shape dp_shard=", shape.dp_shard, " does not divide dp=",
+                                                   shape.dp, "; expected 0 or a divisor of ", shape.dp));
+  }
   return absl::OkStatus();
 }
 
@@ -92,6 +96,11 @@ absl::StatusOr<ProcessGrid> ProcessGrid::Create(std::unique_ptr<Communicator> wo
   const bool end_stage = c.pp == 0 || c.pp == shape.pp - 1;
   const int embed_color = end_stage ? GroupColor(shape, c, GridAxis::kPp) : shape.size() + world->rank();
   ASSIGN_OR_RETURN(grid.embedding_, world->Split(embed_color, c.pp, "embed"));
+  if (shape.hybrid()) {
+    const int S = shape.shard_group_size(), dp_color = GroupColor(shape, c, GridAxis::kDp);
+    ASSIGN_OR_RETURN(grid.dp_shard_, world->Split(dp_color * (shape.dp / S) + c.dp / S, c.dp % S, "dp.shard"));
+    ASSIGN_OR_RETURN(grid.dp_replica_, world->Split(dp_color * S + c.dp % S, c.dp / S, "dp.replica"));
+  }
   ASSIGN_OR_RETURN(grid.world_control_, world->Split(0, world->rank(), "world.control"));
   ASSIGN_OR_RETURN(grid.tp_control_, world->Split(GroupColor(shape, c, GridAxis::kTp), c.tp, "tp.control"));
   ASSIGN_OR_RETURN(grid.dp_control_, world->Split(GroupColor(shape, c, GridAxis::kDp), c.dp, "dp.control"));

@@ -21,7 +21,14 @@ struct GridShape {
   int dp = 1;
   int tp = 1;
   int pp = 1;
+  // Hybrid sharding: the dp group splits into dp / dp_shard shard groups of
+  // dp_shard neighbouring dp ranks and dp_shard replica groups (ranks with
+  // the same place in their shard group). 0 or dp: no split.
+  int dp_shard = 0;
   int size() const { return dp * tp * pp; }
+  // dp ranks per shard group: dp_shard, or dp when it is 0.
+  int shard_group_size() const { return dp_shard > 0 ? dp_shard : dp; }
+  bool hybrid() const { return shard_group_size() < dp; }
 };
 
 struct GridCoords {
@@ -41,7 +48,8 @@ int RankOfCoords(const GridShape& shape, const GridCoords& coords);
 // Every group along `axis`, each listed by world rank in group-rank order;
 // groups are ordered by their lowest world rank.
 std::vector<std::vector<int>> GroupsAlong(const GridShape& shape, GridAxis axis);
-// kInvalidArgument unless every dimension is >= 1 and dp·tp·pp == world_size.
+// kInvalidArgument unless every dimension is >= 1, dp·tp·pp == world_size
+// and dp_shard is 0 or divides dp.
 absl::Status ValidateGridShape(const GridShape& shape, int world_size);
 
 // Owns the world communicator and its dp, tp and pp sub-communicators, and
@@ -54,7 +62,8 @@ absl::Status ValidateGridShape(const GridShape& shape, int world_size);
 class ProcessGrid {
  public:
   // Collective over `world`: splits it into the three groups (always in the
-  // order tp, dp, pp), the embedding group, then the control duplicates
+  // order tp, dp, pp), the embedding group, the shard and replica groups
+  // (hybrid sharding only), then the control duplicates
   // (world, tp, dp, pp, embedding). Errors: the shape does not match world->size()
   // (kInvalidArgument), or a Split failed.
   static absl::StatusOr<ProcessGrid> Create(std::unique_ptr<Communicator> world, GridShape shape);
@@ -74,6 +83,12 @@ class ProcessGrid {
   // middle stage it is a group of one that nothing uses.
   Communicator& embedding() const { return *embedding_; }
   Communicator& embedding_control() const { return *embedding_control_; }
+  // Hybrid sharding (shape().hybrid()): this rank's shard group ("dp.shard",
+  // group rank = dp rank mod dp_shard) and replica group ("dp.replica",
+  // group rank = dp rank / dp_shard). Without it the shard group is dp() and
+  // there is no replica group (null).
+  Communicator& dp_shard() const { return dp_shard_ != nullptr ? *dp_shard_ : *dp_; }
+  Communicator* dp_replica() const { return dp_replica_.get(); }
 
   const GridShape& shape() const { return shape_; }
   const GridCoords& coords() const { return coords_; }
@@ -92,6 +107,8 @@ class ProcessGrid {
   std::unique_ptr<Communicator> dp_;
   std::unique_ptr<Communicator> pp_;
   std::unique_ptr<Communicator> embedding_;
+  std::unique_ptr<Communicator> dp_shard_;
+  std::unique_ptr<Communicator> dp_replica_;
   std::unique_ptr<Communicator> world_control_;
   std::unique_ptr<Communicator> tp_control_;
   std::unique_ptr<Communicator> dp_control_;

@@ -23,8 +23,16 @@ namespace {
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, ProcessGrid* grid,
                                                        std::unique_ptr<Model> model) {
   EngineComms comms;
-  comms.dp = &grid->dp();
-  if (grid->shape().pp == 1 && grid->shape().tp == 1) {
+  comms.dp = &grid->dp_shard();
+  comms.replica = grid->dp_replica();
+  const int shard_group = config.zero().shard_group_size() > 0 ? config.zero().shard_group_size() : grid->shape().dp;
+  if (shard_group != grid->shape().shard_group_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine.zero.shard_group_size: ", config.zero().shard_group_size(), " but the process grid shards over ",
+        grid->shape().shard_group_size(), " of its ", grid->shape().dp,
+        " dp ranks; create the grid with GridShape::dp_shard = engine.zero.shard_group_size"));
+  }
+  if (grid->shape().pp == 1 && grid->shape().tp == 1 && !grid->shape().hybrid()) {
     // dp is the whole job: its communicators serve as the world's.
     comms.control = &grid->control(GridAxis::kDp);
     comms.world = comms.dp;
@@ -60,6 +68,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const Eng
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
+int EngineImpl::checkpoint_dp_rank() const {
+  return replica_ == nullptr ? dp_->rank() : dp_->rank() * replica_->size() + replica_->rank();
+}
+
 EngineImpl& Internals(Engine& engine) { return static_cast<EngineImpl&>(engine); }
 const EngineImpl& Internals(const Engine& engine) { return static_cast<const EngineImpl&>(engine); }
 
@@ -87,6 +99,7 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfi
   }
   std::unique_ptr<EngineImpl> engine(new EngineImpl());
   engine->dp_ = comms.dp;
+  engine->replica_ = comms.replica;
   engine->control_ = comms.control;
   engine->world_ = comms.world;
   engine->pp_ = comms.pp;
@@ -99,9 +112,16 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfi
 
 absl::Status EngineImpl::Init(const EngineConfig& config, const EngineTestHooks& hooks) {
   absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
-  if (options.ok() && config.parallel().dp() != dp_->size()) {
+  if (options.ok() && config.parallel().dp() != dp_->size() * replicas()) {
     options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.dp: ", config.parallel().dp(),
-                                                      " but the dp communicator has ", dp_->size(), " ranks"));
+                                                      " but the dp communicator has ", dp_->size() * replicas(),
+                                                      " ranks"));
+  }
+  if (options.ok() && options->sharding.replicas != replicas()) {
+    options = absl::InvalidArgumentError(absl::StrCat(
+        "engine.zero.shard_group_size: ", config.zero().shard_group_size(), " makes ", options->sharding.replicas,
+        " replica groups but the engine was given ", replicas(), " (shard communicator '", dp_->name(), "' of ",
+        dp_->size(), " ranks)"));
   }
   if (options.ok() && options->tensor.size != (tp_ == nullptr ? 1 : tp_->size())) {
     options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.tp: ", options->tensor.size,
@@ -230,8 +250,10 @@ absl::Status EngineImpl::Allocate() {
     }
     shards_.push_back(std::move(shard));
   }
+  ReductionOptions reduction;
+  reduction.replica = replica_;
   ASSIGN_OR_RETURN(reducer_, GradReducer::Create(with_grads, options_.bucket_bytes, dp_, &tracker_,
-                                                 options_.reduce_dtype, compute_.kernels));
+                                                 options_.reduce_dtype, compute_.kernels, reduction));
   reducer_->set_timeline(timeline_.get());
   ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Create(options_.loss_scale));
   scaler_ = std::make_unique<LossScaler>(scaler);

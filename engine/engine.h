@@ -147,9 +147,11 @@ class Engine {
   // Bytes per category (docs/sharding.md says what each holds).
   virtual const MemoryTracker& memory() const = 0;
   virtual MemoryTracker& memory() = 0;
-  // Counters of the dp data communicator (including Create's collectives).
+  // Counters of the dp data communicator (including Create's collectives);
+  // under hybrid sharding the shard and the replica group's summed.
   virtual CommStats comm_stats() const = 0;
-  // Counters of every data communicator this rank has, by group: "dp", and
+  // Counters of every data communicator this rank has, by group: "dp" (or,
+  // under hybrid sharding, "dp_shard" and "dp_replica"), and
   // "tp", "pp", "embed" where the layout has them (control traffic is not
   // counted). A step's comm_bytes is the sum over groups of bytes_sent.
   virtual std::map<std::string, CommStats> comm_stats_by_group() const = 0;

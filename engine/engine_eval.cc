@@ -56,8 +56,27 @@ absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {
   return result;
 }
 
+CommStats EngineImpl::comm_stats() const {
+  CommStats stats = dp_->Stats();
+  if (replica_ != nullptr) {
+    const CommStats replica = replica_->Stats();
+    for (size_t op = 0; op < stats.per_op.size(); ++op) {
+      stats.per_op[op].calls += replica.per_op[op].calls;
+      stats.per_op[op].bytes_sent += replica.per_op[op].bytes_sent;
+      stats.per_op[op].bytes_received += replica.per_op[op].bytes_received;
+    }
+  }
+  return stats;
+}
+
 std::map<std::string, CommStats> EngineImpl::comm_stats_by_group() const {
-  std::map<std::string, CommStats> out = {{"dp", dp_->Stats()}};
+  std::map<std::string, CommStats> out;
+  if (replica_ == nullptr) {
+    out["dp"] = dp_->Stats();
+  } else {
+    out["dp_shard"] = dp_->Stats();
+    out["dp_replica"] = replica_->Stats();
+  }
   if (tp_ != nullptr) out["tp"] = tp_->Stats();
   if (pp_ != nullptr) out["pp"] = pp_->Stats();
   if (embedding_ != nullptr) out["embed"] = embedding_->Stats();

@@ -54,7 +54,11 @@ namespace zeroshard {
 // traces. Without pipeline parallelism world may be dp and control may be dp
 // too (when dp works on host memory); pp and embedding may then be null.
 struct EngineComms {
+  // The group ZeRO shards over: all of dp, or under hybrid sharding the
+  // rank's shard group, with `replica` the ranks holding the same shard
+  // (null without hybrid sharding).
   Communicator* dp = nullptr;
+  Communicator* replica = nullptr;
   Communicator* control = nullptr;
   Communicator* world = nullptr;
   Communicator* pp = nullptr;
@@ -87,7 +91,7 @@ class EngineImpl final : public Engine {
   EngineStats stats() const override;
   const MemoryTracker& memory() const override { return tracker_; }
   MemoryTracker& memory() override { return tracker_; }
-  CommStats comm_stats() const override { return dp_->Stats(); }
+  CommStats comm_stats() const override;
   std::map<std::string, CommStats> comm_stats_by_group() const override;
   Timeline* timeline() override { return timeline_.get(); }
   bool trace_due() const override {
@@ -111,7 +115,17 @@ class EngineImpl final : public Engine {
   // Checkpoint loading: optimizer steps (AdamW bias correction and the LR
   // schedule continue from them) and skipped steps.
   void RestoreCounters(int64_t step, int64_t skipped_steps);
+  // The shard group (all of dp without hybrid sharding).
   Communicator& dp() { return *dp_; }
+  // Hybrid sharding: the replica group (null without it).
+  Communicator* replica() { return replica_; }
+  // This rank's coordinate in the dp-wide layout checkpoints are written
+  // in: shard group rank · replicas + replica rank (the dp rank without
+  // hybrid sharding).
+  int checkpoint_dp_rank() const;
+  int replicas() const { return replica_ == nullptr ? 1 : replica_->size(); }
+  // Ranks of the whole dp group (shard group size times replicas).
+  int dp_size() const { return dp_->size() * replicas(); }
   // Every rank of the job, host memory (checkpoints, traces, agreements).
   Communicator& control() { return *control_; }
   int pipeline_stage() const { return plan_.stage; }
@@ -234,6 +248,7 @@ class EngineImpl final : public Engine {
 
   EngineOptions options_;
   Communicator* dp_ = nullptr;
+  Communicator* replica_ = nullptr;
   Communicator* control_ = nullptr;
   Communicator* world_ = nullptr;
   Communicator* pp_ = nullptr;

@@ -57,9 +57,11 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   // One summation order: each shard's sum of squares by the kernel's fixed
   // chunks, the shards added in unit order. A mirror is counted on the stage
   // that computes the unit, once; a parameter every tp rank holds whole
-  // (replicated) on tp rank 0 only, so the world sum counts it once.
+  // (replicated) on tp rank 0 only, so the world sum counts it once; under
+  // hybrid sharding a shard on the first of its replicas only.
   double sumsq = 0;
-  for (int u = 0; u < L; ++u) {
+  const bool counts_norm = replica_ == nullptr || replica_->rank() == 0;
+  for (int u = 0; u < L && counts_norm; ++u) {
     if (regions_[u] < 0 || plan_.units[u].mirror || plan_.layouts[u].shard_numel() == 0) continue;
     double x = 0;
     if (tp_rank() == 0) {

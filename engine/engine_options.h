@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "engine/pipeline_schedule.h"
 #include "proto/config.pb.h"
+#include "sharding/flat_param_layout.h"
 #include "sharding/loss_scaler.h"
 #include "sharding/lr_schedule.h"
 #include "sharding/sharded_optimizer.h"
@@ -67,9 +68,26 @@ struct TensorParallelOptions {
   bool sequence_parallel = false;
 };
 
+// Hybrid sharding and quantized communication (docs/parallelism.md).
+struct ShardingOptions {
+  // Ranks of dp each shard group holds (0 or dp: one group, full sharding).
+  int shard_group_size = 0;
+  bool quantize_weights = false;    // stage 3: int8 parameter all-gathers
+  bool quantize_gradients = false;  // int8 all-to-all gradient reductions
+  int64_t quantization_block = 2048;  // elements per f32 scale
+  bool error_feedback = false;      // keep and re-add what quantization dropped
+  // dp / shard_group_size: the shard groups that each hold a replica.
+  int replicas = 1;
+  // Flat-layout shard alignment: kDefaultShardAlignment times `replicas`, so
+  // that a shard group's shard is `replicas` whole shards of the dp-wide
+  // layout checkpoints are written in.
+  int64_t alignment = kDefaultShardAlignment;
+};
+
 struct EngineOptions {
   int stage = 0;
   GatherOptions gather;
+  ShardingOptions sharding;
   int64_t bucket_bytes = 25 << 20;
   ReduceMode reduce_mode = ReduceMode::kAccumulate;
   int accumulation_steps = 1;

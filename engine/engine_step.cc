@@ -178,12 +178,12 @@ absl::Status EngineImpl::RunStep(absl::Span<const Batch> micro_batches, double n
   // Gradients keep the magnitude of a mean: the seed is the loss scale over
   // the per-rank share of the nominal weight; FinishStep corrects by
   // nominal / actual weight once.
-  run.loss_seed = static_cast<float>(scaler_->scale() * static_cast<double>(dp_->size()) / nominal_weight);
+  run.loss_seed = static_cast<float>(scaler_->scale() * static_cast<double>(dp_size()) / nominal_weight);
   run.nominal_weight = nominal_weight;
   run.result = result;
   run.timings = &result->timings;
   for (const Batch& b : micro_batches) result->rows += b.rows();
-  result->rows *= dp_->size();
+  result->rows *= dp_size();
   return RunProgram(plan_.train, &run);
 }
 

@@ -55,7 +55,8 @@ absl::StatusOr<TraceFileInfo> EngineImpl::WriteTrace() {
   trace_written_ = true;
   const std::vector<std::pair<std::string, std::string>> other_data = {
       {"zero_stage", absl::StrCat(options_.stage)},
-      {"dp", absl::StrCat(dp_->size())},
+      {"dp", absl::StrCat(dp_size())},
+      {"shard_group_size", absl::StrCat(dp_->size())},
       {"tp", absl::StrCat(tp_size())},
       {"sequence_parallel", options_.tensor.sequence_parallel ? "true" : "false"},
       {"compute_dtype", absl::StrCat("\"", DTypeName(options_.compute_dtype), "\"")},

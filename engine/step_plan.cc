@@ -12,7 +12,7 @@
 namespace zeroshard {
 namespace {
 
-absl::Status DescribeUnits(const Model& model, int dp_size, int tp_size, StepPlan* plan) {
+absl::Status DescribeUnits(const Model& model, int dp_size, int tp_size, int64_t alignment, StepPlan* plan) {
   const int L = static_cast<int>(model.units.size());
   for (int u = 0; u < L; ++u) {
     const Unit& unit = *model.units[u];
@@ -21,7 +21,7 @@ absl::Status DescribeUnits(const Model& model, int dp_size, int tp_size, StepPla
       ASSIGN_OR_RETURN(std::vector<int64_t> local, LocalShape(p, tp_size));
       decls.push_back({p.name, std::move(local)});
     }
-    ASSIGN_OR_RETURN(FlatParamLayout layout, FlatParamLayout::Create(unit.name(), u, std::move(decls), dp_size));
+    ASSIGN_OR_RETURN(FlatParamLayout layout, FlatParamLayout::Create(unit.name(), u, std::move(decls), dp_size, alignment));
     plan->layouts.push_back(std::move(layout));
     UnitPlan info;
     info.has_params = !unit.params().empty();
@@ -221,7 +221,7 @@ std::vector<double> UnitCosts(const Model& model) {
 absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOptions& options, int dp_size) {
   RETURN_IF_ERROR(model.Validate(options.tensor.size));
   StepPlan plan;
-  RETURN_IF_ERROR(DescribeUnits(model, dp_size, options.tensor.size, &plan));
+  RETURN_IF_ERROR(DescribeUnits(model, dp_size, options.tensor.size, options.sharding.alignment, &plan));
   RETURN_IF_ERROR(ResolveCheckpointedUnits(model, options.checkpointing, &plan));
   plan.buckets = HeldBuckets(plan, options);
   const std::vector<ProgramUnit> units = ProgramUnits(plan, options);
@@ -244,7 +244,7 @@ absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOp
 absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOptions& options, int dp_size, int stage) {
   RETURN_IF_ERROR(model.Validate(options.tensor.size));
   StepPlan plan;
-  RETURN_IF_ERROR(DescribeUnits(model, dp_size, options.tensor.size, &plan));
+  RETURN_IF_ERROR(DescribeUnits(model, dp_size, options.tensor.size, options.sharding.alignment, &plan));
   RETURN_IF_ERROR(ResolveCheckpointedUnits(model, options.checkpointing, &plan));
   const PipelineOptions& pipe = options.pipeline;
   const int L = static_cast<int>(plan.units.size());

@@ -206,7 +206,8 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, CreateMpiWorld(comm_options));
   Communicator* world_ptr = world.get();
   const ParallelConfig& par = engine_config.parallel();
-  ASSIGN_OR_RETURN(ProcessGrid grid, ProcessGrid::Create(std::move(world), GridShape{par.dp(), par.tp(), par.pp()}));
+  ASSIGN_OR_RETURN(ProcessGrid grid, ProcessGrid::Create(std::move(world), 
+                                                         GridShape{par.dp(), par.tp(), par.pp(), engine_config.zero().shard_group_size()}));
 
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildGpt2(Gpt2ConfigFromTrainConfig(config)));
   const int64_t num_params = model->num_logical_params();  // vocabulary padding not counted

@@ -40,7 +40,8 @@ std::vector<GradBucket> FormGradBuckets(const std::vector<const FlatParamLayout*
 absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<UnitShard*> units, int64_t bucket_bytes,
                                                                  Communicator* dp, MemoryTracker* tracker,
                                                                  DType reduce_dtype,
-                                                                 const kernels::KernelContext& kernels) {
+                                                                 const kernels::KernelContext& kernels,
+                                                                 const ReductionOptions& reduction) {
   if (bucket_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat("bucket_bytes is ", bucket_bytes, ", expected >= 0"));
   }
@@ -65,6 +66,7 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<Uni
   if (first != nullptr) r->compute_dtype_ = first->compute_dtype();
   r->units_ = std::move(units);
   r->dp_ = dp;
+  r->reduction_ = reduction;
   r->tracker_ = tracker;
   r->bucket_of_.assign(r->units_.size(), -1);
   std::vector<const FlatParamLayout*> layouts;
@@ -192,6 +194,13 @@ absl::Status GradReducer::Finish(int bucket) {
   b.work.reset();
   launched_.erase(std::remove(launched_.begin(), launched_.end(), bucket), launched_.end());
   b.staging_in.Reset();
+  if (s.ok() && reduction_.replica != nullptr && reduction_.replica->size() > 1) {
+    const std::chrono::steady_clock::time_point issued = std::chrono::steady_clock::now();
+    std::unique_ptr<Work> replicas =
+        reduction_.replica->AllReduce(b.out, b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
+    s = WaitTraced(*replicas, timeline_, "allreduce", "AllReduce grads over replicas", b.label, issued,
+                   b.shard_numel * static_cast<int64_t>(DTypeSize(reduce_dtype_)));
+  }
   if (!s.ok()) {
     b.staging_out.Reset();
     return s;

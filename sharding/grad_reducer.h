@@ -11,7 +11,9 @@
 // dtype, never on the ZeRO stage, so every stage issues the same
 // reduce-scatters: the sums are bitwise equal.
 //
-// Launch(b): one ReduceScatter(kAvg over dp) of the bucket. A one-unit bucket
+// Launch(b): one ReduceScatter(kAvg over dp) of the bucket (under hybrid
+// sharding dp is the shard group, and Finish first averages the reduced
+// shard over the replica group with one AllReduce). A one-unit bucket
 // reduces straight from the unit's full gradients; a fused one first copies
 // the units' slices rank-major into a staging buffer (kCommBuffers) so rank r
 // receives [unit u's shard r for u in bucket]. Finish(b): waits, adds each
@@ -68,6 +70,13 @@ struct GradBucket {
 std::vector<GradBucket> FormGradBuckets(const std::vector<const FlatParamLayout*>& layouts, int64_t bucket_bytes,
                                         DType reduce_dtype);
 
+// What a reduction does beyond the reduce-scatter over dp.
+struct ReductionOptions {
+  // Hybrid sharding: each reduced shard is then averaged over this group
+  // (the ranks holding the same shard); null: none.
+  Communicator* replica = nullptr;
+};
+
 class GradReducer {
  public:
   // `units` in forward order, null for a unit without gradients.
@@ -76,7 +85,8 @@ class GradReducer {
   // dtype. `kernels` runs the casts and the accumulation.
   static absl::StatusOr<std::unique_ptr<GradReducer>> Create(
       std::vector<UnitShard*> units, int64_t bucket_bytes, Communicator* dp, MemoryTracker* tracker,
-      DType reduce_dtype = DType::kF32, const kernels::KernelContext& kernels = kernels::KernelContext::Cpu(1));
+      DType reduce_dtype = DType::kF32, const kernels::KernelContext& kernels = kernels::KernelContext::Cpu(1),
+      const ReductionOptions& reduction = ReductionOptions());
   DType reduce_dtype() const { return reduce_dtype_; }
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
@@ -135,6 +145,7 @@ class GradReducer {
   std::vector<int> bucket_of_;
   std::vector<int> launched_;  // bucket ids in launch order, not yet finished
   Communicator* dp_ = nullptr;
+  ReductionOptions reduction_;
   MemoryTracker* tracker_ = nullptr;
   DType reduce_dtype_ = DType::kF32;
   DType compute_dtype_ = DType::kF32;

@@ -63,7 +63,8 @@ absl::Status RunClassifierTraining(const ClassifierFlags& flags, std::ostream& o
   comm_options.timeout = absl::Seconds(engine_config.comm().timeout_s());
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, CreateMpiWorld(comm_options));
   const ParallelConfig& par = engine_config.parallel();
-  ASSIGN_OR_RETURN(ProcessGrid grid, ProcessGrid::Create(std::move(world), GridShape{par.dp(), par.tp(), par.pp()}));
+  ASSIGN_OR_RETURN(ProcessGrid grid, ProcessGrid::Create(std::move(world), 
+                                                         GridShape{par.dp(), par.tp(), par.pp(), engine_config.zero().shard_group_size()}));
 
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildClassifier(config.model()));
   const int64_t num_params = model->num_params();
