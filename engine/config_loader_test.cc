@@ -111,7 +111,8 @@ TEST(ConfigLoaderTest, AnyMessageParsesAndTakesOverrides) {
   ASSERT_EQ(engine.optimizer().no_decay_patterns_size(), 1);
   absl::Status s = ApplyOverride("zero.stages=1", &engine);
   EXPECT_EQ(s.message(), "--set zero.stages=1: no field 'stages' in zero; fields are: stage, prefetch, "
-                         "persistence_threshold, reshard_after_forward, bucket_bytes, reduce_mode");
+                         "persistence_threshold, reshard_after_forward, bucket_bytes, reduce_mode, shard_group_size, "
+                         "weight_quantization, gradient_quantization, quantization_block, error_feedback");
   s = ApplyOverride("steps=1", &engine);
   EXPECT_EQ(s.message(), "--set steps=1: no field 'steps' in the config; fields are: zero, precision, optimizer, "
                          "lr_schedule, gradient_accumulation_steps, activation_checkpointing, parallel, comm, "
@@ -186,7 +187,8 @@ TEST(ConfigLoaderTest, BadOverridesNameTheOverride) {
   const BadOverride cases[] = {
       {"engine.zero.stag=1",
        "--set engine.zero.stag=1: no field 'stag' in engine.zero; fields are: stage, prefetch, persistence_threshold, "
-       "reshard_after_forward, bucket_bytes, reduce_mode"},
+       "reshard_after_forward, bucket_bytes, reduce_mode, shard_group_size, weight_quantization, "
+       "gradient_quantization, quantization_block, error_feedback"},
       {"engine.zero.stage=two", "--set engine.zero.stage=two: 'two' is not valid for engine.zero.stage; expected a "
                                 "value of type int32"},
       {"engine.precision.compute_dtype=FP8",
@@ -195,7 +197,8 @@ TEST(ConfigLoaderTest, BadOverridesNameTheOverride) {
       {"engine.zero", "--set engine.zero: expected PATH=VALUE, e.g. engine.zero.stage=2"},
       {"engine.zero=1",
        "--set engine.zero=1: engine.zero is a section; set one of its fields: stage, prefetch, "
-       "persistence_threshold, reshard_after_forward, bucket_bytes, reduce_mode"},
+       "persistence_threshold, reshard_after_forward, bucket_bytes, reduce_mode, shard_group_size, "
+       "weight_quantization, gradient_quantization, quantization_block, error_feedback"},
       {"steps.x=1", "--set steps.x=1: steps is not a section"},
       {"engine.comm.debug_checks=maybe",
        "--set engine.comm.debug_checks=maybe: 'maybe' is not valid for engine.comm.debug_checks; expected true or "
@@ -310,6 +313,20 @@ const BadConfig kBadConfigs[] = {
      "PATH: invalid config:\nengine.parallel.virtual_stages: 2 is set but pp is 1; expected 1"},
     {"partition_without_pp", "engine { parallel { pp_partition: [1, 2] } }", false, 3,
      "PATH: invalid config:\nengine.parallel.pp_partition: set (2 entries) but pp is 1; expected empty"},
+    {"shard_group_not_dividing_dp", "engine { zero { shard_group_size: 2 } }", false, 3,
+     "PATH: invalid config:\nengine.zero.shard_group_size: 2 does not divide engine.parallel.dp = 3; expected a "
+     "divisor of 3 (or 0: all of dp)"},
+    {"weight_quantization_without_gathers", "engine { zero { stage: 2 weight_quantization: INT8 } }", false, 3,
+     "PATH: invalid config:\nengine.zero.weight_quantization: INT8 needs engine.zero.stage 3 (stages 0-2 gather no "
+     "weights); got stage 2"},
+    {"quantization_block_too_small", "engine { zero { quantization_block: 16 } }", false, 3,
+     "PATH: invalid config:\nengine.zero.quantization_block: 16 is out of range; expected >= 32"},
+    {"error_feedback_without_quantization", "engine { zero { error_feedback: true } }", false, 3,
+     "PATH: invalid config:\nengine.zero.error_feedback: true needs engine.zero.gradient_quantization INT8 (is NONE)"},
+    {"gradient_quantization_with_reduce_dtype",
+     "engine { zero { gradient_quantization: INT8 } precision { compute_dtype: BF16 reduce_dtype: BF16 } }", false, 3,
+     "PATH: invalid config:\nengine.precision.reduce_dtype: BF16 is set with engine.zero.gradient_quantization INT8, "
+     "which replaces it; expected F32 (unset)"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Table, BadConfigTest, ::testing::ValuesIn(kBadConfigs),

@@ -238,6 +238,7 @@ absl::Status EngineImpl::Allocate() {
                      UnitShard::Create(&plan_.layouts[u], options_.stage, dp_, &tracker_, options_.compute_dtype,
                                        compute_.kernels, trainable));
     shard->set_timeline(timeline_.get());
+    if (options_.sharding.quantize_weights) shard->set_weight_quantization(options_.sharding.quantization_block);
     with_grads.push_back(trainable && plan_.units[u].has_params ? shard.get() : nullptr);
     if (trainable && plan_.units[u].has_params) {
       OptimizerRegion region{&plan_.layouts[u], shard->master_begin(), shard->master_numel(), {}};
@@ -252,6 +253,8 @@ absl::Status EngineImpl::Allocate() {
   }
   ReductionOptions reduction;
   reduction.replica = replica_;
+  if (options_.sharding.quantize_gradients) reduction.quantization_block = options_.sharding.quantization_block;
+  reduction.error_feedback = options_.sharding.error_feedback;
   ASSIGN_OR_RETURN(reducer_, GradReducer::Create(with_grads, options_.bucket_bytes, dp_, &tracker_,
                                                  options_.reduce_dtype, compute_.kernels, reduction));
   reducer_->set_timeline(timeline_.get());

@@ -41,6 +41,8 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::st
         {"config", header.config_path},
     };
     if (!header.pipeline.empty()) j["pipeline"] = header.pipeline;
+    if (header.shard_group_size > 0) j["shard_group_size"] = header.shard_group_size;
+    if (!header.quantized.empty()) j["int8_communication"] = header.quantized;
     absl::Status s = w->WriteLine(j.dump());
     if (!s.ok()) return s;
   }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/memory_tracker.h"
@@ -32,6 +33,10 @@ struct MetricsHeader {
   // With pp > 1: the schedule and each stage's units, e.g.
   // "ONE_F_ONE_B; stage 0: embed..h.0; stage 1: h.1..head". Empty otherwise.
   std::string pipeline;
+  // Hybrid sharding's shard group size (0: none) and the int8 quantizations
+  // ("weights", "gradients"); recorded only when used.
+  int shard_group_size = 0;
+  std::vector<std::string> quantized;
 };
 
 struct StepMetrics {

@@ -275,6 +275,10 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     h.gradient_accumulation_steps = engine_config.gradient_accumulation_steps();
     h.config_path = flags.config_path;
     h.pipeline = pipeline;
+    const ZeroConfig& zero = engine_config.zero();
+    if (zero.shard_group_size() > 0 && zero.shard_group_size() < par.dp()) h.shard_group_size = zero.shard_group_size();
+    if (zero.weight_quantization() == ZeroConfig::INT8) h.quantized.push_back("weights");
+    if (zero.gradient_quantization() == ZeroConfig::INT8) h.quantized.push_back("gradients");
     ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(engine_config.logging().metrics_path(), h, /*append=*/flags.resume));
   }
   if (leader) {

@@ -8,6 +8,8 @@
 #include "core/status_macros.h"
 #include "kernels/accumulate.h"
 #include "kernels/cast.h"
+#include "kernels/quantize.h"
+#include "kernels/scale.h"
 
 namespace zeroshard {
 
@@ -76,9 +78,30 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<Uni
     b.units = std::move(g.units);
     b.shard_numel = g.shard_numel;
     b.label = std::move(g.label);
-    b.stages_input = b.units.size() > 1 || reduce_dtype != r->compute_dtype_;
-    for (int u : b.units) r->bucket_of_[u] = static_cast<int>(r->buckets_.size());
+    b.stages_input = b.units.size() > 1 || reduce_dtype != r->compute_dtype_ || r->quantized();
+    for (int u : b.units) {
+      r->bucket_of_[u] = static_cast<int>(r->buckets_.size());
+      if (r->quantized()) {
+        b.packed_chunk += kernels::Int8PackedBytes(r->units_[u]->layout().shard_numel(), reduction.quantization_block);
+      }
+    }
     r->buckets_.push_back(std::move(b));
+  }
+  if (reduction.quantization_block > 0 && reduce_dtype != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat("int8 gradient reduction replaces the reduce dtype; got ",
+                                                   DTypeName(reduce_dtype), ", expected f32"));
+  }
+  if (reduction.error_feedback) {
+    if (!r->quantized()) {
+      return absl::InvalidArgumentError("error feedback needs int8 gradient reduction (quantization_block > 0)");
+    }
+    r->residuals_.resize(r->units_.size());
+    for (size_t u = 0; u < r->units_.size(); ++u) {
+      if (r->units_[u] == nullptr || r->units_[u]->layout().padded_numel() == 0) continue;
+      ASSIGN_OR_RETURN(r->residuals_[u], Buffer::Allocate(tracker, MemoryCategory::kGrads, dp->device(), DType::kF32,
+                                                          r->units_[u]->layout().padded_numel()));
+      RETURN_IF_ERROR(DeviceMemset(r->residuals_[u].data(), dp->device(), 0, r->residuals_[u].bytes()));
+    }
   }
   return r;
 }
@@ -102,6 +125,12 @@ absl::Status GradReducer::SetStagingSlots(std::vector<int> slot_of_bucket) {
   const int n = dp_->size();
   for (int b = 0; b < num_buckets(); ++b) {
     Slot& slot = slots_[slot_of_bucket[b]];
+    if (quantized()) {
+      slot.in_numel = std::max(slot.in_numel, buckets_[b].packed_chunk * n);
+      slot.out_numel = std::max(slot.out_numel, buckets_[b].packed_chunk * n);
+      slot.sum_numel = std::max(slot.sum_numel, buckets_[b].shard_numel);
+      continue;
+    }
     slot.out_numel = std::max(slot.out_numel, buckets_[b].shard_numel);
     if (buckets_[b].stages_input) slot.in_numel = std::max(slot.in_numel, buckets_[b].shard_numel * n);
   }
@@ -113,12 +142,16 @@ absl::Status GradReducer::ReserveStaging() {
   const Device device = dp_->device();
   for (Slot& slot : slots_) {
     if (slot.out.empty() && slot.out_numel > 0) {
-      ASSIGN_OR_RETURN(slot.out, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, reduce_dtype_,
+      ASSIGN_OR_RETURN(slot.out, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, staging_dtype(),
                                                   slot.out_numel));
     }
     if (slot.in.empty() && slot.in_numel > 0) {
-      ASSIGN_OR_RETURN(slot.in, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, reduce_dtype_,
+      ASSIGN_OR_RETURN(slot.in, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, staging_dtype(),
                                                  slot.in_numel));
+    }
+    if (slot.sum.empty() && slot.sum_numel > 0) {
+      ASSIGN_OR_RETURN(slot.sum, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kF32,
+                                                  slot.sum_numel));
     }
   }
   return absl::OkStatus();
@@ -128,6 +161,7 @@ void GradReducer::FreeStaging() {
   for (Slot& slot : slots_) {
     slot.in.Reset();
     slot.out.Reset();
+    slot.sum.Reset();
   }
 }
 
@@ -148,6 +182,26 @@ absl::Status GradReducer::Launch(int bucket) {
   if (slot != nullptr && (slot->out.empty() || (b.stages_input && slot->in.empty()))) {
     return absl::FailedPreconditionError(absl::StrCat("gradient bucket ", b.label,
                                                       ": staging slot not reserved (ReserveStaging)"));
+  }
+  if (quantized()) {
+    if (slot != nullptr) {
+      b.in = slot->in.data();
+      b.out = slot->out.data();
+      b.sum = slot->sum.as<float>();
+    } else {
+      ASSIGN_OR_RETURN(b.staging_in, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kI8,
+                                                      b.packed_chunk * n));
+      ASSIGN_OR_RETURN(b.staging_out, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kI8,
+                                                       b.packed_chunk * n));
+      ASSIGN_OR_RETURN(b.staging_sum, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kF32,
+                                                       b.shard_numel));
+      b.in = b.staging_in.data();
+      b.out = b.staging_out.data();
+      b.sum = b.staging_sum.as<float>();
+    }
+    RETURN_IF_ERROR(LaunchQuantized(b));
+    launched_.push_back(bucket);
+    return absl::OkStatus();
   }
   if (slot != nullptr) {
     b.out = slot->out.data();
@@ -189,29 +243,37 @@ absl::Status GradReducer::Launch(int bucket) {
 absl::Status GradReducer::Finish(int bucket) {
   Bucket& b = buckets_[bucket];
   if (b.work == nullptr) return absl::OkStatus();
-  const int64_t bytes = b.shard_numel * dp_->size() * static_cast<int64_t>(DTypeSize(reduce_dtype_));
-  absl::Status s = WaitTraced(*b.work, timeline_, "reduce_scatter", "ReduceScatter grads", b.label, b.issued, bytes);
+  const int64_t bytes = quantized() ? b.packed_chunk * dp_->size()
+                                    : b.shard_numel * dp_->size() * static_cast<int64_t>(DTypeSize(reduce_dtype_));
+  absl::Status s = WaitTraced(*b.work, timeline_, "reduce_scatter",
+                              quantized() ? "AllToAll int8 grads" : "ReduceScatter grads", b.label, b.issued, bytes);
   b.work.reset();
   launched_.erase(std::remove(launched_.begin(), launched_.end(), bucket), launched_.end());
+  // The reduced shard: the f32 sum of the dequantized parts, or the
+  // reduce-scatter's output.
+  if (s.ok() && quantized()) s = SumQuantized(b);
   b.staging_in.Reset();
+  if (quantized()) b.staging_out.Reset();
+  void* reduced = quantized() ? static_cast<void*>(b.sum) : b.out;
+  const DType reduced_dtype = quantized() ? DType::kF32 : reduce_dtype_;
+  const int64_t out_size = static_cast<int64_t>(DTypeSize(reduced_dtype));
   if (s.ok() && reduction_.replica != nullptr && reduction_.replica->size() > 1) {
     const std::chrono::steady_clock::time_point issued = std::chrono::steady_clock::now();
-    std::unique_ptr<Work> replicas =
-        reduction_.replica->AllReduce(b.out, b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
+    std::unique_ptr<Work> replicas = reduction_.replica->AllReduce(reduced, b.shard_numel, reduced_dtype, ReduceOp::kAvg);
     s = WaitTraced(*replicas, timeline_, "allreduce", "AllReduce grads over replicas", b.label, issued,
-                   b.shard_numel * static_cast<int64_t>(DTypeSize(reduce_dtype_)));
+                   b.shard_numel * out_size);
   }
   if (!s.ok()) {
     b.staging_out.Reset();
+    b.staging_sum.Reset();
     return s;
   }
   int64_t at = 0;
-  const int64_t out_size = static_cast<int64_t>(DTypeSize(reduce_dtype_));
   for (int u : b.units) {
     UnitShard* unit = units_[u];
     const int64_t S = unit->layout().shard_numel();
-    const char* src = static_cast<const char*>(b.out) + at * out_size;
-    RETURN_IF_ERROR(kernels::AccumulateInto(kernels_, unit->grad_shard(), src, reduce_dtype_, S));
+    const char* src = static_cast<const char*>(reduced) + at * out_size;
+    RETURN_IF_ERROR(kernels::AccumulateInto(kernels_, unit->grad_shard(), src, reduced_dtype, S));
     at += S;
     if (unit->stage() >= 2) {
       unit->FreeFullGrads();
@@ -220,8 +282,52 @@ absl::Status GradReducer::Finish(int bucket) {
     }
   }
   b.staging_out.Reset();
+  b.staging_sum.Reset();
   b.in = b.out = nullptr;
+  b.sum = nullptr;
   return absl::OkStatus();
+}
+
+absl::Status GradReducer::LaunchQuantized(Bucket& b) {
+  const int n = dp_->size();
+  const int64_t block = reduction_.quantization_block;
+  const int64_t in_size = static_cast<int64_t>(DTypeSize(compute_dtype_));
+  // Destination r's chunk: every unit's part r, packed, in bucket order.
+  char* dst = static_cast<char*>(b.in);
+  for (int r = 0; r < n; ++r) {
+    for (int u : b.units) {
+      const int64_t S = units_[u]->layout().shard_numel();
+      if (S == 0) continue;
+      const char* src = static_cast<const char*>(units_[u]->full_grads()) + r * S * in_size;
+      float* residual = residuals_.empty() || residuals_[u].empty() ? nullptr : residuals_[u].as<float>() + r * S;
+      RETURN_IF_ERROR(kernels::QuantizeInt8Blocks(kernels_, dst, src, compute_dtype_, S, block,
+                                                  kernels::NonFiniteInput::kPropagate, residual));
+      dst += kernels::Int8PackedBytes(S, block);
+    }
+  }
+  b.issued = std::chrono::steady_clock::now();
+  b.work = dp_->AllToAll(b.in, b.out, b.packed_chunk, DType::kI8);
+  return absl::OkStatus();
+}
+
+absl::Status GradReducer::SumQuantized(Bucket& b) {
+  const int n = dp_->size();
+  const int64_t block = reduction_.quantization_block;
+  RETURN_IF_ERROR(DeviceMemset(b.sum, dp_->device(), 0, b.shard_numel * sizeof(float)));
+  // Fixed order (source rank, then unit) on every rank: deterministic.
+  for (int r = 0; r < n; ++r) {
+    const char* src = static_cast<const char*>(b.out) + r * b.packed_chunk;
+    int64_t at = 0;
+    for (int u : b.units) {
+      const int64_t S = units_[u]->layout().shard_numel();
+      if (S == 0) continue;
+      RETURN_IF_ERROR(kernels::DequantizeInt8BlocksAccumulate(kernels_, b.sum + at, src, S, block));
+      src += kernels::Int8PackedBytes(S, block);
+      at += S;
+    }
+  }
+  bool nonfinite = false;  // seen by the optimizer's overflow check
+  return kernels::ScaleInPlace(kernels_, b.sum, b.shard_numel, DType::kF32, 1.0f / static_cast<float>(n), &nonfinite);
 }
 
 absl::Status GradReducer::FinishAll() {

@@ -75,6 +75,19 @@ struct ReductionOptions {
   // Hybrid sharding: each reduced shard is then averaged over this group
   // (the ranks holding the same shard); null: none.
   Communicator* replica = nullptr;
+  // > 0: int8 gradient reduction with this many elements per f32 scale
+  // (kernels/quantize.h). Each rank quantizes every destination's part of
+  // each unit (blocks start at every unit's shard), one AllToAll moves the
+  // packed parts, and each rank sums the n dequantized parts of its shard
+  // in f32, in rank order, then divides by n: nothing is summed in int8 or
+  // re-quantized, so the error does not grow with n. Non-finite gradients
+  // become NaN blocks (the overflow check sees them). Replaces the reduce
+  // dtype (which must then be f32).
+  int64_t quantization_block = 0;
+  // With quantization: each rank keeps, per unit, what quantization dropped
+  // from its full gradient (f32, P elements, counted as kGrads, kept across
+  // steps) and adds it to the next reduction's gradient before quantizing.
+  bool error_feedback = false;
 };
 
 class GradReducer {
@@ -128,6 +141,11 @@ class GradReducer {
     Buffer staging_out;
     void* in = nullptr;       // what the in-flight reduce-scatter reads and writes
     void* out = nullptr;
+    // Quantized: bytes each destination receives (the units' packed parts),
+    // and the f32 sum of the dequantized parts.
+    int64_t packed_chunk = 0;
+    Buffer staging_sum;
+    float* sum = nullptr;
     std::unique_ptr<Work> work;
     std::chrono::steady_clock::time_point issued;
     std::string label;
@@ -135,10 +153,18 @@ class GradReducer {
   struct Slot {
     int64_t in_numel = 0;
     int64_t out_numel = 0;
+    int64_t sum_numel = 0;  // quantized only
     Buffer in;
     Buffer out;
+    Buffer sum;
   };
   GradReducer() = default;
+  bool quantized() const { return reduction_.quantization_block > 0; }
+  // The dtype of the staging buffers: i8 (packed bytes) when quantized.
+  DType staging_dtype() const { return quantized() ? DType::kI8 : reduce_dtype_; }
+  // Quantized Launch / Finish halves.
+  absl::Status LaunchQuantized(Bucket& b);
+  absl::Status SumQuantized(Bucket& b);
 
   std::vector<UnitShard*> units_;
   std::vector<Bucket> buckets_;
@@ -153,6 +179,7 @@ class GradReducer {
   kernels::KernelContext kernels_;
   std::vector<int> slot_of_bucket_;  // empty: no slot plan
   std::vector<Slot> slots_;
+  std::vector<Buffer> residuals_;  // error feedback, per unit (empty: none)
 };
 
 }  // namespace zeroshard

@@ -7,6 +7,7 @@
 #include "comm/traced_wait.h"
 #include "core/status_macros.h"
 #include "kernels/cast.h"
+#include "kernels/quantize.h"
 
 namespace zeroshard {
 
@@ -72,7 +73,24 @@ absl::Status UnitShard::StartGather() {
   ASSIGN_OR_RETURN(gathered_, Buffer::Allocate(tracker_, MemoryCategory::kParams, device_, compute_dtype_,
                                                layout_->padded_numel()));
   gather_issued_ = std::chrono::steady_clock::now();
-  gather_work_ = dp_->AllGather(params_.data(), gathered_.data(), layout_->shard_numel(), compute_dtype_);
+  if (quantization_block_ > 0) {
+    const int64_t packed = kernels::Int8PackedBytes(layout_->shard_numel(), quantization_block_);
+    absl::Status s = AllocateQuantizedGather(packed);
+    if (s.ok()) {
+      s = kernels::QuantizeInt8Blocks(kernels_, quantized_send_.data(), params_.data(), compute_dtype_,
+                                      layout_->shard_numel(), quantization_block_,
+                                      kernels::NonFiniteInput::kPropagate);
+    }
+    if (!s.ok()) {
+      gathered_.Reset();
+      quantized_send_.Reset();
+      quantized_recv_.Reset();
+      return s;
+    }
+    gather_work_ = dp_->AllGather(quantized_send_.data(), quantized_recv_.data(), packed, DType::kI8);
+  } else {
+    gather_work_ = dp_->AllGather(params_.data(), gathered_.data(), layout_->shard_numel(), compute_dtype_);
+  }
   gather_state_ = GatherState::kInFlight;
   ++gathers_;
   return absl::OkStatus();
@@ -82,15 +100,39 @@ absl::Status UnitShard::WaitGather() {
   if (stage_ != 3 || gather_state_ == GatherState::kGathered) return absl::OkStatus();
   RETURN_IF_ERROR(StartGather());
   if (gather_state_ == GatherState::kGathered) return absl::OkStatus();  // nothing to move (no parameters)
-  absl::Status s = WaitTraced(*gather_work_, timeline_, "gather", "AllGather", layout_->unit_name(), gather_issued_,
-                              gathered_.bytes());
+  const bool quantized = !quantized_recv_.empty();
+  absl::Status s = WaitTraced(*gather_work_, timeline_, "gather", quantized ? "AllGather int8" : "AllGather",
+                              layout_->unit_name(), gather_issued_,
+                              quantized ? quantized_recv_.bytes() : gathered_.bytes());
   gather_work_.reset();
+  if (s.ok() && quantized) s = DequantizeGathered();
+  quantized_send_.Reset();
+  quantized_recv_.Reset();
   if (!s.ok()) {
     gathered_.Reset();
     gather_state_ = GatherState::kReleased;
     return s;
   }
   gather_state_ = GatherState::kGathered;
+  return absl::OkStatus();
+}
+
+absl::Status UnitShard::AllocateQuantizedGather(int64_t packed_bytes) {
+  ASSIGN_OR_RETURN(quantized_send_,
+                   Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device_, DType::kI8, packed_bytes));
+  ASSIGN_OR_RETURN(quantized_recv_, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device_, DType::kI8,
+                                                     packed_bytes * dp_->size()));
+  return absl::OkStatus();
+}
+
+absl::Status UnitShard::DequantizeGathered() {
+  const int64_t S = layout_->shard_numel();
+  const int64_t packed = kernels::Int8PackedBytes(S, quantization_block_);
+  const int64_t dtype_size = static_cast<int64_t>(DTypeSize(compute_dtype_));
+  for (int r = 0; r < dp_->size(); ++r) {
+    RETURN_IF_ERROR(kernels::DequantizeInt8Blocks(kernels_, gathered_.as<char>() + r * S * dtype_size, compute_dtype_,
+                                                  quantized_recv_.as<char>() + r * packed, S, quantization_block_));
+  }
   return absl::OkStatus();
 }
 
@@ -103,6 +145,8 @@ absl::Status UnitShard::Release() {
   }
   gather_work_.reset();
   gathered_.Reset();
+  quantized_send_.Reset();
+  quantized_recv_.Reset();
   gather_state_ = GatherState::kReleased;
   return s;
 }

@@ -81,6 +81,14 @@ class UnitShard {
   absl::Status Release();
   // Number of all-gathers of parameters this shard has issued.
   int64_t gathers() const { return gathers_; }
+  // Stage 3: gathers move each shard as blockwise int8 (kernels/quantize.h,
+  // `block` elements per f32 scale) and dequantize every rank's part, this
+  // rank's too, into the compute dtype: every rank computes with the same
+  // weights; the master and the shard stay exact. 0 (the default): gathers
+  // move the compute dtype. Non-finite weights become NaN blocks (the loss
+  // then overflows) rather than failing one rank inside the collective.
+  void set_weight_quantization(int64_t block) { quantization_block_ = block; }
+  int64_t weight_quantization() const { return quantization_block_; }
   // Draw each parameter gather's wait on `timeline` ("AllGather <unit>",
   // comm/traced_wait.h); null stops it. Must outlive the shard.
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
@@ -114,6 +122,10 @@ class UnitShard {
   UnitShard() = default;
   // master (f32) -> dst (compute dtype, master_numel elements).
   absl::Status CopyMasterTo(void* dst);
+  // Quantized gathers: the packed staging (kCommBuffers), and every rank's
+  // packed shard dequantized into gathered_.
+  absl::Status AllocateQuantizedGather(int64_t packed_bytes);
+  absl::Status DequantizeGathered();
 
   const FlatParamLayout* layout_ = nullptr;
   int stage_ = 0;
@@ -127,6 +139,9 @@ class UnitShard {
 
   Buffer params_;       // full (stages 0-2) or shard (stage 3)
   Buffer gathered_;     // stage 3 full buffer while gathered
+  int64_t quantization_block_ = 0;
+  Buffer quantized_send_;  // this rank's packed shard while a quantized gather is in flight
+  Buffer quantized_recv_;  // every rank's packed shard
   GatherState gather_state_ = GatherState::kReleased;
   std::unique_ptr<Work> gather_work_;
   std::chrono::steady_clock::time_point gather_issued_;
