@@ -98,6 +98,9 @@ class Communicator {
   // Where buffers must live: kCpu for MPI, kCuda for NCCL.
   virtual Device device() const = 0;
 
+  // Reductions (ReduceScatter, AllReduce) take f32, f16, bf16 and i32; u16
+  // and i8 are kInvalidArgument. The other collectives move any dtype.
+
   // out[r*count .. (r+1)*count) = rank r's `in` (count elements per rank;
   // out holds size()*count). `in` may equal out + rank()*count (in place);
   // otherwise they must not overlap.

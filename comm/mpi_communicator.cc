@@ -297,8 +297,9 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
   }
 
   static absl::Status CheckReducible(DType dtype) {
-    if (dtype == DType::kU16) {
-      return absl::InvalidArgumentError("dtype u16 cannot be reduced; expected f32, f16, bf16 or i32");
+    if (dtype == DType::kU16 || dtype == DType::kI8) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype ", DTypeName(dtype), " cannot be reduced; expected f32, f16, bf16 or i32"));
     }
     return absl::OkStatus();
   }

@@ -64,9 +64,13 @@ ncclDataType_t NcclType(DType dtype) {
       return ncclBfloat16;
     case DType::kI32:
       return ncclInt32;
+    case DType::kI8:
+      return ncclInt8;
   }
   return ncclInt8;
 }
+
+bool IsReducible(DType dtype) { return dtype != DType::kU16 && dtype != DType::kI8; }
 
 ncclRedOp_t NcclOp(ReduceOp op) {
   switch (op) {
@@ -197,7 +201,7 @@ class NcclCommunicator : public Communicator, public P2PFlusher {
   std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype,
                                       ReduceOp op) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
-    if (dtype == DType::kU16) return AsyncWork::Done(NotReducible());
+    if (!IsReducible(dtype)) return AsyncWork::Done(NotReducible(dtype));
     CollectiveFingerprint fp{0, CommOp::kReduceScatter, count, dtype, -1, op};
     return Issue(fp, count * DTypeSize(dtype), false, [=](cudaStream_t s) {
       return ncclReduceScatter(in, out, count, NcclType(dtype), NcclOp(op), comm_, s);
@@ -205,7 +209,7 @@ class NcclCommunicator : public Communicator, public P2PFlusher {
   }
   std::unique_ptr<Work> AllReduce(void* buf, int64_t count, DType dtype, ReduceOp op) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
-    if (dtype == DType::kU16) return AsyncWork::Done(NotReducible());
+    if (!IsReducible(dtype)) return AsyncWork::Done(NotReducible(dtype));
     CollectiveFingerprint fp{0, CommOp::kAllReduce, count, dtype, -1, op};
     return Issue(fp, count * DTypeSize(dtype), false, [=](cudaStream_t s) {
       return ncclAllReduce(buf, buf, count, NcclType(dtype), NcclOp(op), comm_, s);
@@ -293,8 +297,9 @@ class NcclCommunicator : public Communicator, public P2PFlusher {
   absl::Status BadCount(int64_t count) const {
     return absl::InvalidArgumentError(absl::StrCat("element count ", count, " must be >= 0"));
   }
-  static absl::Status NotReducible() {
-    return absl::InvalidArgumentError("dtype u16 cannot be reduced; expected f32, f16, bf16 or i32");
+  static absl::Status NotReducible(DType dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype ", DTypeName(dtype), " cannot be reduced; expected f32, f16, bf16 or i32"));
   }
   static absl::Status BadTag(int tag) {
     return absl::InvalidArgumentError(absl::StrCat("tag ", tag, " is outside [0, 32767]"));

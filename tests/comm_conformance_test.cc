@@ -8,8 +8,8 @@
 // bit for bit. avg = sum / size is not exact; it must satisfy
 //   |got - sum/size| <= size · ε · (|sum/size| + 8),   ε = 2^-23 (f32),
 // 2^-10 (f16), 2^-7 (bf16); i32 avg truncates toward zero exactly.
-// Outputs are poisoned (bytes 0x7f: NaN or ~3e38 or 2139062143) so unwritten
-// elements fail.
+// Outputs are poisoned (bytes 0x7f: NaN or ~3e38 or 2139062143, 127 in i8)
+// so unwritten elements fail.
 #include <mpi.h>
 
 #include <chrono>
@@ -75,6 +75,9 @@ void Store(void* base, int64_t i, DType dtype, double v) {
     case DType::kU16:
       static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(v);
       break;
+    case DType::kI8:
+      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v);
+      break;
   }
 }
 
@@ -90,6 +93,8 @@ double Load(const void* base, int64_t i, DType dtype) {
       return static_cast<const int32_t*>(base)[i];
     case DType::kU16:
       return static_cast<const uint16_t*>(base)[i];
+    case DType::kI8:
+      return static_cast<const int8_t*>(base)[i];
   }
   return 0;
 }
@@ -520,6 +525,25 @@ TEST_P(CommConformanceTest, StatsCountCallsAndRingBytes) {
   EXPECT_EQ(s[CommOp::kBroadcast].bytes_sent, rank() == 0 && size() > 1 ? bytes : 0);
   EXPECT_EQ(s[CommOp::kBroadcast].bytes_received, rank() != 0 ? bytes : 0);
   EXPECT_EQ(s.Total().calls, 4);
+}
+
+// i8 moves (AllGather, Broadcast, Send/Recv) but does not reduce.
+TEST_P(CommConformanceTest, I8ReductionsAreRejectedAtIssue) {
+  SKIP_IF_UNAVAILABLE();
+  Staged buf(device(), DType::kI8, 4 * size()), out(device(), DType::kI8, 4);
+  const std::string want = "dtype i8 cannot be reduced; expected f32, f16, bf16 or i32";
+  for (ReduceOp op : kOps) {
+    SCOPED_TRACE(ReduceOpName(op));
+    absl::Status s = comm_->AllReduce(buf.data(), 4, DType::kI8, op)->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), want);
+    s = comm_->ReduceScatter(buf.data(), out.data(), 4, DType::kI8, op)->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), want);
+  }
+  // Nothing was queued, and i8 still moves.
+  RunAllGather(DType::kI8, 7);
+  RunBroadcast(DType::kI8, 7, size() - 1);
 }
 
 TEST_P(CommConformanceTest, InvalidArgumentsFailAtIssueWithoutBreakingTheCommunicator) {
