@@ -109,6 +109,11 @@ class Communicator {
   // size()*count elements, `out` holds count. They must not overlap.
   virtual std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype,
                                               ReduceOp op) = 0;
+  // Personalised exchange: `in` holds size()*count elements, block r
+  // (elements [r*count, (r+1)*count)) goes to rank r; afterwards
+  // out[r*count .. (r+1)*count) = block rank() of rank r's `in`. Any dtype
+  // (bytes are moved, nothing is computed). in and out must not overlap.
+  virtual std::unique_ptr<Work> AllToAll(const void* in, void* out, int64_t count, DType dtype) = 0;
   // buf = op over ranks of buf, in place.
   virtual std::unique_ptr<Work> AllReduce(void* buf, int64_t count, DType dtype, ReduceOp op) = 0;
   // buf = root's buf on every rank.

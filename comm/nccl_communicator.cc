@@ -198,6 +198,31 @@ class NcclCommunicator : public Communicator, public P2PFlusher {
       return ncclAllGather(in, out, count, NcclType(dtype), comm_, s);
     });
   }
+  // One NCCL group of a send and a receive per peer (self included), which
+  // NCCL runs concurrently: issued one by one they would deadlock.
+  std::unique_ptr<Work> AllToAll(const void* in, void* out, int64_t count, DType dtype) override {
+    if (count < 0) return AsyncWork::Done(BadCount(count));
+    const int64_t bytes = count * static_cast<int64_t>(DTypeSize(dtype));
+    const auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
+    const int64_t total = bytes * size_;
+    if (total > 0 && a < b + total && b < a + total) {
+      return AsyncWork::Done(
+          absl::InvalidArgumentError("AllToAll input and output overlap; they must be separate buffers"));
+    }
+    CollectiveFingerprint fp{0, CommOp::kAllToAll, count, dtype, -1, ReduceOp::kSum};
+    return Issue(fp, bytes, false, [=](cudaStream_t s) {
+      ncclResult_t r = ncclGroupStart();
+      if (r != ncclSuccess) return r;
+      for (int peer = 0; peer < size_ && r == ncclSuccess; ++peer) {
+        r = ncclSend(static_cast<const char*>(in) + peer * bytes, count, NcclType(dtype), peer, comm_, s);
+        if (r == ncclSuccess) {
+          r = ncclRecv(static_cast<char*>(out) + peer * bytes, count, NcclType(dtype), peer, comm_, s);
+        }
+      }
+      const ncclResult_t end = ncclGroupEnd();  // closes the group even after an error
+      return r != ncclSuccess ? r : end;
+    });
+  }
   std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype,
                                       ReduceOp op) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
