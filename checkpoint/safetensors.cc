@@ -122,16 +122,17 @@ const char* SafetensorsDTypeName(DType dtype) {
     case DType::kBF16: return "BF16";
     case DType::kI32: return "I32";
     case DType::kU16: return "U16";
+    case DType::kI8: return "I8";
   }
   return "?";
 }
 
 absl::StatusOr<DType> SafetensorsDTypeFromName(absl::string_view name) {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kU16}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kU16, DType::kI8}) {
     if (name == SafetensorsDTypeName(d)) return d;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("dtype \"", name, "\" is not one of F32, F16, BF16, I32, U16"));
+      absl::StrCat("dtype \"", name, "\" is not one of F32, F16, BF16, I32, U16, I8"));
 }
 
 absl::StatusOr<int64_t> ParseSafetensorsHeaderLength(absl::string_view first_bytes, int64_t file_size) {

@@ -28,9 +28,9 @@ namespace zeroshard {
 // Header lengths above this are rejected (as the reference implementation does).
 inline constexpr int64_t kMaxSafetensorsHeaderBytes = 100 << 20;
 
-// "F32", "F16", "BF16", "I32", "U16".
+// "F32", "F16", "BF16", "I32", "U16", "I8".
 const char* SafetensorsDTypeName(DType dtype);
-// kInvalidArgument for any other name (safetensors' F64, I8, ... are not read).
+// kInvalidArgument for any other name (safetensors' F64, U8, ... are not read).
 absl::StatusOr<DType> SafetensorsDTypeFromName(absl::string_view name);
 
 struct SafetensorsTensorInfo {

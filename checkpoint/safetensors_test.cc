@@ -80,6 +80,16 @@ TEST(SafetensorsTest, WriteThenReadRoundTripsEveryDtype) {
   EXPECT_EQ(file->ReadAsF32("nope", 0, 1, out.data()).code(), absl::StatusCode::kNotFound);
 }
 
+TEST(SafetensorsTest, I8IsOneBytePerElement) {
+  EXPECT_STREQ(SafetensorsDTypeName(DType::kI8), "I8");
+  EXPECT_EQ(*SafetensorsDTypeFromName("I8"), DType::kI8);
+  const std::string json = "{\"q\":{\"dtype\":\"I8\",\"shape\":[3],\"data_offsets\":[0,3]}}";
+  absl::StatusOr<SafetensorsHeader> h = ParseSafetensorsHeader(Header(json) + "abc", 8 + json.size() + 3);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->tensors.size(), 1u);
+  EXPECT_EQ(h->tensors[0].dtype, DType::kI8);
+}
+
 TEST(SafetensorsTest, RejectsBadNamesWhenWriting) {
   std::vector<SafetensorsTensorInfo> layout;
   const float x = 0;

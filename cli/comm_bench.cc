@@ -117,6 +117,8 @@ ncclDataType_t RawNcclType(DType dtype) {
       return ncclBfloat16;
     case DType::kI32:
       return ncclInt32;
+    case DType::kI8:
+      return ncclInt8;
     default:
       return ncclFloat16;
   }
@@ -224,6 +226,9 @@ class BenchBuffers {
           std::memcpy(&ones[i * 4], &one, 4);
           break;
         }
+        case DType::kI8:
+          ones[i] = 1;
+          break;
         default: {
           const uint16_t one = dtype == DType::kBF16 ? F32ToBF16(1.0f) : F32ToF16(1.0f);
           std::memcpy(&ones[i * 2], &one, 2);
@@ -461,7 +466,9 @@ absl::StatusOr<CommBenchOptions> ParseCommBenchArgs(int argc, char** argv) {
   o.warmup = static_cast<int>(warmup);
   if (args.Has("dtype")) {
     ASSIGN_OR_RETURN(o.dtype, ParseDType(args.Get("dtype")));
-    if (o.dtype == DType::kU16) return absl::InvalidArgumentError("--dtype: u16 cannot be reduced");
+    if (o.dtype == DType::kU16 || o.dtype == DType::kI8) {
+      return absl::InvalidArgumentError(absl::StrCat("--dtype: ", DTypeName(o.dtype), " cannot be reduced"));
+    }
   }
   o.group = args.Get("group", o.group);
   if (o.group != "world" && o.group != "dp" && o.group != "tp" && o.group != "pp") {

@@ -58,6 +58,7 @@ TEST(CommBenchArgsTest, BadValuesNameTheFlag) {
   EXPECT_EQ(Parse({"--min-bytes=64", "--max-bytes=8"}).status().message(),
             "--max-bytes 8 is smaller than --min-bytes 64");
   EXPECT_EQ(Parse({"--dtype=u16"}).status().message(), "--dtype: u16 cannot be reduced");
+  EXPECT_EQ(Parse({"--dtype=i8"}).status().message(), "--dtype: i8 cannot be reduced");
   EXPECT_EQ(Parse({"--factor=1"}).status().message(), "--factor: 1 must be >= 2");
   EXPECT_EQ(Parse({"--bogus"}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Parse({"extra"}).status().message(), "unexpected argument 'extra'");

@@ -20,6 +20,8 @@ const char* CommOpName(CommOp op) {
       return "Barrier";
     case CommOp::kSplit:
       return "Split";
+    case CommOp::kAllToAll:
+      return "AllToAll";
   }
   return "UnknownOp";
 }
@@ -43,6 +45,7 @@ void CommStats::Record(CommOp op, int group_size, int64_t bytes_per_rank, bool i
   switch (op) {
     case CommOp::kAllGather:
     case CommOp::kReduceScatter:
+    case CommOp::kAllToAll:  // n-1 blocks out, n-1 blocks in
       sent = received = (n - 1) * bytes_per_rank;
       break;
     case CommOp::kAllReduce:

@@ -6,6 +6,8 @@
 // nccl-tests. With n = group size and B = the op's buffer bytes (see
 // CommStats::Record):
 //   AllGather, ReduceScatter: sent = received = (n-1)/n · B_total
+//   AllToAll:                 sent = received = (n-1)/n · B_total, B_total =
+//                             the input (n blocks); the own block stays put
 //   AllReduce:                sent = received = 2(n-1)/n · B
 //   Broadcast:                root sends B, every other rank receives B
 //   Send / Recv:              B sent / B received
@@ -28,8 +30,10 @@ enum class CommOp : uint8_t {
   kRecv,
   kBarrier,
   kSplit,
+  // Appended: the numbering is part of the debug-checks fingerprint.
+  kAllToAll,
 };
-inline constexpr int kNumCommOps = 8;
+inline constexpr int kNumCommOps = 9;
 
 // "AllGather", "ReduceScatter", ... (the names error messages use).
 const char* CommOpName(CommOp op);
@@ -51,8 +55,9 @@ struct CommStats {
 
   // Counts one call of `op` by `rank` in a group of `group_size`.
   // `bytes_per_rank` is the per-rank element count times the element size:
-  // AllGather's input, ReduceScatter's output, the AllReduce/Broadcast/Send/
-  // Recv buffer. `is_root` matters for Broadcast only.
+  // AllGather's input, ReduceScatter's output, one AllToAll block (count
+  // elements), the AllReduce/Broadcast/Send/Recv buffer. `is_root` matters
+  // for Broadcast only.
   void Record(CommOp op, int group_size, int64_t bytes_per_rank, bool is_root);
 };
 

@@ -34,6 +34,30 @@ TEST(CommStatsTest, RingVolumesPerOp) {
   EXPECT_EQ(total.bytes_received, 3000 + 3000 + 1500 + 64 + 20);
 }
 
+// Every rank keeps its own block and exchanges the other n-1: (n-1)/n of
+// the n-block input out, as much in.
+TEST(CommStatsTest, AllToAllMovesAllButTheOwnBlock) {
+  CommStats s;
+  s.Record(CommOp::kAllToAll, 4, 1000, false);
+  EXPECT_EQ(s[CommOp::kAllToAll].calls, 1);
+  EXPECT_EQ(s[CommOp::kAllToAll].bytes_sent, 3000);
+  EXPECT_EQ(s[CommOp::kAllToAll].bytes_received, 3000);
+  s.Record(CommOp::kAllToAll, 3, 7 * 4, false);  // 7 f32 per block
+  EXPECT_EQ(s[CommOp::kAllToAll].calls, 2);
+  EXPECT_EQ(s[CommOp::kAllToAll].bytes_sent, 3000 + 2 * 28);
+  EXPECT_EQ(s[CommOp::kAllToAll].bytes_received, 3000 + 2 * 28);
+  s.Record(CommOp::kAllToAll, 1, 4096, false);  // a group of one
+  s.Record(CommOp::kAllToAll, 4, 0, false);     // count 0
+  EXPECT_EQ(s[CommOp::kAllToAll].calls, 4);
+  EXPECT_EQ(s[CommOp::kAllToAll].bytes_sent, 3000 + 2 * 28);
+  EXPECT_EQ(s.Total().bytes_received, 3000 + 2 * 28);
+  // Counted in its own slot, not in another op's.
+  EXPECT_EQ(s[CommOp::kAllGather].calls, 0);
+  EXPECT_EQ(s[CommOp::kSplit].calls, 0);
+  const CommStats d = s - CommStats();
+  EXPECT_EQ(d[CommOp::kAllToAll].bytes_sent, 3000 + 2 * 28);
+}
+
 TEST(CommStatsTest, GroupOfOneMovesNothing) {
   CommStats s;
   s.Record(CommOp::kAllReduce, 1, 4096, false);
@@ -66,6 +90,17 @@ TEST(CommStatsTest, OpNames) {
   EXPECT_STREQ(CommOpName(CommOp::kAllReduce), "AllReduce");
   EXPECT_STREQ(CommOpName(CommOp::kBroadcast), "Broadcast");
   EXPECT_STREQ(CommOpName(CommOp::kSplit), "Split");
+  EXPECT_STREQ(CommOpName(CommOp::kAllToAll), "AllToAll");
+}
+
+// AllToAll was appended: the earlier ops keep their numbers (they travel in
+// debug-checks fingerprints).
+TEST(CommStatsTest, OpNumberingIsStable) {
+  EXPECT_EQ(static_cast<int>(CommOp::kAllGather), 0);
+  EXPECT_EQ(static_cast<int>(CommOp::kSplit), 7);
+  EXPECT_EQ(static_cast<int>(CommOp::kAllToAll), 8);
+  EXPECT_EQ(kNumCommOps, 9);
+  EXPECT_EQ(CommStats().per_op.size(), 9u);
 }
 
 }  // namespace

@@ -98,6 +98,9 @@ class Communicator {
   // Where buffers must live: kCpu for MPI, kCuda for NCCL.
   virtual Device device() const = 0;
 
+  // Reductions (ReduceScatter, AllReduce) take f32, f16, bf16 and i32; u16
+  // and i8 are kInvalidArgument. The other collectives move any dtype.
+
   // out[r*count .. (r+1)*count) = rank r's `in` (count elements per rank;
   // out holds size()*count). `in` may equal out + rank()*count (in place);
   // otherwise they must not overlap.
@@ -106,6 +109,11 @@ class Communicator {
   // size()*count elements, `out` holds count. They must not overlap.
   virtual std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype,
                                               ReduceOp op) = 0;
+  // Personalised exchange: `in` holds size()*count elements, block r
+  // (elements [r*count, (r+1)*count)) goes to rank r; afterwards
+  // out[r*count .. (r+1)*count) = block rank() of rank r's `in`. Any dtype
+  // (bytes are moved, nothing is computed). in and out must not overlap.
+  virtual std::unique_ptr<Work> AllToAll(const void* in, void* out, int64_t count, DType dtype) = 0;
   // buf = op over ranks of buf, in place.
   virtual std::unique_ptr<Work> AllReduce(void* buf, int64_t count, DType dtype, ReduceOp op) = 0;
   // buf = root's buf on every rank.

@@ -22,7 +22,7 @@ namespace zeroshard {
 struct CollectiveFingerprint {
   int64_t seq = 0;  // 1 for the communicator's first collective
   CommOp op = CommOp::kBarrier;
-  int64_t count = 0;  // elements per rank, as the caller passed it
+  int64_t count = 0;  // elements per rank (AllToAll: per block), as the caller passed it
   DType dtype = DType::kF32;
   int root = -1;  // Broadcast only; -1 otherwise
   ReduceOp reduce_op = ReduceOp::kSum;  // reductions only

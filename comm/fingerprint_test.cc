@@ -16,6 +16,15 @@ TEST(FingerprintTest, EncodeDecodeRoundTrips) {
   EXPECT_EQ(CollectiveFingerprint::Decode(words.data()), fp);
 }
 
+TEST(FingerprintTest, AllToAllAndI8RoundTrip) {
+  const CollectiveFingerprint fp = Fp(3, CommOp::kAllToAll, 7, DType::kI8);
+  const auto words = fp.Encode();
+  const CollectiveFingerprint back = CollectiveFingerprint::Decode(words.data());
+  EXPECT_EQ(back, fp);
+  EXPECT_EQ(back.op, CommOp::kAllToAll);
+  EXPECT_EQ(back.dtype, DType::kI8);
+}
+
 TEST(FingerprintTest, Describe) {
   EXPECT_EQ(DescribeCollective(Fp(1, CommOp::kAllReduce, 1024, DType::kF32)), "AllReduce(f32, 1024)");
   EXPECT_EQ(DescribeCollective(Fp(1, CommOp::kAllReduce, 8, DType::kBF16, -1, ReduceOp::kMax)),
@@ -23,6 +32,7 @@ TEST(FingerprintTest, Describe) {
   EXPECT_EQ(DescribeCollective(Fp(1, CommOp::kBroadcast, 4, DType::kI32, 2)), "Broadcast(i32, 4, root 2)");
   EXPECT_EQ(DescribeCollective(Fp(1, CommOp::kBarrier, 0, DType::kF32)), "Barrier()");
   EXPECT_EQ(DescribeCollective(Fp(1, CommOp::kSplit, 0, DType::kF32)), "Split()");
+  EXPECT_EQ(DescribeCollective(Fp(1, CommOp::kAllToAll, 7, DType::kI8)), "AllToAll(i8, 7)");
 }
 
 TEST(FingerprintTest, AllEqualIsNoMismatch) {
@@ -38,6 +48,15 @@ TEST(FingerprintTest, MismatchNamesRanksAndOps) {
   EXPECT_EQ(*msg,
             "collective #118 mismatch in group dp: ranks 0,2,3 called ReduceScatter(f32, 4096), rank 1 called "
             "AllGather(f32, 1024)");
+}
+
+// Same count and dtype: only the op tells them apart.
+TEST(FingerprintTest, AllToAllAgainstAllGatherIsAMismatch) {
+  std::vector<CollectiveFingerprint> fps(3, Fp(4, CommOp::kAllToAll, 16, DType::kBF16));
+  fps[2] = Fp(4, CommOp::kAllGather, 16, DType::kBF16);
+  EXPECT_EQ(*DescribeMismatch("tp", fps),
+            "collective #4 mismatch in group tp: ranks 0,1 called AllToAll(bf16, 16), rank 2 called "
+            "AllGather(bf16, 16)");
 }
 
 TEST(FingerprintTest, MismatchInSequenceRootAndReduceOp) {

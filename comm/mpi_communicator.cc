@@ -140,6 +140,19 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
     });
   }
 
+  std::unique_ptr<Work> AllToAll(const void* in, void* out, int64_t count, DType dtype) override {
+    absl::Status s = CheckBuffers(count, dtype, size_, {in, out});
+    const int64_t bytes = count * static_cast<int64_t>(DTypeSize(dtype));
+    if (s.ok()) s = CheckAllToAllDisjoint(in, out, bytes * size_);
+    if (!s.ok()) return AsyncWork::Done(s);
+    CollectiveFingerprint fp{0, CommOp::kAllToAll, count, dtype, -1, ReduceOp::kSum};
+    return IssueCollective(fp, bytes, false, [=] {
+      MPI_Datatype t = MpiRawType(dtype);
+      const int c = static_cast<int>(count);
+      return MpiStatus(MPI_Alltoall(in, c, t, out, c, t, comm_), "MPI_Alltoall");
+    });
+  }
+
   std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype,
                                       ReduceOp op) override {
     absl::Status s = CheckBuffers(count, dtype, size_, {in, out});
@@ -297,8 +310,19 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
   }
 
   static absl::Status CheckReducible(DType dtype) {
-    if (dtype == DType::kU16) {
-      return absl::InvalidArgumentError("dtype u16 cannot be reduced; expected f32, f16, bf16 or i32");
+    if (dtype == DType::kU16 || dtype == DType::kI8) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype ", DTypeName(dtype), " cannot be reduced; expected f32, f16, bf16 or i32"));
+    }
+    return absl::OkStatus();
+  }
+
+  // MPI forbids aliased send and receive buffers; overlap would corrupt
+  // blocks silently, so it is an argument error. `bytes`: each buffer's size.
+  static absl::Status CheckAllToAllDisjoint(const void* in, const void* out, int64_t bytes) {
+    const auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
+    if (bytes > 0 && a < b + bytes && b < a + bytes) {
+      return absl::InvalidArgumentError("AllToAll input and output overlap; they must be separate buffers");
     }
     return absl::OkStatus();
   }

@@ -97,6 +97,8 @@ MPI_Datatype MpiRawType(DType dtype) {
     case DType::kBF16:
     case DType::kU16:
       return MPI_UINT16_T;
+    case DType::kI8:
+      return MPI_INT8_T;
   }
   return MPI_BYTE;
 }

@@ -64,9 +64,13 @@ ncclDataType_t NcclType(DType dtype) {
       return ncclBfloat16;
     case DType::kI32:
       return ncclInt32;
+    case DType::kI8:
+      return ncclInt8;
   }
   return ncclInt8;
 }
+
+bool IsReducible(DType dtype) { return dtype != DType::kU16 && dtype != DType::kI8; }
 
 ncclRedOp_t NcclOp(ReduceOp op) {
   switch (op) {
@@ -194,10 +198,35 @@ class NcclCommunicator : public Communicator, public P2PFlusher {
       return ncclAllGather(in, out, count, NcclType(dtype), comm_, s);
     });
   }
+  // One NCCL group of a send and a receive per peer (self included), which
+  // NCCL runs concurrently: issued one by one they would deadlock.
+  std::unique_ptr<Work> AllToAll(const void* in, void* out, int64_t count, DType dtype) override {
+    if (count < 0) return AsyncWork::Done(BadCount(count));
+    const int64_t bytes = count * static_cast<int64_t>(DTypeSize(dtype));
+    const auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
+    const int64_t total = bytes * size_;
+    if (total > 0 && a < b + total && b < a + total) {
+      return AsyncWork::Done(
+          absl::InvalidArgumentError("AllToAll input and output overlap; they must be separate buffers"));
+    }
+    CollectiveFingerprint fp{0, CommOp::kAllToAll, count, dtype, -1, ReduceOp::kSum};
+    return Issue(fp, bytes, false, [=](cudaStream_t s) {
+      ncclResult_t r = ncclGroupStart();
+      if (r != ncclSuccess) return r;
+      for (int peer = 0; peer < size_ && r == ncclSuccess; ++peer) {
+        r = ncclSend(static_cast<const char*>(in) + peer * bytes, count, NcclType(dtype), peer, comm_, s);
+        if (r == ncclSuccess) {
+          r = ncclRecv(static_cast<char*>(out) + peer * bytes, count, NcclType(dtype), peer, comm_, s);
+        }
+      }
+      const ncclResult_t end = ncclGroupEnd();  // closes the group even after an error
+      return r != ncclSuccess ? r : end;
+    });
+  }
   std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype,
                                       ReduceOp op) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
-    if (dtype == DType::kU16) return AsyncWork::Done(NotReducible());
+    if (!IsReducible(dtype)) return AsyncWork::Done(NotReducible(dtype));
     CollectiveFingerprint fp{0, CommOp::kReduceScatter, count, dtype, -1, op};
     return Issue(fp, count * DTypeSize(dtype), false, [=](cudaStream_t s) {
       return ncclReduceScatter(in, out, count, NcclType(dtype), NcclOp(op), comm_, s);
@@ -205,7 +234,7 @@ class NcclCommunicator : public Communicator, public P2PFlusher {
   }
   std::unique_ptr<Work> AllReduce(void* buf, int64_t count, DType dtype, ReduceOp op) override {
     if (count < 0) return AsyncWork::Done(BadCount(count));
-    if (dtype == DType::kU16) return AsyncWork::Done(NotReducible());
+    if (!IsReducible(dtype)) return AsyncWork::Done(NotReducible(dtype));
     CollectiveFingerprint fp{0, CommOp::kAllReduce, count, dtype, -1, op};
     return Issue(fp, count * DTypeSize(dtype), false, [=](cudaStream_t s) {
       return ncclAllReduce(buf, buf, count, NcclType(dtype), NcclOp(op), comm_, s);
@@ -293,8 +322,9 @@ class NcclCommunicator : public Communicator, public P2PFlusher {
   absl::Status BadCount(int64_t count) const {
     return absl::InvalidArgumentError(absl::StrCat("element count ", count, " must be >= 0"));
   }
-  static absl::Status NotReducible() {
-    return absl::InvalidArgumentError("dtype u16 cannot be reduced; expected f32, f16, bf16 or i32");
+  static absl::Status NotReducible(DType dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype ", DTypeName(dtype), " cannot be reduced; expected f32, f16, bf16 or i32"));
   }
   static absl::Status BadTag(int tag) {
     return absl::InvalidArgumentError(absl::StrCat("tag ", tag, " is outside [0, 32767]"));

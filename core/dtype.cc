@@ -13,6 +13,8 @@ size_t DTypeSize(DType dtype) {
     case DType::kBF16:
     case DType::kU16:
       return 2;
+    case DType::kI8:
+      return 1;
   }
   return 0;
 }
@@ -29,16 +31,18 @@ const char* DTypeName(DType dtype) {
       return "i32";
     case DType::kU16:
       return "u16";
+    case DType::kI8:
+      return "i8";
   }
   return "?";
 }
 
 absl::StatusOr<DType> ParseDType(absl::string_view name) {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kU16}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kU16, DType::kI8}) {
     if (name == DTypeName(d)) return d;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown dtype '", name, "'; expected one of f32, f16, bf16, i32, u16"));
+      absl::StrCat("unknown dtype '", name, "'; expected one of f32, f16, bf16, i32, u16, i8"));
 }
 
 void ConvertF32ToHalf(const float* in, uint16_t* out, size_t n, DType dtype) {

@@ -22,11 +22,13 @@
 
 namespace zeroshard {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kU16 };
+// New types are appended: the numbering travels in pipeline transfer headers
+// and collective fingerprints.
+enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kU16, kI8 };
 
 // Bytes per element.
 size_t DTypeSize(DType dtype);
-// "f32", "f16", "bf16", "i32", "u16".
+// "f32", "f16", "bf16", "i32", "u16", "i8".
 const char* DTypeName(DType dtype);
 // Inverse of DTypeName; kInvalidArgument naming the text otherwise.
 absl::StatusOr<DType> ParseDType(absl::string_view name);

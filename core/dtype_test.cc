@@ -182,7 +182,18 @@ TEST(DTypeTest, SizesNamesAndParsing) {
   EXPECT_EQ(*ParseDType("bf16"), DType::kBF16);
   absl::StatusOr<DType> bad = ParseDType("fp8");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.status().message(), "unknown dtype 'fp8'; expected one of f32, f16, bf16, i32, u16");
+  EXPECT_EQ(bad.status().message(), "unknown dtype 'fp8'; expected one of f32, f16, bf16, i32, u16, i8");
+}
+
+TEST(DTypeTest, I8IsOneSignedByte) {
+  EXPECT_EQ(DTypeSize(DType::kI8), 1u);
+  EXPECT_STREQ(DTypeName(DType::kI8), "i8");
+  EXPECT_EQ(*ParseDType("i8"), DType::kI8);
+  EXPECT_EQ(ParseDType("I8").status().code(), absl::StatusCode::kInvalidArgument);  // names are lower case
+  // Every name parses back to its dtype.
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kU16, DType::kI8}) {
+    EXPECT_EQ(*ParseDType(DTypeName(d)), d) << DTypeName(d);
+  }
 }
 
 }  // namespace

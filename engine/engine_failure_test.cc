@@ -146,6 +146,7 @@ class CudaClaimingCommunicator : public Communicator {
   const std::string& name() const override { return name_; }
   Device device() const override { return Device::kCuda; }
   std::unique_ptr<Work> AllGather(const void*, void*, int64_t, DType) override { return Unexpected(); }
+  std::unique_ptr<Work> AllToAll(const void*, void*, int64_t, DType) override { return Unexpected(); }
   std::unique_ptr<Work> ReduceScatter(const void*, void*, int64_t, DType, ReduceOp) override { return Unexpected(); }
   std::unique_ptr<Work> AllReduce(void*, int64_t, DType, ReduceOp) override { return Unexpected(); }
   std::unique_ptr<Work> Broadcast(void*, int64_t, DType, int) override { return Unexpected(); }

@@ -867,6 +867,10 @@ class LoggingCommunicator : public Communicator {
     log_->events.push_back(absl::StrCat("AG ", count));
     return inner_->AllGather(in, out, count, dtype);
   }
+  std::unique_ptr<Work> AllToAll(const void* in, void* out, int64_t count, DType dtype) override {
+    log_->events.push_back(absl::StrCat("A2A ", count));
+    return inner_->AllToAll(in, out, count, dtype);
+  }
   std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override {
     log_->events.push_back(absl::StrCat("RS ", count));
     return inner_->ReduceScatter(in, out, count, dtype, op);

@@ -88,6 +88,10 @@ class CountingCommunicator : public Communicator {
     Log(CommOp::kAllGather, count, dtype);
     return inner_->AllGather(in, out, count, dtype);
   }
+  std::unique_ptr<Work> AllToAll(const void* in, void* out, int64_t count, DType dtype) override {
+    Log(CommOp::kAllToAll, count, dtype);
+    return inner_->AllToAll(in, out, count, dtype);
+  }
   std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override {
     Log(CommOp::kReduceScatter, count, dtype);
     if (!IsHalf(dtype)) return inner_->ReduceScatter(in, out, count, dtype, op);

@@ -120,6 +120,10 @@ class CountingCommunicator : public Communicator {
     calls_.push_back({CommOp::kAllGather, ReduceOp::kSum, count, dtype});
     return inner_->AllGather(in, out, count, dtype);
   }
+  std::unique_ptr<Work> AllToAll(const void* in, void* out, int64_t count, DType dtype) override {
+    calls_.push_back({CommOp::kAllToAll, ReduceOp::kSum, count, dtype});
+    return inner_->AllToAll(in, out, count, dtype);
+  }
   std::unique_ptr<Work> ReduceScatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override {
     calls_.push_back({CommOp::kReduceScatter, op, count, dtype});
     if (!IsHalf(dtype)) return inner_->ReduceScatter(in, out, count, dtype, op);

@@ -8,8 +8,8 @@
 // bit for bit. avg = sum / size is not exact; it must satisfy
 //   |got - sum/size| <= size · ε · (|sum/size| + 8),   ε = 2^-23 (f32),
 // 2^-10 (f16), 2^-7 (bf16); i32 avg truncates toward zero exactly.
-// Outputs are poisoned (bytes 0x7f: NaN or ~3e38 or 2139062143) so unwritten
-// elements fail.
+// Outputs are poisoned (bytes 0x7f: NaN or ~3e38 or 2139062143, 127 in i8)
+// so unwritten elements fail.
 #include <mpi.h>
 
 #include <chrono>
@@ -45,6 +45,9 @@ constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax};
 constexpr int64_t kSmallCounts[] = {1, 7, 1001};
 constexpr int64_t kLargeCount = (int64_t{1} << 22) + 3;  // ~4 Mi elements, odd
+// AllToAll moves bytes, so every dtype whose values hold [-8, 8].
+constexpr DType kAllToAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI8};
+constexpr int64_t kAllToAllCounts[] = {0, 1, 7, 1001};
 
 uint64_t SplitMix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -75,6 +78,9 @@ void Store(void* base, int64_t i, DType dtype, double v) {
     case DType::kU16:
       static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(v);
       break;
+    case DType::kI8:
+      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v);
+      break;
   }
 }
 
@@ -90,6 +96,8 @@ double Load(const void* base, int64_t i, DType dtype) {
       return static_cast<const int32_t*>(base)[i];
     case DType::kU16:
       return static_cast<const uint16_t*>(base)[i];
+    case DType::kI8:
+      return static_cast<const int8_t*>(base)[i];
   }
   return 0;
 }
@@ -262,6 +270,30 @@ class CommConformanceTest : public testing::TestWithParam<Backend> {
     EXPECT_EQ(bad, 0);
   }
 
+  // Rank r's input element j is Value(seed, r, j, salt); afterwards
+  // out[r*n + i] must be rank r's element rank()*n + i.
+  void RunAllToAll(DType dtype, int64_t n, int salt = 7) {
+    SCOPED_TRACE(absl::StrCat("AllToAll ", DTypeName(dtype), " count ", n));
+    Staged in(device(), dtype, n * size());
+    Staged out(device(), dtype, n * size());
+    Fill(in, rank(), n * size(), salt);
+    ASSERT_TRUE(comm_->AllToAll(in.data(), out.data(), n, dtype)->Wait().ok());
+    out.Download();
+    int bad = 0;
+    for (int r = 0; r < size(); ++r) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = Value(seed_, r, rank() * n + i, salt);
+        if (out.Get(r * n + i) != want && bad++ < 3) {
+          ADD_FAILURE() << "block from rank " << r << " element " << i << ": got " << out.Get(r * n + i)
+                        << ", want " << want << " (seed " << seed_ << ")";
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0);
+    // Nothing is written past the n·size() elements (the staging byte after them).
+    EXPECT_EQ(static_cast<const uint8_t*>(out.host())[out.bytes()], 0x7f);
+  }
+
   std::unique_ptr<Communicator> comm_;
   std::string skip_reason_;
   uint64_t seed_ = 0;
@@ -354,6 +386,69 @@ TEST_P(CommConformanceTest, BroadcastLarge) {
   RunBroadcast(DType::kI32, kLargeCount, size() - 1);
 }
 
+TEST_P(CommConformanceTest, AllToAllEveryDTypeAndCount) {
+  SKIP_IF_UNAVAILABLE();
+  for (DType dtype : kAllToAllDTypes) {
+    for (int64_t n : kAllToAllCounts) RunAllToAll(dtype, n);
+  }
+}
+
+// Every element carries a code unique to (source rank, destination rank,
+// index), so a block delivered to the wrong rank, the wrong slot or out of
+// order cannot pass: rank s sends code(s, d, i) = (s·size + d)·count + i as
+// element i of block d, and rank d must hold code(s, d, i) at s·count + i.
+// Codes stay below 256 (size <= 6 at count 7): exact in bf16, and in i8 as
+// code - 128.
+TEST_P(CommConformanceTest, AllToAllBlocksLandAtTheirRanksInOrder) {
+  SKIP_IF_UNAVAILABLE();
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI8}) {
+    for (int64_t n : {int64_t{1}, int64_t{7}}) {
+      SCOPED_TRACE(absl::StrCat("AllToAll ", DTypeName(dtype), " count ", n));
+      ASSERT_LE(size() * size() * n, 256) << "codes would not fit in a byte";
+      const double shift = dtype == DType::kI8 ? -128 : 0;
+      auto code = [&](int src, int dst, int64_t i) {
+        return static_cast<double>((src * size() + dst) * n + i) + shift;
+      };
+      Staged in(device(), dtype, n * size()), out(device(), dtype, n * size());
+      for (int d = 0; d < size(); ++d) {
+        for (int64_t i = 0; i < n; ++i) in.Set(d * n + i, code(rank(), d, i));
+      }
+      in.Upload();
+      ASSERT_TRUE(comm_->AllToAll(in.data(), out.data(), n, dtype)->Wait().ok());
+      out.Download();
+      for (int s = 0; s < size(); ++s) {
+        for (int64_t i = 0; i < n; ++i) {
+          EXPECT_EQ(out.Get(s * n + i), code(s, rank(), i)) << "from rank " << s << " element " << i;
+        }
+      }
+      // The input is left as it was.
+      in.Download();
+      for (int d = 0; d < size(); ++d) {
+        for (int64_t i = 0; i < n; ++i) EXPECT_EQ(in.Get(d * n + i), code(rank(), d, i));
+      }
+    }
+  }
+}
+
+// Count 0 on every rank is a valid collective that moves nothing.
+TEST_P(CommConformanceTest, AllToAllOfZeroElementsWritesNothing) {
+  SKIP_IF_UNAVAILABLE();
+  Staged in(device(), DType::kI8, 0), out(device(), DType::kI8, 0);
+  ASSERT_TRUE(comm_->AllToAll(in.data(), out.data(), 0, DType::kI8)->Wait().ok());
+  EXPECT_EQ(static_cast<const uint8_t*>(out.host())[0], 0x7f);
+  EXPECT_EQ(comm_->Stats()[CommOp::kAllToAll].calls, 1);
+  EXPECT_EQ(comm_->Stats()[CommOp::kAllToAll].bytes_sent, 0);
+  // The communicator is still in step on every rank.
+  RunAllToAll(DType::kF32, 3);
+}
+
+TEST_P(CommConformanceTest, AllToAllLarge) {
+  SKIP_IF_UNAVAILABLE();
+  // ~4 Mi elements in each rank's input, over a block size that is odd.
+  RunAllToAll(DType::kF32, (kLargeCount / size()) | 1);
+  RunAllToAll(DType::kI8, (kLargeCount / size()) | 1);
+}
+
 // Each rank sends to its right neighbour and receives from its left, issuing
 // both before waiting: must not deadlock even when the message is too large
 // to be sent eagerly.
@@ -407,6 +502,9 @@ TEST_P(CommConformanceTest, AsyncOverlapWaitedInAnotherOrder) {
   Staged bc(device(), DType::kBF16, n);
   if (rank() == 0) Fill(bc, 0, n, 4);
   works.push_back(comm_->Broadcast(bc.data(), n, DType::kBF16, 0));
+  Staged ain(device(), DType::kI8, n * size()), aout(device(), DType::kI8, n * size());
+  Fill(ain, rank(), n * size(), 8);
+  works.push_back(comm_->AllToAll(ain.data(), aout.data(), n, DType::kI8));
   // Compute while they run.
   volatile double sink = 0;
   for (int i = 0; i < 200000; ++i) sink = sink + std::sqrt(static_cast<double>(i));
@@ -417,6 +515,10 @@ TEST_P(CommConformanceTest, AsyncOverlapWaitedInAnotherOrder) {
   for (int r = 0; r < size(); ++r) EXPECT_EQ(gout.Get(r * n + n - 1), Value(seed_, r, n - 1, 3));
   bc.Download();
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(bc.Get(i), Value(seed_, 0, i, 4)) << i;
+  aout.Download();
+  for (int r = 0; r < size(); ++r) {
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(aout.Get(r * n + i), Value(seed_, r, rank() * n + i, 8)) << r << " " << i;
+  }
 }
 
 // Progress without Wait: issued collectives complete while the caller only
@@ -522,6 +624,70 @@ TEST_P(CommConformanceTest, StatsCountCallsAndRingBytes) {
   EXPECT_EQ(s.Total().calls, 4);
 }
 
+// AllToAll keeps its own block and exchanges the other n-1 of count
+// elements each: (n-1)/n of the input out, as much in (comm_stats.h).
+TEST_P(CommConformanceTest, StatsCountAllToAllCallsAndBytes) {
+  SKIP_IF_UNAVAILABLE();
+  Staged a(device(), DType::kF32, 7 * size()), b(device(), DType::kF32, 7 * size());
+  Staged c(device(), DType::kI8, 5 * size()), d(device(), DType::kI8, 5 * size());
+  ASSERT_TRUE(comm_->AllToAll(a.data(), b.data(), 7, DType::kF32)->Wait().ok());
+  ASSERT_TRUE(comm_->AllToAll(c.data(), d.data(), 5, DType::kI8)->Wait().ok());
+  const CommStats s = comm_->Stats();
+  const int64_t per_call_block_bytes = 7 * 4 + 5 * 1;
+  EXPECT_EQ(s[CommOp::kAllToAll].calls, 2);
+  EXPECT_EQ(s[CommOp::kAllToAll].bytes_sent, (size() - 1) * per_call_block_bytes);
+  EXPECT_EQ(s[CommOp::kAllToAll].bytes_received, (size() - 1) * per_call_block_bytes);
+  EXPECT_EQ(s[CommOp::kAllGather].calls, 0);
+  EXPECT_EQ(s.Total().calls, 2);
+  EXPECT_EQ(s.Total().bytes_sent, (size() - 1) * per_call_block_bytes);
+}
+
+// i8 moves (AllGather, Broadcast, AllToAll, Send/Recv) but does not reduce.
+TEST_P(CommConformanceTest, I8ReductionsAreRejectedAtIssue) {
+  SKIP_IF_UNAVAILABLE();
+  Staged buf(device(), DType::kI8, 4 * size()), out(device(), DType::kI8, 4);
+  const std::string want = "dtype i8 cannot be reduced; expected f32, f16, bf16 or i32";
+  for (ReduceOp op : kOps) {
+    SCOPED_TRACE(ReduceOpName(op));
+    absl::Status s = comm_->AllReduce(buf.data(), 4, DType::kI8, op)->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), want);
+    s = comm_->ReduceScatter(buf.data(), out.data(), 4, DType::kI8, op)->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), want);
+  }
+  // Nothing was queued, and i8 still moves.
+  RunAllGather(DType::kI8, 7);
+  RunBroadcast(DType::kI8, 7, size() - 1);
+}
+
+TEST_P(CommConformanceTest, AllToAllArgumentErrorsQueueNothing) {
+  SKIP_IF_UNAVAILABLE();
+  Staged buf(device(), DType::kF32, 4 * size() + 1), out(device(), DType::kF32, 4 * size());
+  absl::Status s = comm_->AllToAll(buf.data(), out.data(), -1, DType::kF32)->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "element count -1 must be >= 0");
+  // Output one element into the input, and the same buffer for both.
+  char* base = static_cast<char*>(buf.data());
+  for (void* o : {static_cast<void*>(base + sizeof(float)), static_cast<void*>(base)}) {
+    s = comm_->AllToAll(buf.data(), o, 4, DType::kF32)->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), "AllToAll input and output overlap; they must be separate buffers");
+  }
+  EXPECT_EQ(comm_->Stats()[CommOp::kAllToAll].calls, 0);
+  // Adjacent buffers do not overlap, and the communicator is in step.
+  Staged adjacent(device(), DType::kF32, 8 * size());
+  Fill(adjacent, rank(), 4 * size(), 9);
+  char* a = static_cast<char*>(adjacent.data());
+  ASSERT_TRUE(comm_->AllToAll(a, a + 4 * size() * sizeof(float), 4, DType::kF32)->Wait().ok());
+  adjacent.Download();
+  for (int r = 0; r < size(); ++r) {
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(adjacent.Get(4 * size() + r * 4 + i), Value(seed_, r, rank() * 4 + i, 9)) << r << " " << i;
+    }
+  }
+}
+
 TEST_P(CommConformanceTest, InvalidArgumentsFailAtIssueWithoutBreakingTheCommunicator) {
   SKIP_IF_UNAVAILABLE();
   Staged buf(device(), DType::kF32, 4);
@@ -557,6 +723,7 @@ TEST_P(CommConformanceTest, DebugChecksPassMatchingCollectives) {
   EXPECT_EQ(CheckReduced(buf, 3, ReduceOp::kSum, DType::kF32, 1, 0), 0);
   EXPECT_TRUE(checked->AllGather(buf.data(), out.data(), 3, DType::kF32)->Wait().ok());
   EXPECT_TRUE(checked->Broadcast(buf.data(), 3, DType::kF32, size() - 1)->Wait().ok());
+  EXPECT_TRUE(checked->AllToAll(buf.data(), out.data(), 3, DType::kF32)->Wait().ok());
   EXPECT_TRUE(checked->Barrier()->Wait().ok());
   auto sub = checked->Split(0, rank(), "all");
   ASSERT_TRUE(sub.ok()) << sub.status();
@@ -587,6 +754,28 @@ TEST_P(CommConformanceTest, DebugChecksFailEveryRankOnMismatch) {
   absl::Status after = checked->Barrier()->Wait();
   EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(after.message(), absl::StrCat("communicator world is unusable after an earlier failure: ", s.message()));
+}
+
+// Same count and dtype on every rank: only the op in the fingerprint differs.
+TEST_P(CommConformanceTest, DebugChecksNameAllToAllAgainstAllGather) {
+  SKIP_IF_UNAVAILABLE();
+  if (size() < 2) GTEST_SKIP() << "a mismatch needs two ranks";
+  CommOptions options;
+  options.debug_checks = true;
+  auto checked = Create(options);
+  ASSERT_NE(checked, nullptr);
+  Staged in(device(), DType::kBF16, 4 * size()), out(device(), DType::kBF16, 4 * size());
+  ASSERT_TRUE(checked->AllToAll(in.data(), out.data(), 4, DType::kBF16)->Wait().ok());  // collective #1
+  const int odd = size() - 1;
+  absl::Status s = rank() == odd ? checked->AllGather(in.data(), out.data(), 4, DType::kBF16)->Wait()
+                                 : checked->AllToAll(in.data(), out.data(), 4, DType::kBF16)->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  std::string others = size() > 2 ? "ranks 0" : "rank 0";
+  for (int r = 1; r < odd; ++r) absl::StrAppend(&others, ",", r);
+  EXPECT_EQ(s.message(), absl::StrCat("collective #2 mismatch in group world: ", others,
+                                      " called AllToAll(bf16, 4), rank ", odd, " called AllGather(bf16, 4)"));
+  absl::Status after = checked->AllToAll(in.data(), out.data(), 4, DType::kBF16)->Wait();
+  EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // The MPI backend widens f16/bf16 reductions into one reusable f32 staging

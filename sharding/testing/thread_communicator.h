@@ -6,8 +6,9 @@
 // results are bitwise repeatable), waits for every rank to finish reading,
 // and returns an already completed Work. That is a valid schedule of the
 // Communicator contract (same collectives in the same order on every rank);
-// it simply overlaps nothing. f32 and i32; AllGather, ReduceScatter,
-// AllReduce, Barrier. Other calls return kUnimplemented.
+// it simply overlaps nothing. AllGather and AllToAll (any dtype),
+// ReduceScatter and AllReduce (f32 and i32), Barrier. Other calls return
+// kUnimplemented.
 //
 // Stats follow comm/comm_stats.h, so tests can assert bytes exactly.
 #ifndef ZEROSHARD_SHARDING_TESTING_THREAD_COMMUNICATOR_H_
