@@ -10,6 +10,7 @@
 #include "kernels/cast.h"
 #include "kernels/quantize.h"
 #include "kernels/scale.h"
+#include "sharding/quantized_shard.h"
 
 namespace zeroshard {
 
@@ -79,10 +80,16 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<Uni
     b.shard_numel = g.shard_numel;
     b.label = std::move(g.label);
     b.stages_input = b.units.size() > 1 || reduce_dtype != r->compute_dtype_ || r->quantized();
-    for (int u : b.units) {
-      r->bucket_of_[u] = static_cast<int>(r->buckets_.size());
-      if (r->quantized()) {
-        b.packed_chunk += kernels::Int8PackedBytes(r->units_[u]->layout().shard_numel(), reduction.quantization_block);
+    for (int u : b.units) r->bucket_of_[u] = static_cast<int>(r->buckets_.size());
+    if (r->quantized()) {
+      // Destination d's part: the bucket's units' runs of shard d, packed;
+      // every part is padded to the largest.
+      for (int d = 0; d < dp->size(); ++d) {
+        int64_t bytes = 0;
+        for (int u : b.units) {
+          bytes += PackedShardBytes(QuantizationRuns(r->units_[u]->layout(), d), reduction.quantization_block);
+        }
+        b.packed_chunk = std::max(b.packed_chunk, bytes);
       }
     }
     r->buckets_.push_back(std::move(b));
@@ -293,16 +300,17 @@ absl::Status GradReducer::LaunchQuantized(Bucket& b) {
   const int64_t block = reduction_.quantization_block;
   const int64_t in_size = static_cast<int64_t>(DTypeSize(compute_dtype_));
   // Destination r's chunk: every unit's part r, packed, in bucket order.
-  char* dst = static_cast<char*>(b.in);
   for (int r = 0; r < n; ++r) {
+    char* dst = static_cast<char*>(b.in) + r * b.packed_chunk;
     for (int u : b.units) {
       const int64_t S = units_[u]->layout().shard_numel();
       if (S == 0) continue;
+      const std::vector<int64_t> runs = QuantizationRuns(units_[u]->layout(), r);
       const char* src = static_cast<const char*>(units_[u]->full_grads()) + r * S * in_size;
       float* residual = residuals_.empty() || residuals_[u].empty() ? nullptr : residuals_[u].as<float>() + r * S;
-      RETURN_IF_ERROR(kernels::QuantizeInt8Blocks(kernels_, dst, src, compute_dtype_, S, block,
-                                                  kernels::NonFiniteInput::kPropagate, residual));
-      dst += kernels::Int8PackedBytes(S, block);
+      RETURN_IF_ERROR(QuantizeShard(kernels_, dst, src, compute_dtype_, runs, block,
+                                    kernels::NonFiniteInput::kPropagate, residual));
+      dst += PackedShardBytes(runs, block);
     }
   }
   b.issued = std::chrono::steady_clock::now();
@@ -321,8 +329,9 @@ absl::Status GradReducer::SumQuantized(Bucket& b) {
     for (int u : b.units) {
       const int64_t S = units_[u]->layout().shard_numel();
       if (S == 0) continue;
-      RETURN_IF_ERROR(kernels::DequantizeInt8BlocksAccumulate(kernels_, b.sum + at, src, S, block));
-      src += kernels::Int8PackedBytes(S, block);
+      const std::vector<int64_t> runs = QuantizationRuns(units_[u]->layout(), dp_->rank());
+      RETURN_IF_ERROR(DequantizeShardAccumulate(kernels_, b.sum + at, src, runs, block));
+      src += PackedShardBytes(runs, block);
       at += S;
     }
   }

@@ -77,7 +77,8 @@ struct ReductionOptions {
   Communicator* replica = nullptr;
   // > 0: int8 gradient reduction with this many elements per f32 scale
   // (kernels/quantize.h). Each rank quantizes every destination's part of
-  // each unit (blocks start at every unit's shard), one AllToAll moves the
+  // each unit (blocks restart at every parameter: sharding/quantized_shard.h;
+  // each destination's part padded to the largest), one AllToAll moves the
   // packed parts, and each rank sums the n dequantized parts of its shard
   // in f32, in rank order, then divides by n: nothing is summed in int8 or
   // re-quantized, so the error does not grow with n. Non-finite gradients

@@ -8,6 +8,7 @@
 #include "core/status_macros.h"
 #include "kernels/cast.h"
 #include "kernels/quantize.h"
+#include "sharding/quantized_shard.h"
 
 namespace zeroshard {
 
@@ -74,12 +75,11 @@ absl::Status UnitShard::StartGather() {
                                                layout_->padded_numel()));
   gather_issued_ = std::chrono::steady_clock::now();
   if (quantization_block_ > 0) {
-    const int64_t packed = kernels::Int8PackedBytes(layout_->shard_numel(), quantization_block_);
+    const int64_t packed = packed_part_bytes_;
     absl::Status s = AllocateQuantizedGather(packed);
     if (s.ok()) {
-      s = kernels::QuantizeInt8Blocks(kernels_, quantized_send_.data(), params_.data(), compute_dtype_,
-                                      layout_->shard_numel(), quantization_block_,
-                                      kernels::NonFiniteInput::kPropagate);
+      s = QuantizeShard(kernels_, quantized_send_.data(), params_.data(), compute_dtype_, quantization_runs_[rank_],
+                        quantization_block_, kernels::NonFiniteInput::kPropagate);
     }
     if (!s.ok()) {
       gathered_.Reset();
@@ -127,13 +127,22 @@ absl::Status UnitShard::AllocateQuantizedGather(int64_t packed_bytes) {
 
 absl::Status UnitShard::DequantizeGathered() {
   const int64_t S = layout_->shard_numel();
-  const int64_t packed = kernels::Int8PackedBytes(S, quantization_block_);
   const int64_t dtype_size = static_cast<int64_t>(DTypeSize(compute_dtype_));
   for (int r = 0; r < dp_->size(); ++r) {
-    RETURN_IF_ERROR(kernels::DequantizeInt8Blocks(kernels_, gathered_.as<char>() + r * S * dtype_size, compute_dtype_,
-                                                  quantized_recv_.as<char>() + r * packed, S, quantization_block_));
+    RETURN_IF_ERROR(DequantizeShard(kernels_, gathered_.as<char>() + r * S * dtype_size, compute_dtype_,
+                                    quantized_recv_.as<char>() + r * packed_part_bytes_, quantization_runs_[r],
+                                    quantization_block_));
   }
   return absl::OkStatus();
+}
+
+void UnitShard::set_weight_quantization(int64_t block) {
+  quantization_block_ = block;
+  quantization_runs_.clear();
+  packed_part_bytes_ = 0;
+  if (block <= 0) return;
+  for (int r = 0; r < layout_->dp(); ++r) quantization_runs_.push_back(QuantizationRuns(*layout_, r));
+  packed_part_bytes_ = MaxPackedShardBytes(*layout_, block);
 }
 
 absl::Status UnitShard::Release() {

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -87,7 +88,8 @@ class UnitShard {
   // weights; the master and the shard stay exact. 0 (the default): gathers
   // move the compute dtype. Non-finite weights become NaN blocks (the loss
   // then overflows) rather than failing one rank inside the collective.
-  void set_weight_quantization(int64_t block) { quantization_block_ = block; }
+  // Blocks restart at every parameter (sharding/quantized_shard.h).
+  void set_weight_quantization(int64_t block);
   int64_t weight_quantization() const { return quantization_block_; }
   // Draw each parameter gather's wait on `timeline` ("AllGather <unit>",
   // comm/traced_wait.h); null stops it. Must outlive the shard.
@@ -140,6 +142,8 @@ class UnitShard {
   Buffer params_;       // full (stages 0-2) or shard (stage 3)
   Buffer gathered_;     // stage 3 full buffer while gathered
   int64_t quantization_block_ = 0;
+  std::vector<std::vector<int64_t>> quantization_runs_;  // per rank
+  int64_t packed_part_bytes_ = 0;  // every rank's part, padded to the largest
   Buffer quantized_send_;  // this rank's packed shard while a quantized gather is in flight
   Buffer quantized_recv_;  // every rank's packed shard
   GatherState gather_state_ = GatherState::kReleased;

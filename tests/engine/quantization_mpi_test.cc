@@ -1,7 +1,8 @@
 // int8 communication under mpirun (np 2, 3, 4), GPT-2 tiny widened to C 64:
 //   * weight gathers (ZeRO 3) and gradient reductions each move the packed
-//     int8 bytes of their formula exactly (n-1 parts of round_up(S, 4) + 4
-//     per block per unit), at most 0.27x the f32 collectives they replace;
+//     int8 bytes of their formula exactly (n-1 parts per unit of round_up(run,
+//     4) + 4 per block over the shard's parameter runs, padded to the largest
+//     rank's part), at most 0.27x the f32 collectives they replace;
 //   * the quantized reduced gradient of one step is within int8's error of
 //     the exact one (relative L2 well under 1%), and the error does not grow
 //     with the number of ranks (every rank sums dequantized values in f32);
@@ -34,6 +35,7 @@
 #include "gtest/gtest.h"
 #include "kernels/quantize.h"
 #include "nn/gpt2.h"
+#include "sharding/quantized_shard.h"
 
 namespace zeroshard {
 namespace {
@@ -145,7 +147,7 @@ CommStats OneStepDp(Engine& engine, const Case& c, uint32_t seed, int64_t* gathe
   *gathered_packed = *gathered_f32 = 0;
   for (int u = 0; u < impl.num_units(); ++u) {
     const int64_t g = impl.unit_shard(u).gathers() - before[u], S = impl.layout(u).shard_numel();
-    *gathered_packed += g * kernels::Int8PackedBytes(S, kBlock);
+    *gathered_packed += g * MaxPackedShardBytes(impl.layout(u), kBlock);
     *gathered_f32 += g * S * 4;
   }
   return delta;
@@ -178,9 +180,19 @@ TEST(QuantizationMpiTest, BytesMatchThePackedFormulaAndAreAQuarterOfF32) {
   ASSERT_NE(qg, nullptr);
   const CommStats grads = OneStepDp(*qg, g, seed, &packed, &f32);
   const GradReducer& reducer = Internals(*qg).reducer();
+  // Each destination's part of a bucket: its units' runs, padded to the
+  // largest destination's.
   int64_t chunks = 0;
   for (int b = 0; b < reducer.num_buckets(); ++b) {
-    for (int u : reducer.bucket_units(b)) chunks += kernels::Int8PackedBytes(Internals(*qg).layout(u).shard_numel(), kBlock);
+    int64_t largest = 0;
+    for (int d = 0; d < n; ++d) {
+      int64_t bytes = 0;
+      for (int u : reducer.bucket_units(b)) {
+        bytes += PackedShardBytes(QuantizationRuns(Internals(*qg).layout(u), d), kBlock);
+      }
+      largest = std::max(largest, bytes);
+    }
+    chunks += largest;
   }
   EXPECT_EQ(grads[CommOp::kReduceScatter].calls, 0) << g.Name();
   EXPECT_EQ(grads[CommOp::kAllToAll].bytes_sent, kAccumulation * (n - 1) * chunks) << g.Name();
@@ -297,16 +309,21 @@ TEST(QuantizationMpiTest, QuantizedGatherIsWithinHalfAScaleOfTheMaster) {
     ASSERT_NE(q, nullptr);
     bool differs = false;
     for (int r = 0; r < n; ++r) {
-      for (int64_t b0 = 0; b0 < S; b0 += kBlock) {
-        const int64_t b1 = std::min<int64_t>(S, b0 + kBlock);
-        double amax = 0;
-        for (int64_t i = b0; i < b1; ++i) amax = std::max(amax, std::fabs(static_cast<double>(exact[r * S + i])));
-        const double half_scale = amax / 127 / 2;
-        for (int64_t i = b0; i < b1; ++i) {
-          const double d = std::fabs(static_cast<double>(q[r * S + i]) - exact[r * S + i]);
-          EXPECT_LE(d, half_scale * (1 + 1e-6) + 1e-12) << "unit " << u << " rank part " << r << " element " << i;
-          differs = differs || d > 0;
+      // Blocks of kBlock restart at every run (parameter) of rank r's shard.
+      int64_t run_begin = 0;
+      for (int64_t run : QuantizationRuns(impl.layout(u), r)) {
+        for (int64_t b0 = run_begin; b0 < run_begin + run; b0 += kBlock) {
+          const int64_t b1 = std::min<int64_t>(run_begin + run, b0 + kBlock);
+          double amax = 0;
+          for (int64_t i = b0; i < b1; ++i) amax = std::max(amax, std::fabs(static_cast<double>(exact[r * S + i])));
+          const double half_scale = amax / 127 / 2;
+          for (int64_t i = b0; i < b1; ++i) {
+            const double d = std::fabs(static_cast<double>(q[r * S + i]) - exact[r * S + i]);
+            EXPECT_LE(d, half_scale * (1 + 1e-6) + 1e-12) << "unit " << u << " rank part " << r << " element " << i;
+            differs = differs || d > 0;
+          }
         }
+        run_begin += run;
       }
     }
     EXPECT_TRUE(differs) << "unit " << u << ": the gathered copy is not quantized";
