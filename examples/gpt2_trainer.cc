@@ -289,6 +289,21 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
         engine_config.zero().stage(),
         config.data().batch_size(), config.model().seq_len(), total_steps);
     if (!pipeline.empty()) out << "zeroshard: pipeline " << pipeline << "\n";
+    const ZeroConfig& zero = engine_config.zero();
+    const int shard_group = zero.shard_group_size() > 0 ? zero.shard_group_size() : par.dp();
+    std::string line;
+    if (shard_group < par.dp()) {
+      line = absl::StrFormat(" | hybrid sharding: groups of %d dp ranks, %d replicas", shard_group,
+                             par.dp() / shard_group);
+    }
+    if (zero.weight_quantization() == ZeroConfig::INT8) absl::StrAppend(&line, " | int8 weight gathers");
+    if (zero.gradient_quantization() == ZeroConfig::INT8) {
+      absl::StrAppend(&line, " | int8 gradient reductions", zero.error_feedback() ? " with error feedback" : "");
+    }
+    if (zero.weight_quantization() == ZeroConfig::INT8 || zero.gradient_quantization() == ZeroConfig::INT8) {
+      absl::StrAppend(&line, " (blocks of ", zero.quantization_block(), ")");
+    }
+    if (!line.empty()) out << "zeroshard: data parallelism" << line << "\n";
   }
 
   StepBatches batches(engine_config.gradient_accumulation_steps(), train->source->plan().micro_batch_size(),
