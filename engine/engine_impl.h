@@ -55,15 +55,15 @@ namespace zeroshard {
 // too (when dp works on host memory); pp and embedding may then be null.
 struct EngineComms {
   // The group ZeRO shards over: all of dp, or under hybrid sharding the
-  // rank's shard group, with `replica` the ranks holding the same shard
-  // (null without hybrid sharding).
+  // rank's shard group, with `replica` (below) the ranks holding the same
+  // shard.
   Communicator* dp = nullptr;
-  Communicator* replica = nullptr;
   Communicator* control = nullptr;
   Communicator* world = nullptr;
   Communicator* pp = nullptr;
   Communicator* embedding = nullptr;
   Communicator* tp = nullptr;  // the tensor-parallel group (null: tp 1)
+  Communicator* replica = nullptr;  // hybrid sharding's replica group (null: none)
 };
 
 // Test seams of Create.
