@@ -33,7 +33,7 @@ double RelativeL2(const Weights& a, const Weights& ref) {
 }
 
 bool BitwiseEqual(const Weights& a, const Weights& b) {
-  if (a.size() != b.size()) return false;
+  if (a.empty() || a.size() != b.size()) return false;
   for (const auto& [name, v] : a) {
     auto it = b.find(name);
     if (it == b.end() || it->second.size() != v.size()) return false;

@@ -21,7 +21,7 @@ Weights GatherWeights(Engine& engine);
 // `a` lacks one or has another size.
 double RelativeL2(const Weights& a, const Weights& ref);
 
-// Same names, sizes and bits.
+// Same names, sizes and bits, and not empty (a failed gather is never equal).
 bool BitwiseEqual(const Weights& a, const Weights& b);
 
 }  // namespace zeroshard

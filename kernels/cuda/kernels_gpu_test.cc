@@ -26,6 +26,7 @@
 #include "kernels/residual.h"
 #include "kernels/scale.h"
 #include "kernels/sum_squares.h"
+#include "kernels/testing/device_array.h"
 #include "kernels/testing/kernel_test_util.h"
 
 #ifdef ZEROSHARD_HAS_CUDA
@@ -45,42 +46,7 @@ TEST(GpuKernels, Skipped) { GTEST_SKIP() << "built without CUDA (--//bazel:cuda=
 #else
 
 // Device copy of host bytes, freed on destruction.
-class DeviceArray {
- public:
-  DeviceArray(const void* host, size_t bytes) : bytes_(bytes) {
-    auto p = DeviceAlloc(Device::kCuda, bytes);
-    EXPECT_TRUE(p.ok()) << p.status();
-    ptr_ = p.ok() ? *p : nullptr;
-    if (ptr_ != nullptr && host != nullptr) {
-      EXPECT_TRUE(DeviceCopy(ptr_, Device::kCuda, host, Device::kCpu, bytes).ok());
-    }
-  }
-  explicit DeviceArray(const HostTensor& t) : DeviceArray(t.data(), t.size() * DTypeSize(t.dtype())) {}
-  template <typename T>
-  explicit DeviceArray(const std::vector<T>& v) : DeviceArray(v.data(), v.size() * sizeof(T)) {}
-  ~DeviceArray() { DeviceFree(Device::kCuda, ptr_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  void* get() const { return ptr_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  void CopyTo(HostTensor& t) const {
-    ASSERT_TRUE(DeviceCopy(t.data(), Device::kCpu, ptr_, Device::kCuda, bytes_).ok());
-  }
-  template <typename T>
-  std::vector<double> ToDoubles() const {
-    std::vector<T> v(bytes_ / sizeof(T));
-    EXPECT_TRUE(DeviceCopy(v.data(), Device::kCpu, ptr_, Device::kCuda, bytes_).ok());
-    return std::vector<double>(v.begin(), v.end());
-  }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_;
-};
+using testing::DeviceArray;
 
 std::vector<double> Doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 

@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "gtest/gtest.h"
 #include "kernels/quantize.h"
+#include "kernels/testing/device_array.h"
 #include "kernels/testing/kernel_test_util.h"
 
 #ifdef ZEROSHARD_HAS_CUDA
@@ -32,39 +33,7 @@ TEST(QuantizeGpu, Skipped) { GTEST_SKIP() << "built without CUDA (--//bazel:cuda
 
 #else
 
-class DeviceArray {
- public:
-  DeviceArray(const void* host, size_t bytes) : bytes_(bytes) {
-    auto p = DeviceAlloc(Device::kCuda, bytes);
-    EXPECT_TRUE(p.ok()) << p.status();
-    ptr_ = p.ok() ? *p : nullptr;
-    if (ptr_ != nullptr && host != nullptr) {
-      EXPECT_TRUE(DeviceCopy(ptr_, Device::kCuda, host, Device::kCpu, bytes).ok());
-    }
-  }
-  explicit DeviceArray(const HostTensor& t) : DeviceArray(t.data(), t.size() * DTypeSize(t.dtype())) {}
-  template <typename T>
-  explicit DeviceArray(const std::vector<T>& v) : DeviceArray(v.data(), v.size() * sizeof(T)) {}
-  ~DeviceArray() { DeviceFree(Device::kCuda, ptr_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  void* get() const { return ptr_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  // The bytes, for bitwise comparison.
-  std::vector<unsigned char> Bytes() const {
-    std::vector<unsigned char> b(bytes_);
-    EXPECT_TRUE(DeviceCopy(b.data(), Device::kCpu, ptr_, Device::kCuda, bytes_).ok());
-    return b;
-  }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_;
-};
+using testing::DeviceArray;
 
 template <typename T>
 std::vector<unsigned char> BytesOf(const std::vector<T>& v) {

@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "gtest/gtest.h"
+#include "kernels/testing/device_array.h"
 #include "kernels/testing/kernel_test_util.h"
 #include "kernels/vocab_parallel.h"
 
@@ -29,38 +30,7 @@ TEST(VocabParallelGpu, Skipped) { GTEST_SKIP() << "built without CUDA (--//bazel
 
 #else
 
-class DeviceArray {
- public:
-  DeviceArray(const void* host, size_t bytes) : bytes_(bytes) {
-    auto p = DeviceAlloc(Device::kCuda, bytes);
-    EXPECT_TRUE(p.ok()) << p.status();
-    ptr_ = p.ok() ? *p : nullptr;
-    if (ptr_ != nullptr && host != nullptr) {
-      EXPECT_TRUE(DeviceCopy(ptr_, Device::kCuda, host, Device::kCpu, bytes).ok());
-    }
-  }
-  explicit DeviceArray(const HostTensor& t) : DeviceArray(t.data(), t.size() * DTypeSize(t.dtype())) {}
-  template <typename T>
-  explicit DeviceArray(const std::vector<T>& v) : DeviceArray(v.data(), v.size() * sizeof(T)) {}
-  ~DeviceArray() { DeviceFree(Device::kCuda, ptr_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  void* get() const { return ptr_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  std::vector<double> Fetch(DType dtype) const {
-    HostTensor t(dtype, static_cast<int64_t>(bytes_ / DTypeSize(dtype)));
-    EXPECT_TRUE(DeviceCopy(t.data(), Device::kCpu, ptr_, Device::kCuda, bytes_).ok());
-    return t.Values();
-  }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_;
-};
+using testing::DeviceArray;
 
 std::vector<double> Doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 

@@ -33,13 +33,13 @@
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
+#include "engine/testing/weights.h"
 
 namespace zeroshard {
 namespace {
 
 constexpr int kGlobalBatch = 16;
 constexpr int kLayers = 4;
-using Weights = std::map<std::string, std::vector<float>>;
 
 Gpt2Config Tiny() { return TinyGpt2(kLayers); }
 
@@ -169,18 +169,6 @@ int32_t SharedSeed() {
   return seed;
 }
 
-bool Bitwise(const Weights& a, const Weights& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [name, w] : a) {
-    auto it = b.find(name);
-    if (it == b.end() || it->second.size() != w.size() ||
-        std::memcmp(w.data(), it->second.data(), w.size() * sizeof(float)) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
 TEST(PipelineCheckpointMpiTest, ResumeAtTheSavingLayoutIsBitwiseExact) {
   const int n = WorldSize();
   if (n < 2) GTEST_SKIP() << "a pipeline needs at least 2 ranks";
@@ -205,7 +193,7 @@ TEST(PipelineCheckpointMpiTest, ResumeAtTheSavingLayoutIsBitwiseExact) {
     EXPECT_EQ(loaded->saved_dp, l.dp);
     ASSERT_TRUE(second.Steps(4).ok());
     EXPECT_EQ(second.losses, std::vector<float>(first.losses.begin() + 4, first.losses.end()));
-    EXPECT_TRUE(Bitwise(second.Gather(), first.Gather()));
+    EXPECT_TRUE(BitwiseEqual(second.Gather(), first.Gather()));
   }
 }
 
@@ -236,7 +224,7 @@ TEST(PipelineCheckpointMpiTest, LoadReshardsAcrossStagesPartitionsAndDp) {
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     EXPECT_EQ(loaded->saved_pp, n);
     EXPECT_EQ(loaded->saved_dp, 1);
-    EXPECT_TRUE(Bitwise(resumed.Gather(), saved)) << "right after loading";
+    EXPECT_TRUE(BitwiseEqual(resumed.Gather(), saved)) << "right after loading";
     ASSERT_TRUE(resumed.Steps(3).ok());
     for (int i = 0; i < 3; ++i) EXPECT_NEAR(resumed.losses[i], run.losses[4 + i], 1e-5f) << "step " << 5 + i;
     const Weights after = resumed.Gather();
@@ -280,7 +268,7 @@ TEST(PipelineCheckpointMpiTest, ConsolidateWritesTheWholeModelOnce) {
       ASSERT_TRUE(st->ReadAsF32(name, 0, static_cast<int64_t>(v.size()), v.data()).ok()) << name;
       read[name] = std::move(v);
     }
-    EXPECT_TRUE(Bitwise(read, saved));
+    EXPECT_TRUE(BitwiseEqual(read, saved));
   }
   EXPECT_TRUE(World().Barrier()->Wait().ok());
 }

@@ -31,6 +31,7 @@
 #include "sharding/grad_clip.h"
 #include "sharding/lr_schedule.h"
 #include "sharding/weight_decay_policy.h"
+#include "engine/testing/weights.h"
 
 namespace zeroshard {
 namespace {
@@ -68,8 +69,6 @@ EngineConfig MakeConfig(int stage, int dp, int k) {
 
 // One grid for the whole binary: dp = every rank.
 ProcessGrid& Grid() { return DataParallelWorld(); }
-
-using Weights = std::map<std::string, std::vector<float>>;
 
 // Tokens every rank agrees on, from a random seed every rank agrees on (the
 // largest of the ranks' draws), stored in *seed for the caller's SCOPED_TRACE.
@@ -215,18 +214,6 @@ Parity Compare(const Weights& a, const Weights& ref) {
   return p;
 }
 
-bool Bitwise(const Weights& a, const Weights& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [name, w] : a) {
-    auto it = b.find(name);
-    if (it == b.end() || it->second.size() != w.size() ||
-        std::memcmp(w.data(), it->second.data(), w.size() * sizeof(float)) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
 TEST(EngineMpiTest, Gpt2ParityStageEqualityRepeatability) {
   int32_t seed = 0;
   const std::vector<int32_t> tokens = SharedTokens(&seed);
@@ -251,10 +238,10 @@ TEST(EngineMpiTest, Gpt2ParityStageEqualityRepeatability) {
       }
       if (stage == 0) {
         EXPECT_LT(run.results.back().loss, run.results.front().loss);
-        EXPECT_TRUE(Bitwise(RunEngine(0, k, tokens).weights, run.weights)) << "a second run differs";
+        EXPECT_TRUE(BitwiseEqual(RunEngine(0, k, tokens).weights, run.weights)) << "a second run differs";
         stage0 = std::move(run);
       } else {
-        EXPECT_TRUE(Bitwise(run.weights, stage0.weights)) << "differs from stage 0";
+        EXPECT_TRUE(BitwiseEqual(run.weights, stage0.weights)) << "differs from stage 0";
         for (int s = 0; s < kSteps; ++s) {
           EXPECT_EQ(run.results[s].loss, stage0.results[s].loss) << "step " << s + 1;
           EXPECT_EQ(run.results[s].grad_norm, stage0.results[s].grad_norm) << "step " << s + 1;

@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
 #include "sharding/testing/thread_communicator.h"
+#include "engine/testing/weights.h"
 
 namespace zeroshard {
 namespace {
@@ -35,7 +36,6 @@ namespace {
 constexpr int kSteps = 10;
 constexpr uint64_t kSeed = 5;
 using Schedule = ParallelConfig::PipelineSchedule;
-using Weights = std::map<std::string, std::vector<float>>;
 
 // 6 blocks: 8 units, enough for 4 stages x 2 virtual stages.
 Gpt2Config Model() { return TinyGpt2(6); }
@@ -180,32 +180,6 @@ Outcome RunReference(const Case& c, const std::vector<int32_t>& tokens) {
   return run;
 }
 
-double RelativeL2(const Weights& a, const Weights& ref) {
-  double diff = 0, norm = 0;
-  for (const auto& [name, r] : ref) {
-    auto it = a.find(name);
-    if (it == a.end() || it->second.size() != r.size()) return INFINITY;
-    for (size_t i = 0; i < r.size(); ++i) {
-      const double d = static_cast<double>(it->second[i]) - r[i];
-      diff += d * d;
-      norm += static_cast<double>(r[i]) * r[i];
-    }
-  }
-  return std::sqrt(diff / norm);
-}
-
-bool Bitwise(const Weights& a, const Weights& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [name, w] : a) {
-    auto it = b.find(name);
-    if (it == b.end() || it->second.size() != w.size() ||
-        std::memcmp(w.data(), it->second.data(), w.size() * sizeof(float)) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Schedules a (pp, m) accepts, with their virtual stages.
 std::vector<std::pair<Schedule, int>> Schedules(int pp, int m) {
   std::vector<std::pair<Schedule, int>> out = {{ParallelConfig::GPIPE, 1}, {ParallelConfig::ONE_F_ONE_B, 1}};
@@ -252,14 +226,14 @@ TEST(PipelineMpiTest, EverySchedulesAndStagesMatchTheUnpipelinedRun) {
             stage0 = run;
             if (schedule == ParallelConfig::GPIPE) {
               gpipe = run;
-              EXPECT_TRUE(Bitwise(RunPipeline(c, tokens).weights, run.weights)) << "a rerun differs";
+              EXPECT_TRUE(BitwiseEqual(RunPipeline(c, tokens).weights, run.weights)) << "a rerun differs";
             } else if (v == 1) {
               // Same partition: the same sums in the same order. Interleaving
               // cuts 2·pp chunks, which regroups the norm's partial sums.
-              EXPECT_TRUE(Bitwise(run.weights, gpipe.weights)) << "differs from GPipe's";
+              EXPECT_TRUE(BitwiseEqual(run.weights, gpipe.weights)) << "differs from GPipe's";
             }
           } else {
-            EXPECT_TRUE(Bitwise(run.weights, stage0.weights)) << "differs from ZeRO stage 0";
+            EXPECT_TRUE(BitwiseEqual(run.weights, stage0.weights)) << "differs from ZeRO stage 0";
           }
           if (Grid(dp, pp).world().rank() == 0) {
             std::printf("%s: relative L2 to the unpipelined run %.3g, loss %.6f -> %.6f\n", c.Name().c_str(), rel,
@@ -313,7 +287,7 @@ TEST(PipelineMpiTest, CheckpointingChangesNoBitAndKeepsFewerActivations) {
     const Outcome kept = RunPipeline(c, tokens);
     c.checkpointing = true;
     const Outcome recomputed = RunPipeline(c, tokens);
-    EXPECT_TRUE(Bitwise(recomputed.weights, kept.weights));
+    EXPECT_TRUE(BitwiseEqual(recomputed.weights, kept.weights));
     EXPECT_EQ(recomputed.losses, kept.losses);
     EXPECT_LT(recomputed.activations_peak, kept.activations_peak);
     std::printf("%s: rank %d peak activation bytes %lld checkpointed vs %lld kept\n", c.Name().c_str(),

@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
+#include "engine/testing/mpi_grids.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
@@ -43,28 +43,10 @@ namespace {
 constexpr int kAccumulation = 2;
 constexpr int kBlock = 256;
 
-int WorldSize() {
-  static const int n = [] {
-    auto world = CreateMpiWorld(CommOptions{});
-    return world.ok() ? (*world)->size() : 1;
-  }();
-  return n;
-}
+int WorldSize() { return MpiWorldSize(); }
 
-ProcessGrid& Grid(int shard_group) {
-  static std::map<int, std::unique_ptr<ProcessGrid>> grids;
-  auto& g = grids[shard_group];
-  if (g == nullptr) {
-    CommOptions options;
-    options.timeout = absl::Seconds(120);
-    auto world = CreateMpiWorld(options);
-    EXPECT_TRUE(world.ok()) << world.status();
-    auto grid = ProcessGrid::Create(std::move(world).value(), {WorldSize(), 1, 1, shard_group});
-    EXPECT_TRUE(grid.ok()) << grid.status();
-    g = std::make_unique<ProcessGrid>(std::move(grid).value());
-  }
-  return *g;
-}
+// dp over the whole world, sharded over groups of `shard_group` (0: all).
+ProcessGrid& Grid(int shard_group) { return CachedGrid({WorldSize(), 1, 1, shard_group}); }
 
 Gpt2Config Model() {
   Gpt2Config c = TinyGpt2(2);

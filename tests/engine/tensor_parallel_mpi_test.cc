@@ -38,12 +38,12 @@
 #include "nn/param_spec.h"
 #include "sharding/flat_param_layout.h"
 #include "sharding/testing/thread_communicator.h"
+#include "engine/testing/weights.h"
 
 namespace zeroshard {
 namespace {
 
 constexpr int kSteps = 10;
-using Weights = std::map<std::string, std::vector<float>>;
 
 // Whole heads at tp 2, 3 and 4; seq_len 12 splits over each; vocab 67 is a
 // multiple of none (the vocabulary is padded).
@@ -131,16 +131,6 @@ std::vector<int32_t> SharedTokens(int rows, const Gpt2Config& m, uint32_t* seed_
   return RandomTokens(static_cast<uint32_t>(seed), rows, m.seq_len, m.vocab_size);
 }
 
-Weights Gather(Engine& engine) {
-  Weights w;
-  for (const std::string& name : engine.ParamNames()) {
-    absl::StatusOr<std::vector<float>> v = engine.GatherParam(name);
-    EXPECT_TRUE(v.ok()) << v.status();
-    if (v.ok()) w[name] = std::move(*v);
-  }
-  return w;
-}
-
 Outcome RunTensorParallel(const Case& c, const std::vector<int32_t>& tokens) {
   Outcome run;
   ProcessGrid& grid = Grid(c.dp, c.tp);
@@ -159,7 +149,7 @@ Outcome RunTensorParallel(const Case& c, const std::vector<int32_t>& tokens) {
     EXPECT_TRUE(grid.world().AllGather(&r->loss, all.data(), 1, DType::kF32)->Wait().ok());
     for (float l : all) run.loss_same_on_every_rank = run.loss_same_on_every_rank && l == all[0];
   }
-  run.weights = Gather(**engine);
+  run.weights = GatherWeights(**engine);
   return run;
 }
 
@@ -180,34 +170,8 @@ Outcome RunReference(const Case& c, const std::vector<int32_t>& tokens) {
     EXPECT_TRUE(r.ok()) << r.status();
     run.losses.push_back(r->loss);
   }
-  run.weights = Gather(**engine);
+  run.weights = GatherWeights(**engine);
   return run;
-}
-
-double RelativeL2(const Weights& a, const Weights& ref) {
-  double diff = 0, norm = 0;
-  for (const auto& [name, r] : ref) {
-    auto it = a.find(name);
-    if (it == a.end() || it->second.size() != r.size()) return INFINITY;
-    for (size_t i = 0; i < r.size(); ++i) {
-      const double d = static_cast<double>(it->second[i]) - r[i];
-      diff += d * d;
-      norm += static_cast<double>(r[i]) * r[i];
-    }
-  }
-  return std::sqrt(diff / norm);
-}
-
-bool Bitwise(const Weights& a, const Weights& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [name, w] : a) {
-    auto it = b.find(name);
-    if (it == b.end() || it->second.size() != w.size() ||
-        std::memcmp(w.data(), it->second.data(), w.size() * sizeof(float)) != 0) {
-      return false;
-    }
-  }
-  return true;
 }
 
 TEST(TensorParallelMpiTest, EveryLayoutStageAndSequenceParallelismMatchesOneRank) {
@@ -242,9 +206,9 @@ TEST(TensorParallelMpiTest, EveryLayoutStageAndSequenceParallelismMatchesOneRank
         EXPECT_TRUE(run.loss_same_on_every_rank);
         if (stage == 0) {
           first = run;
-          EXPECT_TRUE(Bitwise(RunTensorParallel(c, tokens).weights, run.weights)) << "a rerun differs";
+          EXPECT_TRUE(BitwiseEqual(RunTensorParallel(c, tokens).weights, run.weights)) << "a rerun differs";
         } else {
-          EXPECT_TRUE(Bitwise(run.weights, first.weights)) << "differs from ZeRO stage 0";
+          EXPECT_TRUE(BitwiseEqual(run.weights, first.weights)) << "differs from ZeRO stage 0";
         }
         if (Grid(dp, tp).world().rank() == 0) {
           std::printf("%s: relative L2 to one rank %.3g, loss %.6f -> %.6f\n", c.Name().c_str(), rel,
@@ -254,7 +218,6 @@ TEST(TensorParallelMpiTest, EveryLayoutStageAndSequenceParallelismMatchesOneRank
     }
   }
 }
-
 
 // The tp group's collectives over one step, from the per-call tables of
 // docs/parallelism.md: f32 (e = 4), L blocks, N = B·T rows per micro-batch,
@@ -478,7 +441,7 @@ TEST(TensorParallelMpiTest, LowPrecisionTracksF32AndCheckpointingIsBitwise) {
     Case c = plain;
     c.policy = policy;
     SCOPED_TRACE(c.Name());
-    EXPECT_TRUE(Bitwise(RunTensorParallel(c, tokens).weights, none.weights)) << "differs from no checkpointing";
+    EXPECT_TRUE(BitwiseEqual(RunTensorParallel(c, tokens).weights, none.weights)) << "differs from no checkpointing";
   }
 }
 

@@ -35,6 +35,7 @@
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
 #include "sharding/testing/thread_communicator.h"
+#include "engine/testing/weights.h"
 
 namespace zeroshard {
 namespace {
@@ -46,7 +47,6 @@ constexpr int kRows = 8;  // sequences per step, the same for every layout
 // (a replicated parameter on one tp rank, the tied mirror on one stage).
 constexpr double kGradClip = 0.25;
 using Schedule = ParallelConfig::PipelineSchedule;
-using Weights = std::map<std::string, std::vector<float>>;
 
 // 4 heads and 4 blocks: whole heads at tp 2 and 4, 6 units (3 per stage at
 // pp 2, so 2 chunks per stage fit; at least one per stage at pp 4); seq_len
@@ -150,16 +150,6 @@ bool TiedCopiesEqual(EngineImpl& impl, ProcessGrid& grid) {
   return std::memcmp(both.data(), both.data() + n, n * sizeof(float)) == 0;
 }
 
-Weights Gather(Engine& engine) {
-  Weights w;
-  for (const std::string& name : engine.ParamNames()) {
-    absl::StatusOr<std::vector<float>> v = engine.GatherParam(name);
-    EXPECT_TRUE(v.ok()) << name << ": " << v.status();
-    if (v.ok()) w[name] = std::move(*v);
-  }
-  return w;
-}
-
 Outcome Run3d(const Case& c, const std::vector<int32_t>& tokens) {
   Outcome run;
   ProcessGrid& grid = Grid(c.dp, c.tp, c.pp);
@@ -180,7 +170,7 @@ Outcome Run3d(const Case& c, const std::vector<int32_t>& tokens) {
     run.tied_equal = run.tied_equal && TiedCopiesEqual(Internals(**engine), grid);
   }
   run.activations_peak = (*engine)->memory().Usage(MemoryCategory::kActivations).peak;
-  run.weights = Gather(**engine);
+  run.weights = GatherWeights(**engine);
   return run;
 }
 
@@ -202,35 +192,8 @@ Outcome RunReference(const std::vector<int32_t>& tokens) {
     run.losses.push_back(r->loss);
     EXPECT_GT(r->grad_norm, kGradClip) << "step " << s + 1 << " is not clipped";
   }
-  run.weights = Gather(**engine);
+  run.weights = GatherWeights(**engine);
   return run;
-}
-
-// Whole-model L2 of the difference over the reference's norm.
-double RelativeL2(const Weights& a, const Weights& ref) {
-  double diff = 0, norm = 0;
-  for (const auto& [name, r] : ref) {
-    auto it = a.find(name);
-    if (it == a.end() || it->second.size() != r.size()) return INFINITY;
-    for (size_t i = 0; i < r.size(); ++i) {
-      const double d = static_cast<double>(it->second[i]) - r[i];
-      diff += d * d;
-      norm += static_cast<double>(r[i]) * r[i];
-    }
-  }
-  return std::sqrt(diff / norm);
-}
-
-bool Bitwise(const Weights& a, const Weights& b) {
-  if (a.empty() || a.size() != b.size()) return false;
-  for (const auto& [name, w] : a) {
-    auto it = b.find(name);
-    if (it == b.end() || it->second.size() != w.size() ||
-        std::memcmp(w.data(), it->second.data(), w.size() * sizeof(float)) != 0) {
-      return false;
-    }
-  }
-  return true;
 }
 
 void ExpectMatchesReference(const Case& c, const Outcome& run, const Outcome& reference) {
@@ -269,9 +232,9 @@ void RunLayout(const Case& base, const std::vector<std::pair<Schedule, std::vect
       Outcome& baseline = c.v > 1 ? interleaved : one_chunk;
       if (baseline.weights.empty()) {
         baseline = run;
-        EXPECT_TRUE(Bitwise(Run3d(c, tokens).weights, run.weights)) << "a rerun differs";
+        EXPECT_TRUE(BitwiseEqual(Run3d(c, tokens).weights, run.weights)) << "a rerun differs";
       } else {
-        EXPECT_TRUE(Bitwise(run.weights, baseline.weights)) << "differs from the layout's first case";
+        EXPECT_TRUE(BitwiseEqual(run.weights, baseline.weights)) << "differs from the layout's first case";
         EXPECT_EQ(run.losses, baseline.losses);
       }
     }
@@ -328,7 +291,7 @@ TEST(ThreeDMpiTest, CheckpointingChangesNoBitAndKeepsFewerActivations) {
     const Outcome kept = Run3d(c, tokens);
     c.checkpointing = true;
     const Outcome recomputed = Run3d(c, tokens);
-    EXPECT_TRUE(Bitwise(recomputed.weights, kept.weights));
+    EXPECT_TRUE(BitwiseEqual(recomputed.weights, kept.weights));
     EXPECT_EQ(recomputed.losses, kept.losses);
     EXPECT_LT(recomputed.activations_peak, kept.activations_peak);
   }
