@@ -27,6 +27,7 @@
 #include "kernels/scale.h"
 #include "kernels/sum_squares.h"
 #include "kernels/testing/device_array.h"
+#include "kernels/testing/gpu_test_base.h"
 #include "kernels/testing/kernel_test_util.h"
 
 #ifdef ZEROSHARD_HAS_CUDA
@@ -50,27 +51,14 @@ using testing::DeviceArray;
 
 std::vector<double> Doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
-class GpuTest : public ::testing::Test {
+class GpuTest : public testing::GpuTestBase<::testing::Test> {
  protected:
-  void SetUp() override {
-    std::string reason;
-    if (!CudaAvailable(&reason)) GTEST_SKIP() << reason;
-    auto r = cuda::CudaResources::Create();
-    ASSERT_TRUE(r.ok()) << r.status();
-    resources_ = std::move(*r);
-    gpu_ = resources_->context();
-  }
-  // Waits for the GPU and reports asynchronous kernel errors.
-  void Sync() { ASSERT_TRUE(resources_->Synchronize().ok()); }
   // Output of dtype from the GPU.
   std::vector<double> Fetch(const DeviceArray& d, DType dtype, int64_t n) {
     HostTensor t(dtype, n);
     d.CopyTo(t);
     return t.Values();
   }
-  std::unique_ptr<cuda::CudaResources> resources_;
-  KernelContext gpu_;
-  const KernelContext cpu_ = KernelContext::Cpu();
   testing::Rng rng_{testing::TestSeed()};
 };
 

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/quantize.h"
 #include "kernels/testing/device_array.h"
+#include "kernels/testing/gpu_test_base.h"
 #include "kernels/testing/kernel_test_util.h"
 
 #ifdef ZEROSHARD_HAS_CUDA
@@ -56,21 +57,8 @@ int64_t FirstDifference(const std::vector<unsigned char>& a, const std::vector<u
   return -1;
 }
 
-class QuantizeGpuTest : public ::testing::TestWithParam<DType> {
+class QuantizeGpuTest : public testing::GpuTestBase<::testing::TestWithParam<DType>> {
  protected:
-  void SetUp() override {
-    std::string reason;
-    if (!CudaAvailable(&reason)) GTEST_SKIP() << reason;
-    auto r = cuda::CudaResources::Create();
-    ASSERT_TRUE(r.ok()) << r.status();
-    resources_ = std::move(*r);
-    gpu_ = resources_->context();
-  }
-  void Sync() { ASSERT_TRUE(resources_->Synchronize().ok()); }
-
-  std::unique_ptr<cuda::CudaResources> resources_;
-  KernelContext gpu_;
-  const KernelContext cpu_ = KernelContext::Cpu();
   testing::Rng rng_{testing::TestSeed()};
 };
 

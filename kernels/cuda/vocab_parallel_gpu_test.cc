@@ -11,6 +11,7 @@
 #include "core/device.h"
 #include "gtest/gtest.h"
 #include "kernels/testing/device_array.h"
+#include "kernels/testing/gpu_test_base.h"
 #include "kernels/testing/kernel_test_util.h"
 #include "kernels/vocab_parallel.h"
 
@@ -34,21 +35,8 @@ using testing::DeviceArray;
 
 std::vector<double> Doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
-class VocabParallelGpuTest : public ::testing::TestWithParam<DType> {
+class VocabParallelGpuTest : public testing::GpuTestBase<::testing::TestWithParam<DType>> {
  protected:
-  void SetUp() override {
-    std::string reason;
-    if (!CudaAvailable(&reason)) GTEST_SKIP() << reason;
-    auto r = cuda::CudaResources::Create();
-    ASSERT_TRUE(r.ok()) << r.status();
-    resources_ = std::move(*r);
-    gpu_ = resources_->context();
-  }
-  void Sync() { ASSERT_TRUE(resources_->Synchronize().ok()); }
-
-  std::unique_ptr<cuda::CudaResources> resources_;
-  KernelContext gpu_;
-  const KernelContext cpu_ = KernelContext::Cpu();
   testing::Rng rng_{testing::TestSeed()};
 };
 
