@@ -17,8 +17,12 @@ std::string InspectCheckpoint(const CheckpointReader& reader) {
   absl::StrAppendFormat(&out, "format:      version %d, produced by %s\n", m.format_version(), m.producer());
   absl::StrAppendFormat(&out, "step:        %d (optimizer steps %d%s)\n", m.step(), m.optimizer_steps(),
                         m.skipped_steps() > 0 ? absl::StrCat(", skipped ", m.skipped_steps()) : "");
-  absl::StrAppendFormat(&out, "topology:    dp=%d tp=%d pp=%d, saved by ZeRO stage %d, alignment %d elements\n",
-                        t.dp(), t.tp(), t.pp(), t.zero_stage(), t.alignment());
+  absl::StrAppendFormat(&out, "topology:    dp=%d tp=%d pp=%d, saved by ZeRO stage %d%s, alignment %d elements\n",
+                        t.dp(), t.tp(), t.pp(), t.zero_stage(),
+                        t.shard_group_size() > 0
+                            ? absl::StrCat(" with hybrid sharding over groups of ", t.shard_group_size())
+                            : "",
+                        t.alignment());
   // Units, numel and shards are one tp rank's (its slices of the split
   // parameters); at tp > 1 the model's own count is that of the whole,
   // unpadded tensors (ParamSpec::logical()).

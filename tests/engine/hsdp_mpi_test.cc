@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/inspect.h"
 #include "comm/process_grid.h"
 #include "core/file_io.h"
 #include "engine/engine.h"
@@ -292,6 +293,10 @@ TEST(HsdpMpiTest, CheckpointsLoadAtAnyShardGroupSize) {
   EXPECT_EQ(m.topology().shard_group_size(), 2);
   ASSERT_EQ(m.files_size(), 4);
   for (int f = 0; f < 4; ++f) EXPECT_EQ(m.files(f).dp_rank(), f);
+  EXPECT_NE(InspectCheckpoint(*reader).find("topology:    dp=4 tp=1 pp=1, saved by ZeRO stage 3 with hybrid sharding "
+                                            "over groups of 2,"),
+            std::string::npos)
+      << InspectCheckpoint(*reader);
 
   TrainRun resumed = TrainRun::Create({2, 3}, seed);
   ASSERT_TRUE(LoadCheckpoint(*resumed.engine, root).ok());
