@@ -198,21 +198,43 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
     absl::StrAppend(&header, options->reduce_mode == ReduceMode::kDefer ? " (DEFER)" : " (ACCUMULATE)");
   }
 
+  // Hybrid sharding: ZeRO shards over groups of S ("dp" in the program),
+  // and each reduced shard is all-reduced over the R = dp / S replicas.
+  const int shard = options->sharding.shard_group_size > 0 ? options->sharding.shard_group_size : dp;
+  if (shard < dp) absl::StrAppend(&header, ", hybrid sharding over groups of ", shard);
+  if (options->sharding.quantize_weights || options->sharding.quantize_gradients) {
+    absl::StrAppend(&header, ", int8 ", options->sharding.quantize_weights ? "weights" : "",
+                    options->sharding.quantize_weights && options->sharding.quantize_gradients ? " and " : "",
+                    options->sharding.quantize_gradients ? "gradients" : "");
+  }
+  if (pp > 1 && shard < dp) {
+    err << kName << ": " << path << ": hybrid sharding with pipeline stages is not simulated; run it with pp 1\n";
+    return 2;
+  }
+
   if (pp == 1) {
-    absl::StatusOr<StepPlan> plan = PlanDataParallelStep(**model, *options, dp);
+    absl::StatusOr<StepPlan> plan = PlanDataParallelStep(**model, *options, shard);
     if (!plan.ok()) {
       err << path << ": " << plan.status().message() << "\n";
       return 2;
     }
     // Every dp rank runs its own program (the same one under data
     // parallelism): simulating them all checks that the collectives match up.
-    std::vector<int> members;
-    for (int r = 0; r < dp; ++r) members.push_back(r);
     std::vector<SimulatedRank> ranks(dp);
-    for (SimulatedRank& r : ranks) {
-      r.program = plan->train;
-      r.groups = {{"dp", members}};
-      r.gathers_params = options->stage == 3;
+    for (int r = 0; r < dp; ++r) {
+      std::vector<int> world, shard_group, replicas;
+      for (int q = 0; q < dp; ++q) {
+        world.push_back(q);
+        if (q / shard == r / shard) shard_group.push_back(q);
+        if (q % shard == r % shard) replicas.push_back(q);
+      }
+      ranks[r].program = plan->train;
+      ranks[r].groups = {{"dp", shard_group}};
+      if (shard < dp) {
+        ranks[r].groups["dp_replica"] = replicas;
+        ranks[r].groups["world"] = world;
+      }
+      ranks[r].gathers_params = options->stage == 3;
     }
     const absl::StatusOr<Simulation> simulation = SimulatePrograms(ranks);
     const StepProgram& program = plan->train;
@@ -230,7 +252,10 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
     }
     absl::StrAppend(&header, "; train program of rank ", rank, ": ", Plural(program.num_units, "unit"), ", ",
                     Plural(program.num_buckets, "bucket"), ", ", Plural(program.actions.size(), "action"), "\n");
-    out << header << FormatProgram(program) << FormatScheduleSummary(program, dp, rank, simulation);
+    std::map<std::string, int> sizes;
+    for (const auto& [name, members] : ranks[rank].groups) sizes[name] = static_cast<int>(members.size());
+    out << header << FormatProgram(program)
+        << FormatScheduleSummary(program, sizes, rank, "every dp rank's program simulated", dp, simulation);
     return simulation.ok() ? 0 : 1;
   }
 

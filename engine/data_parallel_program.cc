@@ -182,7 +182,11 @@ class Builder {
     std::vector<IssuedCollective> issues;
     if (buckets_[b].reduce_bytes > 0) {
       issues.push_back(
-          {"dp", CommOp::kReduceScatter, buckets_[b].reduce_bytes, absl::StrCat("grads ", buckets_[b].name)});
+          {"dp", buckets_[b].reduce_op, buckets_[b].reduce_bytes, absl::StrCat("grads ", buckets_[b].name)});
+    }
+    if (buckets_[b].replica_bytes > 0) {
+      issues.push_back({"dp_replica", CommOp::kAllReduce, buckets_[b].replica_bytes,
+                        absl::StrCat("grads ", buckets_[b].name, " over replicas")});
     }
     Emit(ActionKind::kReduce, -1, -1, b, std::move(issues));
     launched_.push_back(b);

@@ -71,9 +71,15 @@ struct ProgramUnit {
 struct ProgramBucket {
   std::vector<int> units;  // forward order
   // The ReduceScatter's per-rank output bytes (sum of the units' shard
-  // numel x reduce dtype size); 0 reduces nothing (no collective).
+  // numel x reduce dtype size); 0 reduces nothing (no collective). With
+  // int8 gradients the op is an AllToAll and this its per-destination part
+  // (sharding/quantized_shard.h).
   int64_t reduce_bytes = 0;
   std::string name;  // "h.3" or "h.0..h.3"
+  CommOp reduce_op = CommOp::kReduceScatter;
+  // Hybrid sharding: the AllReduce of the reduced shard over "dp_replica"
+  // (its bytes; 0: none).
+  int64_t replica_bytes = 0;
 };
 
 // What OPTIMIZER issues, in order (the engine knows its stage and dtypes).

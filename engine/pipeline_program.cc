@@ -333,7 +333,11 @@ class Builder {
     std::vector<IssuedCollective> issues;
     if (in_.buckets[b].reduce_bytes > 0) {
       issues.push_back(
-          {"dp", CommOp::kReduceScatter, in_.buckets[b].reduce_bytes, absl::StrCat("grads ", in_.buckets[b].name)});
+          {"dp", in_.buckets[b].reduce_op, in_.buckets[b].reduce_bytes, absl::StrCat("grads ", in_.buckets[b].name)});
+    }
+    if (in_.buckets[b].replica_bytes > 0) {
+      issues.push_back({"dp_replica", CommOp::kAllReduce, in_.buckets[b].replica_bytes,
+                        absl::StrCat("grads ", in_.buckets[b].name, " over replicas")});
     }
     Emit(ActionKind::kReduce, -1, -1, b, -1, std::move(issues));
     launched_.push_back(b);

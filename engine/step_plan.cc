@@ -8,6 +8,7 @@
 #include "engine/data_parallel_program.h"
 #include "engine/pipeline_partition.h"
 #include "engine/pipeline_program.h"
+#include "sharding/quantized_shard.h"
 
 namespace zeroshard {
 namespace {
@@ -123,7 +124,9 @@ std::vector<IssuedCollective> OptimizerCollectives(const StepPlan& plan, const E
   // [sumsq, loss sum, loss weight, non-finite flag, failed allocations,
   //  (metric sum, metric weight)...] in f32, over every rank of the job.
   const int64_t sums = 5 + 2 * static_cast<int64_t>(plan.metric_names.size());
-  issues.push_back({plan.stages > 1 ? "world" : "dp", CommOp::kAllReduce, sums * 4, "norm, loss, overflow"});
+  // Without pipeline stages or hybrid sharding, dp is the world.
+  issues.push_back({plan.stages > 1 || options.sharding.replicas > 1 ? "world" : "dp", CommOp::kAllReduce, sums * 4,
+                    "norm, loss, overflow"});
   const int64_t c = static_cast<int64_t>(DTypeSize(options.compute_dtype));
   for (int u = 0; u < L; ++u) {
     if (options.stage == 0 && updated(u)) {
@@ -151,7 +154,10 @@ std::vector<ProgramUnit> ProgramUnits(const StepPlan& plan, const EngineOptions&
     ProgramUnit& p = units[u];
     p.name = plan.layouts[u].unit_name();
     p.needs = plan.units[u].needs;
-    p.gather_bytes = plan.units[u].has_params ? plan.layouts[u].shard_numel() * c : 0;
+    p.gather_bytes = !plan.units[u].has_params ? 0
+                     : options.sharding.quantize_weights
+                         ? MaxPackedShardBytes(plan.layouts[u], options.sharding.quantization_block)
+                         : plan.layouts[u].shard_numel() * c;
     p.persistent = plan.layouts[u].numel() < options.gather.persistence_threshold;
     p.checkpointed = plan.units[u].checkpointed;
     p.backward = plan.units[u].backward;
@@ -162,7 +168,18 @@ std::vector<ProgramUnit> ProgramUnits(const StepPlan& plan, const EngineOptions&
 std::vector<ProgramBucket> ProgramBuckets(const StepPlan& plan, const EngineOptions& options) {
   const int64_t r = static_cast<int64_t>(DTypeSize(options.reduce_dtype));
   std::vector<ProgramBucket> buckets;
-  for (const GradBucket& b : plan.buckets) buckets.push_back({b.units, b.shard_numel * r, b.label});
+  for (const GradBucket& b : plan.buckets) {
+    ProgramBucket p{b.units, b.shard_numel * r, b.label};
+    if (options.sharding.quantize_gradients && b.shard_numel > 0) {
+      std::vector<const FlatParamLayout*> layouts;
+      for (int u : b.units) layouts.push_back(&plan.layouts[u]);
+      p.reduce_op = CommOp::kAllToAll;
+      p.reduce_bytes = MaxPackedBucketPartBytes(layouts, options.sharding.quantization_block);
+    }
+    // The replica all-reduce moves the reduced shard: f32 after int8.
+    if (options.sharding.replicas > 1) p.replica_bytes = b.shard_numel * (options.sharding.quantize_gradients ? 4 : r);
+    buckets.push_back(std::move(p));
+  }
   return buckets;
 }
 

@@ -102,7 +102,10 @@ absl::StatusOr<ActionKind> ParseActionKind(absl::string_view name);
 
 // One collective (or point-to-point transfer) an action issues.
 struct IssuedCollective {
-  std::string group;  // "dp", "tp", "pp", "world", "embed"
+  // "dp" (the group ZeRO shards over: under hybrid sharding the shard
+  // group), "dp_replica" (hybrid sharding's replica group), "tp", "pp",
+  // "world", "embed".
+  std::string group;
   CommOp op = CommOp::kAllReduce;
   // Per rank, in CommStats::Record's convention: AllGather's input,
   // ReduceScatter's output, the AllReduce/Send/Recv buffer, in bytes.

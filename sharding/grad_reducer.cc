@@ -84,13 +84,9 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<Uni
     if (r->quantized()) {
       // Destination d's part: the bucket's units' runs of shard d, packed;
       // every part is padded to the largest.
-      for (int d = 0; d < dp->size(); ++d) {
-        int64_t bytes = 0;
-        for (int u : b.units) {
-          bytes += PackedShardBytes(QuantizationRuns(r->units_[u]->layout(), d), reduction.quantization_block);
-        }
-        b.packed_chunk = std::max(b.packed_chunk, bytes);
-      }
+      std::vector<const FlatParamLayout*> bucket_layouts;
+      for (int u : b.units) bucket_layouts.push_back(&r->units_[u]->layout());
+      b.packed_chunk = MaxPackedBucketPartBytes(bucket_layouts, reduction.quantization_block);
     }
     r->buckets_.push_back(std::move(b));
   }

@@ -32,6 +32,17 @@ int64_t MaxPackedShardBytes(const FlatParamLayout& layout, int64_t block) {
   return bytes;
 }
 
+int64_t MaxPackedBucketPartBytes(const std::vector<const FlatParamLayout*>& layouts, int64_t block) {
+  int64_t largest = 0;
+  const int dp = layouts.empty() ? 0 : layouts.front()->dp();
+  for (int d = 0; d < dp; ++d) {
+    int64_t bytes = 0;
+    for (const FlatParamLayout* l : layouts) bytes += PackedShardBytes(QuantizationRuns(*l, d), block);
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
 absl::Status QuantizeShard(const kernels::KernelContext& ctx, void* packed, const void* in, DType in_dtype,
                            const std::vector<int64_t>& runs, int64_t block, kernels::NonFiniteInput non_finite,
                            float* residual) {

@@ -33,6 +33,10 @@ std::vector<int64_t> QuantizationRuns(const FlatParamLayout& layout, int rank);
 int64_t PackedShardBytes(const std::vector<int64_t>& runs, int64_t block);
 // The largest PackedShardBytes over the layout's ranks.
 int64_t MaxPackedShardBytes(const FlatParamLayout& layout, int64_t block);
+// A reduction bucket's part for one destination rank d: the packed runs of
+// shard d of every unit in `layouts`, end to end; the largest over d (the
+// all-to-all's count). The layouts must have the same dp.
+int64_t MaxPackedBucketPartBytes(const std::vector<const FlatParamLayout*>& layouts, int64_t block);
 
 // packed WRITTEN from `in` (the shard, in_dtype), run by run (see
 // kernels::QuantizeInt8Blocks; residual, when not null, is the shard's).

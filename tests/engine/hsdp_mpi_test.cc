@@ -29,6 +29,7 @@
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
+#include "engine/testing/program_check.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
@@ -265,6 +266,10 @@ TEST(HsdpMpiTest, BytesPerStepOnShardAndReplicaGroupsMatchTheFormulas) {
     EXPECT_EQ(shard.Total().bytes_sent,
               shard[CommOp::kReduceScatter].bytes_sent + shard[CommOp::kAllGather].bytes_sent)
         << run.c.Name();
+    // The step program lists exactly these collectives (what `zeroshard
+    // schedule` prints).
+    const ProgramCheck check = CheckStepAgainstProgram(*run.engine, [&] { run.Steps(1); });
+    EXPECT_EQ(check.measured, check.predicted) << run.c.Name();
   }
 }
 

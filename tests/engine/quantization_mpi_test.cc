@@ -30,6 +30,7 @@
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
+#include "engine/testing/program_check.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
@@ -184,6 +185,11 @@ TEST(QuantizationMpiTest, BytesMatchThePackedFormulaAndAreAQuarterOfF32) {
   if (Grid(0).world().rank() == 0) {
     std::printf("np %d: int8 gathers %.4fx f32, int8 reductions %.4fx f32 (block %d)\n", n, gather_ratio, reduce_ratio,
                 kBlock);
+  }
+  // Each step program lists exactly what its engine moves.
+  for (const auto& [engine, c] : {std::make_pair(qw.get(), w), std::make_pair(qg.get(), g)}) {
+    const ProgramCheck check = CheckStepAgainstProgram(*engine, [&, e = engine, cc = c] { ASSERT_TRUE(Step(*e, cc, seed).ok()); });
+    EXPECT_EQ(check.measured, check.predicted) << c.Name();
   }
 }
 
@@ -353,6 +359,10 @@ TEST(QuantizationMpiTest, HybridShardingComposesWithBothQuantizations) {
   EXPECT_GT(err, 0.0);
   EXPECT_LE(err, 0.5 * other) << h.Name();
   EXPECT_TRUE(BitwiseEqual(Train(h, 4, seed), hybrid)) << h.Name() << " rerun";
+  std::unique_ptr<Engine> e = Create(h);
+  ASSERT_NE(e, nullptr);
+  const ProgramCheck check = CheckStepAgainstProgram(*e, [&] { ASSERT_TRUE(Step(*e, h, seed).ok()); });
+  EXPECT_EQ(check.measured, check.predicted) << h.Name();
 }
 
 }  // namespace
