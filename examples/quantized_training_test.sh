@@ -56,6 +56,21 @@ for r in weights4 grads4 feedback4 hybrid4; do
   echo "$r: $out"
 done
 
+# The metrics name the layout and split the bytes by group.
+python3 - "$tmp/hybrid4.jsonl" "$tmp/grads4.jsonl" <<'PY'
+import json, sys
+h = [json.loads(l) for l in open(sys.argv[1])]
+g = [json.loads(l) for l in open(sys.argv[2])]
+ok = (h[0].get('shard_group_size') == 2 and h[0].get('int8_communication') == ['weights', 'gradients']
+      and g[0].get('int8_communication') == ['gradients'] and 'shard_group_size' not in g[0]
+      and all(set(r['comm_bytes_by_group']) == {'dp_shard', 'dp_replica'}
+              and sum(r['comm_bytes_by_group'].values()) == r['comm_bytes'] for r in h[1:])
+      and all(set(r['comm_bytes_by_group']) == {'dp'} for r in g[1:]))
+print(h[0], h[-1]['comm_bytes_by_group'])
+sys.exit(0 if ok else 1)
+PY
+record_case metrics_name_hybrid_sharding_and_int8 $(($? == 0)) "$(head -1 "$tmp/hybrid4.jsonl")"
+
 run 2 base2 60
 run 2 weights2 60 --set engine.zero.weight_quantization=INT8
 run 2 grads2 60 "${grads[@]}"
