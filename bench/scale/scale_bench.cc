@@ -278,7 +278,8 @@ struct Run {
   std::unique_ptr<Engine> engine;
   std::vector<HostBatch> batches;
   std::vector<Batch> views;
-  std::vector<double> times;
+  std::vector<double> times;                // TrainStep totals of the timed steps
+  std::vector<StepTimings> phases;          // and their phases
   std::map<std::string, CommStats> sent;    // comm_stats_by_group delta of the first timed step
   std::map<std::string, CommStats> theory;  // its prediction
   int64_t gathers = 0;                      // stage-3 unit gathers in that step
@@ -308,6 +309,7 @@ void Step(Run& run, bool measure) {
   absl::StatusOr<StepResult> r = run.engine->TrainStep(run.views);
   Check(r.status(), "TrainStep");
   run.times.push_back(r->timings.total);
+  run.phases.push_back(r->timings);
   if (!measure) return;
   run.sent.clear();
   for (const auto& [group, stats] : run.engine->comm_stats_by_group()) run.sent[group] = stats - before.at(group);
@@ -398,6 +400,7 @@ int Main(int argc, char** argv) {
   for (Run& run : runs) {
     Step(run, false);
     run.times.clear();
+    run.phases.clear();
   }
   const int repeats = absl::GetFlag(FLAGS_repeats);
   for (int rep = 0; rep < repeats; ++rep) {
@@ -489,6 +492,28 @@ int Main(int argc, char** argv) {
                                             Bytes(theory), Ratio(total, theory),
                                             static_cast<long long>(run.gathers), every_rank(i) ? "yes" : "no"));
       std::printf("%s\n", row.c_str());
+    }
+
+    // Where the time goes: compute and the waits for each kind of collective.
+    std::printf("\nPhases of the same steps (medians, rank 0): forward and backward include everything between "
+                "their units' computations; gather wait (stage-3 WaitGather: the all-gather, and with int8 weights "
+                "the dequantization of every part) and reduce wait (each bucket's Finish: the reduce-scatter or "
+                "all-to-all, the int8 parts' dequantized sum, under HSDP the replica all-reduce that follows it, "
+                "the accumulation into the shard) are parts of them; quantizing is in forward/backward. Optimizer "
+                "includes the norm all-reduce.\n\n");
+    std::printf("| variant | forward | backward | optimizer | gather wait | reduce wait | tokens/s |\n"
+                "|---|---|---|---|---|---|---|\n");
+    const int64_t tokens = int64_t{batch} * m.seq_len;
+    for (const Run& run : runs) {
+      auto median = [&](double StepTimings::*field) {
+        std::vector<double> v;
+        for (const StepTimings& t : run.phases) v.push_back(t.*field);
+        return Median(v) * 1e3;
+      };
+      std::printf("| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.0f |\n", run.variant.name.c_str(),
+                  median(&StepTimings::forward), median(&StepTimings::backward), median(&StepTimings::optimizer),
+                  median(&StepTimings::gather_wait), median(&StepTimings::reduce_wait),
+                  tokens / Median(run.times));
     }
 
     std::printf("\n## Model-state bytes per rank after %d steps\n\n", repeats + 1);
