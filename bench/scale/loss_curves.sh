@@ -8,8 +8,9 @@
 # (training loss per step, 20-step running mean) and prints a markdown table:
 # the mean of the last 20 steps' loss, its difference to the unquantized run,
 # and the bytes rank 0 sent per step.
-# Usage: bench/scale/loss_curves.sh [extra train_gpt2 flags]. Metrics and logs
-# go to $LOSS_CURVES_DIR (default: a new temporary directory).
+# Usage: bench/scale/loss_curves.sh [extra train_gpt2 flags, given to every
+# run]. Metrics and logs go to $LOSS_CURVES_DIR (default: a new temporary
+# directory), the picture to $LOSS_CURVES_SVG (default the one above).
 # BAZEL_ROOT and BAZEL_FLAGS as in bench/scale/run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,7 +22,8 @@ read -r -a extra <<< "${BAZEL_FLAGS:-}"
 bin_dir="$("${bazel_cmd[@]}" info "${extra[@]}" bazel-bin 2>/dev/null)"
 corpus="$bin_dir/data/corpus/tiny_corpus.bin"
 out=${LOSS_CURVES_DIR:-$(mktemp -d)}
-mkdir -p "$out" bench/results
+svg=${LOSS_CURVES_SVG:-bench/results/quantization_loss.svg}
+mkdir -p "$out" "$(dirname "$svg")"
 steps=500
 
 flags=(--oversubscribe --bind-to none --mca btl self,vader)
@@ -76,7 +78,7 @@ for entry in "${runs[@]}"; do
   IFS='|' read -r name title _ <<< "$entry"
   plot+=" '$out/$name.dat' using 1:2 with lines lw 1.5 title '$title',"
 done
-gnuplot -e "set terminal svg size 720,420 noenhanced; set output 'bench/results/quantization_loss.svg'; \
+gnuplot -e "set terminal svg size 720,420 noenhanced; set output '$svg'; \
   set xlabel 'step'; set ylabel 'train loss (20-step running mean)'; set key top right; \
-  set title 'GPT-2 tiny (examples/configs/tiny.pbtxt), dp 4, ZeRO 3'; ${plot%,}"
-echo "loss_curves: wrote bench/results/quantization_loss.svg; metrics and logs in $out" >&2
+  set title 'GPT-2 tiny (examples/configs/tiny.pbtxt), dp 4, ZeRO 3${*:+, $*}'; ${plot%,}"
+echo "loss_curves: wrote $svg; metrics and logs in $out" >&2
