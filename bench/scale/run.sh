@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds and runs the hybrid sharding / int8 communication benchmark on one
+# world of N ranks (dp N, the five variants interleaved) and prints markdown
+# tables.
+# Usage: bench/scale/run.sh [N] [-- scale_bench flags] (default N = 4).
+# BAZEL_ROOT picks the Bazel output root (default: Bazel's own); BAZEL_FLAGS
+# adds build flags (e.g. --//bazel:cuda=false to skip nvcc).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. tools/lib/openblas_env.sh
+np=4
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then np=$1; shift; fi
+[ "${1:-}" = "--" ] && shift
+bazel_cmd=(bazel)
+if [ -n "${BAZEL_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_ROOT"); fi
+read -r -a extra <<< "${BAZEL_FLAGS:-}"
+"${bazel_cmd[@]}" build "${extra[@]}" //bench/scale:scale_bench >&2
+bin="$("${bazel_cmd[@]}" info "${extra[@]}" bazel-bin 2>/dev/null)/bench/scale/scale_bench"
+flags=(--oversubscribe --bind-to none --mca btl self,vader)
+if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
+export OMPI_MCA_mpi_yield_when_idle=1
+mpirun "${flags[@]}" -np "$np" "$bin" "$@"
