@@ -5,9 +5,7 @@
 # of the unquantized run's loss after 200 steps at dp 4, and within 5% after
 # 60 steps at dp 2 (the loss: the mean of the last 20 steps' training loss,
 # the same batches in every run); the quantized runs move fewer bytes on dp.
-# Weights use the default block (2048); gradients 256, since 2048-element
-# blocks of wte's gradient mix frequent and rare tokens' rows
-# (docs/parallelism.md).
+# Every run uses the default block (2048 elements).
 set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 bin=$1 config=$2 corpus=$3
@@ -15,8 +13,13 @@ tmp=${TEST_TMPDIR:-$(mktemp -d)}
 flags=(--oversubscribe --bind-to none --mca btl self,vader)
 if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
 export OMPI_MCA_mpi_yield_when_idle=1
+# lr 1e-3 instead of the config's 3e-3: at 3e-3 every run (the unquantized
+# one too) hits a loss spike at step 62 and the runs leave it on paths a few
+# percent apart, which would measure the spike, not the quantization
+# (bench/scale/RESULTS.md).
 common=(--set "data.train_path=$corpus" --set "data.val_path=$corpus" --set engine.logging.interval=50
-        --set eval_interval=0 --set engine.zero.stage=3 --set engine.device.threads_per_rank=1)
+        --set eval_interval=0 --set engine.zero.stage=3 --set engine.device.threads_per_rank=1
+        --set engine.optimizer.lr=1e-3)
 
 run() {  # run NP NAME STEPS ARGS...: metrics in $tmp/NAME.jsonl, output in $tmp/NAME.log
   local np=$1 name=$2 steps=$3
@@ -44,7 +47,7 @@ sys.exit(0 if q[-1]['step'] == base[-1]['step'] and rel <= tol and bq < bb else 
 PY
 }
 
-grads=(--set engine.zero.gradient_quantization=INT8 --set engine.zero.quantization_block=256)
+grads=(--set engine.zero.gradient_quantization=INT8)
 run 4 base4 200
 run 4 weights4 200 --set engine.zero.weight_quantization=INT8
 run 4 grads4 200 "${grads[@]}"
