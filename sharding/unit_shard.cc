@@ -149,8 +149,9 @@ absl::Status UnitShard::Release() {
   if (stage_ != 3 || gather_state_ == GatherState::kReleased) return absl::OkStatus();
   absl::Status s;
   if (gather_work_ != nullptr) {
-    s = WaitTraced(*gather_work_, timeline_, "gather", "AllGather", layout_->unit_name(), gather_issued_,
-                   gathered_.bytes());
+    const bool quantized = !quantized_recv_.empty();
+    s = WaitTraced(*gather_work_, timeline_, "gather", quantized ? "AllGather int8" : "AllGather",
+                   layout_->unit_name(), gather_issued_, quantized ? quantized_recv_.bytes() : gathered_.bytes());
   }
   gather_work_.reset();
   gathered_.Reset();
