@@ -1,9 +1,12 @@
 #include "sharding/grad_reducer.h"
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "comm/comm_stats.h"
 #include "gtest/gtest.h"
 #include "sharding/testing/thread_communicator.h"
 
@@ -203,6 +206,104 @@ TEST(GradReducerTest, StagingSlotsAreReservedOnceAndShared) {
   EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, (208 + 32 + 32) * 4) << "no allocation per launch";
   (*reducer)->FreeStaging();
   EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, 0);
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+// int8 reduction over 3 ranks (ThreadCommunicator), fused and single
+// buckets: each shard is the f32 average of the ranks' dequantized parts —
+// within the average of their half scales of the exact average — the
+// AllToAll moves the packed parts, and with error feedback the residual is
+// what quantization dropped (a second reduction of zero gradients sends it).
+TEST(GradReducerQuantizedTest, AveragesDequantizedPartsWithinHalfAScale) {
+  constexpr int kRanks = 3;
+  constexpr int64_t kBlock = 32;
+  for (bool feedback : {false, true}) {
+    for (int64_t bucket_bytes : {int64_t{0}, int64_t{1} << 20}) {
+      std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(kRanks);
+      std::vector<FlatParamLayout> layouts = Layouts(kRanks);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < kRanks; ++r) {
+        threads.emplace_back([&, r] {
+          MemoryTracker tracker;
+          std::vector<std::unique_ptr<UnitShard>> shards;
+          std::vector<UnitShard*> raw;
+          for (auto& l : layouts) {
+            shards.push_back(*UnitShard::Create(&l, 2, comms[r].get(), &tracker));
+            raw.push_back(shards.back().get());
+          }
+          ReductionOptions reduction;
+          reduction.quantization_block = kBlock;
+          reduction.error_feedback = feedback;
+          auto reducer = GradReducer::Create(raw, bucket_bytes, comms[r].get(), &tracker, DType::kF32,
+                                             kernels::KernelContext::Cpu(1), reduction);
+          ASSERT_TRUE(reducer.ok()) << reducer.status();
+          // Rank q's gradient element i of unit u: smooth, different per rank.
+          const auto grad = [](int q, int u, int64_t i) {
+            return static_cast<float>(0.01 * std::sin(0.37 * i + u + 1.3 * q));
+          };
+          const CommStats before = comms[r]->Stats();
+          for (int u = 3; u >= 0; --u) {
+            ASSERT_TRUE(shards[u]->EnsureFullGrads().ok());
+            float* g = static_cast<float*>(shards[u]->full_grads());
+            for (int64_t i = 0; i < layouts[u].padded_numel(); ++i) g[i] = i < layouts[u].numel() ? grad(r, u, i) : 0;
+            if (ClosesBucket(**reducer, u)) ASSERT_TRUE((*reducer)->Launch((*reducer)->bucket_of(u)).ok());
+          }
+          ASSERT_TRUE((*reducer)->FinishAll().ok());
+          const CommStats moved = comms[r]->Stats() - before;
+          EXPECT_EQ(moved[CommOp::kReduceScatter].calls, 0);
+          EXPECT_EQ(moved[CommOp::kAllToAll].calls, (*reducer)->num_buckets());
+          for (int u = 0; u < 4; ++u) {
+            const int64_t S = layouts[u].shard_numel(), begin = layouts[u].ShardBegin(r);
+            // The half scale of each rank's block holding element i: the
+            // block's amax / 254 (blocks restart at the parameter and at
+            // the padding; padding is zero).
+            for (int64_t j = 0; j < S; ++j) {
+              const int64_t i = begin + j;
+              double exact = 0, bound = 0;
+              for (int q = 0; q < kRanks; ++q) {
+                const double x = i < layouts[u].numel() ? grad(q, u, i) : 0;
+                exact += x / kRanks;
+                const int64_t run_begin = i < layouts[u].numel() ? begin : layouts[u].numel();
+                const int64_t b0 = run_begin + (i - run_begin) / kBlock * kBlock;
+                const int64_t b1 = std::min<int64_t>(b0 + kBlock, i < layouts[u].numel() ? layouts[u].numel() : begin + S);
+                double amax = 0;
+                for (int64_t k = std::max(b0, begin); k < std::min(b1, begin + S); ++k) {
+                  amax = std::max(amax, std::fabs(k < layouts[u].numel() ? static_cast<double>(grad(q, u, k)) : 0.0));
+                }
+                bound += amax / 254 / kRanks;
+              }
+              EXPECT_LE(std::fabs(shards[u]->grad_shard()[j] - exact), bound * (1 + 1e-5) + 1e-9)
+                  << "unit " << u << " rank " << r << " element " << j;
+            }
+          }
+          if (!feedback) return;
+          // Zero gradients next: what arrives is the average of the ranks'
+          // residuals, quantized again — small, and not all zero.
+          for (auto& s : shards) ASSERT_TRUE(s->ZeroGradShard().ok());
+          for (int u = 3; u >= 0; --u) {
+            ASSERT_TRUE(shards[u]->EnsureFullGrads().ok());
+            ASSERT_TRUE(shards[u]->ZeroFullGrads().ok());
+            if (ClosesBucket(**reducer, u)) ASSERT_TRUE((*reducer)->Launch((*reducer)->bucket_of(u)).ok());
+          }
+          ASSERT_TRUE((*reducer)->FinishAll().ok());
+          double sent = 0;
+          for (int u = 0; u < 4; ++u) {
+            for (int64_t j = 0; j < layouts[u].shard_numel(); ++j) {
+              EXPECT_LE(std::fabs(shards[u]->grad_shard()[j]), 0.01 / 254 * 1.01) << "unit " << u;
+              sent += std::fabs(shards[u]->grad_shard()[j]);
+            }
+          }
+          EXPECT_GT(sent, 0.0) << "error feedback sent nothing";
+        });
+      }
+      for (auto& t : threads) t.join();
+    }
+  }
 }
 
 }  // namespace
