@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/bench_util.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
@@ -47,17 +48,9 @@ ABSL_FLAG(int, repeats, 5, "timed steps per run (after one warm-up)");
 namespace zeroshard {
 namespace {
 
-void Check(const absl::Status& s, const char* what) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, std::string(s.message()).c_str());
-    std::exit(1);
-  }
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::Median;
+using bench::RoundUp;
+void Check(const absl::Status& s, const char* what) { bench::CheckOrExit(s, what); }
 
 struct Run {
   ParallelConfig::PipelineSchedule schedule;

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/common/bench_util.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
@@ -58,21 +59,11 @@ ABSL_FLAG(int, repeats, 5, "timed steps per variant (after one warm-up)");
 namespace zeroshard {
 namespace {
 
+using bench::Median;
+using bench::RoundUp;
+void Check(const absl::Status& s, const char* what) { bench::CheckOrExit(s, what); }
+
 constexpr int64_t kF32 = 4;  // bytes of every compute, master and reduce element here
-
-void Check(const absl::Status& s, const char* what) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, std::string(s.message()).c_str());
-    std::exit(1);
-  }
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Small counts (the norm all-reduce's few floats) in bytes, the rest in MB.
 std::string Bytes(double bytes) {

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_util.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
@@ -65,6 +66,10 @@ ABSL_FLAG(int64_t, bucket_bytes, 25 << 20, "reduce-scatter bucket bytes");
 namespace zeroshard {
 namespace {
 
+using bench::Median;
+using bench::RoundUp;
+void Check(const absl::Status& s, const char* what) { bench::CheckOrExit(s, what); }
+
 using Clock = std::chrono::steady_clock;
 
 ProcessGrid* MakeGrid() {
@@ -90,13 +95,6 @@ EngineConfig Config(int stage, int dp, int threads) {
   c.mutable_optimizer()->set_lr(6e-4);
   c.mutable_device()->set_threads_per_rank(threads);
   return c;
-}
-
-void Check(const absl::Status& s, const char* what) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, std::string(s.message()).c_str());
-    std::exit(1);
-  }
 }
 
 double Theory(int stage, double psi, int n) {
@@ -363,11 +361,6 @@ void GridMemory(int world_rank, int world_size, int threads) {
       }
     }
   }
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // The stage's collectives alone (no compute): what compute could hide.
