@@ -176,8 +176,9 @@ std::vector<ProgramBucket> ProgramBuckets(const StepPlan& plan, const EngineOpti
       p.reduce_op = CommOp::kAllToAll;
       p.reduce_bytes = MaxPackedBucketPartBytes(layouts, options.sharding.quantization_block);
     }
-    // The replica all-reduce moves the reduced shard: f32 after int8.
-    if (options.sharding.replicas > 1) p.replica_bytes = b.shard_numel * (options.sharding.quantize_gradients ? 4 : r);
+    // The replica all-reduce moves the reduced shard in the reduce dtype
+    // (f32 under int8 gradients, which require it).
+    if (options.sharding.replicas > 1) p.replica_bytes = b.shard_numel * r;
     buckets.push_back(std::move(p));
   }
   return buckets;

@@ -74,6 +74,13 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<Uni
   r->bucket_of_.assign(r->units_.size(), -1);
   std::vector<const FlatParamLayout*> layouts;
   for (const UnitShard* u : r->units_) layouts.push_back(u == nullptr ? nullptr : &u->layout());
+  if (r->quantized()) {
+    r->runs_.resize(r->units_.size());
+    for (size_t u = 0; u < r->units_.size(); ++u) {
+      if (r->units_[u] == nullptr) continue;
+      for (int d = 0; d < dp->size(); ++d) r->runs_[u].push_back(QuantizationRuns(r->units_[u]->layout(), d));
+    }
+  }
   for (GradBucket& g : FormGradBuckets(layouts, bucket_bytes, reduce_dtype)) {
     Bucket b;
     b.units = std::move(g.units);
@@ -257,12 +264,12 @@ absl::Status GradReducer::Finish(int bucket) {
   if (s.ok() && quantized()) s = SumQuantized(b);
   b.staging_in.Reset();
   if (quantized()) b.staging_out.Reset();
+  // In reduce_dtype_ either way (f32 when quantized: Create checks).
   void* reduced = quantized() ? static_cast<void*>(b.sum) : b.out;
-  const DType reduced_dtype = quantized() ? DType::kF32 : reduce_dtype_;
-  const int64_t out_size = static_cast<int64_t>(DTypeSize(reduced_dtype));
+  const int64_t out_size = static_cast<int64_t>(DTypeSize(reduce_dtype_));
   if (s.ok() && reduction_.replica != nullptr && reduction_.replica->size() > 1) {
     const std::chrono::steady_clock::time_point issued = std::chrono::steady_clock::now();
-    std::unique_ptr<Work> replicas = reduction_.replica->AllReduce(reduced, b.shard_numel, reduced_dtype, ReduceOp::kAvg);
+    std::unique_ptr<Work> replicas = reduction_.replica->AllReduce(reduced, b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
     s = WaitTraced(*replicas, timeline_, "allreduce", "AllReduce grads over replicas", b.label, issued,
                    b.shard_numel * out_size);
   }
@@ -276,7 +283,7 @@ absl::Status GradReducer::Finish(int bucket) {
     UnitShard* unit = units_[u];
     const int64_t S = unit->layout().shard_numel();
     const char* src = static_cast<const char*>(reduced) + at * out_size;
-    RETURN_IF_ERROR(kernels::AccumulateInto(kernels_, unit->grad_shard(), src, reduced_dtype, S));
+    RETURN_IF_ERROR(kernels::AccumulateInto(kernels_, unit->grad_shard(), src, reduce_dtype_, S));
     at += S;
     if (unit->stage() >= 2) {
       unit->FreeFullGrads();
@@ -301,7 +308,7 @@ absl::Status GradReducer::LaunchQuantized(Bucket& b) {
     for (int u : b.units) {
       const int64_t S = units_[u]->layout().shard_numel();
       if (S == 0) continue;
-      const std::vector<int64_t> runs = QuantizationRuns(units_[u]->layout(), r);
+      const std::vector<int64_t>& runs = runs_[u][r];
       const char* src = static_cast<const char*>(units_[u]->full_grads()) + r * S * in_size;
       float* residual = residuals_.empty() || residuals_[u].empty() ? nullptr : residuals_[u].as<float>() + r * S;
       RETURN_IF_ERROR(QuantizeShard(kernels_, dst, src, compute_dtype_, runs, block,
@@ -325,7 +332,7 @@ absl::Status GradReducer::SumQuantized(Bucket& b) {
     for (int u : b.units) {
       const int64_t S = units_[u]->layout().shard_numel();
       if (S == 0) continue;
-      const std::vector<int64_t> runs = QuantizationRuns(units_[u]->layout(), dp_->rank());
+      const std::vector<int64_t>& runs = runs_[u][dp_->rank()];
       RETURN_IF_ERROR(DequantizeShardAccumulate(kernels_, b.sum + at, src, runs, block));
       src += PackedShardBytes(runs, block);
       at += S;

@@ -181,6 +181,9 @@ class GradReducer {
   std::vector<int> slot_of_bucket_;  // empty: no slot plan
   std::vector<Slot> slots_;
   std::vector<Buffer> residuals_;  // error feedback, per unit (empty: none)
+  // Quantized: per unit, per rank, the runs of that rank's shard
+  // (QuantizationRuns), computed once.
+  std::vector<std::vector<std::vector<int64_t>>> runs_;
 };
 
 }  // namespace zeroshard
