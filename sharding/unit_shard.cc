@@ -101,10 +101,7 @@ absl::Status UnitShard::WaitGather() {
   RETURN_IF_ERROR(StartGather());
   if (gather_state_ == GatherState::kGathered) return absl::OkStatus();  // nothing to move (no parameters)
   const bool quantized = !quantized_recv_.empty();
-  absl::Status s = WaitTraced(*gather_work_, timeline_, "gather", quantized ? "AllGather int8" : "AllGather",
-                              layout_->unit_name(), gather_issued_,
-                              quantized ? quantized_recv_.bytes() : gathered_.bytes());
-  gather_work_.reset();
+  absl::Status s = WaitGatherWork();
   if (s.ok() && quantized) s = DequantizeGathered();
   quantized_send_.Reset();
   quantized_recv_.Reset();
@@ -115,6 +112,15 @@ absl::Status UnitShard::WaitGather() {
   }
   gather_state_ = GatherState::kGathered;
   return absl::OkStatus();
+}
+
+absl::Status UnitShard::WaitGatherWork() {
+  const bool quantized = !quantized_recv_.empty();
+  absl::Status s = WaitTraced(*gather_work_, timeline_, "gather", quantized ? "AllGather int8" : "AllGather",
+                              layout_->unit_name(), gather_issued_,
+                              quantized ? quantized_recv_.bytes() : gathered_.bytes());
+  gather_work_.reset();
+  return s;
 }
 
 absl::Status UnitShard::AllocateQuantizedGather(int64_t packed_bytes) {
@@ -147,13 +153,7 @@ void UnitShard::set_weight_quantization(int64_t block) {
 
 absl::Status UnitShard::Release() {
   if (stage_ != 3 || gather_state_ == GatherState::kReleased) return absl::OkStatus();
-  absl::Status s;
-  if (gather_work_ != nullptr) {
-    const bool quantized = !quantized_recv_.empty();
-    s = WaitTraced(*gather_work_, timeline_, "gather", quantized ? "AllGather int8" : "AllGather",
-                   layout_->unit_name(), gather_issued_, quantized ? quantized_recv_.bytes() : gathered_.bytes());
-  }
-  gather_work_.reset();
+  absl::Status s = gather_work_ != nullptr ? WaitGatherWork() : absl::OkStatus();
   gathered_.Reset();
   quantized_send_.Reset();
   quantized_recv_.Reset();

@@ -124,6 +124,8 @@ class UnitShard {
   UnitShard() = default;
   // master (f32) -> dst (compute dtype, master_numel elements).
   absl::Status CopyMasterTo(void* dst);
+  // Waits for the in-flight gather (drawn with what it moves) and drops it.
+  absl::Status WaitGatherWork();
   // Quantized gathers: the packed staging (kCommBuffers), and every rank's
   // packed shard dequantized into gathered_.
   absl::Status AllocateQuantizedGather(int64_t packed_bytes);
