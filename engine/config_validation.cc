@@ -47,27 +47,7 @@ void CheckZero(const EngineConfig& e, ConfigChecker& c) {
   c.Range("engine.zero.prefetch", z.prefetch(), 0, 8);
   c.AtLeast("engine.zero.persistence_threshold", z.persistence_threshold(), 0);
   c.AtLeast("engine.zero.bucket_bytes", z.bucket_bytes(), 0);
-  // Hybrid sharding and quantized communication (docs/parallelism.md).
-  const int dp = e.parallel().dp();
-  c.AtLeast("engine.zero.shard_group_size", z.shard_group_size(), 0);
-  if (z.shard_group_size() > 0 && dp >= 1 && dp % z.shard_group_size() != 0) {
-    c.Add(absl::StrCat("engine.zero.shard_group_size: ", z.shard_group_size(), " does not divide engine.parallel.dp = ",
-                       dp, "; expected a divisor of ", dp, " (or 0: all of dp)"));
-  }
-  if (z.weight_quantization() != ZeroConfig::NONE && z.stage() != 3) {
-    c.Add(absl::StrCat("engine.zero.weight_quantization: ", ZeroConfig::Quantization_Name(z.weight_quantization()),
-                       " needs engine.zero.stage 3 (stages 0-2 gather no weights); got stage ", z.stage()));
-  }
-  c.AtLeast("engine.zero.quantization_block", z.quantization_block(), 32);
-  if (z.error_feedback() && z.gradient_quantization() == ZeroConfig::NONE) {
-    c.Add("engine.zero.error_feedback: true needs engine.zero.gradient_quantization INT8 (is NONE)");
-  }
-  if (z.gradient_quantization() != ZeroConfig::NONE && e.precision().reduce_dtype() != F32) {
-    c.Add(absl::StrCat("engine.precision.reduce_dtype: ", DTypeProto_Name(e.precision().reduce_dtype()),
-                       " is set with engine.zero.gradient_quantization ",
-                       ZeroConfig::Quantization_Name(z.gradient_quantization()),
-                       ", which replaces it; expected F32 (unset)"));
-  }
+  for (std::string& error : ZeroShardingErrors(e)) c.Add(std::move(error));
 }
 
 void CheckPrecision(const PrecisionConfig& p, ConfigChecker& c) {
@@ -248,6 +228,32 @@ void CheckData(const TrainConfig& t, ConfigChecker& c) {
 }
 
 }  // namespace
+
+std::vector<std::string> ZeroShardingErrors(const EngineConfig& e) {
+  ConfigChecker c;
+  const ZeroConfig& z = e.zero();
+  const int dp = e.parallel().dp();
+  c.AtLeast("engine.zero.shard_group_size", z.shard_group_size(), 0);
+  if (z.shard_group_size() > 0 && dp >= 1 && dp % z.shard_group_size() != 0) {
+    c.Add(absl::StrCat("engine.zero.shard_group_size: ", z.shard_group_size(), " does not divide engine.parallel.dp = ",
+                       dp, "; expected a divisor of ", dp, " (or 0: all of dp)"));
+  }
+  if (z.weight_quantization() != ZeroConfig::NONE && z.stage() != 3) {
+    c.Add(absl::StrCat("engine.zero.weight_quantization: ", ZeroConfig::Quantization_Name(z.weight_quantization()),
+                       " needs engine.zero.stage 3 (stages 0-2 gather no weights); got stage ", z.stage()));
+  }
+  c.AtLeast("engine.zero.quantization_block", z.quantization_block(), 32);
+  if (z.error_feedback() && z.gradient_quantization() == ZeroConfig::NONE) {
+    c.Add("engine.zero.error_feedback: true needs engine.zero.gradient_quantization INT8 (is NONE)");
+  }
+  if (z.gradient_quantization() != ZeroConfig::NONE && e.precision().reduce_dtype() != F32) {
+    c.Add(absl::StrCat("engine.precision.reduce_dtype: ", DTypeProto_Name(e.precision().reduce_dtype()),
+                       " is set with engine.zero.gradient_quantization ",
+                       ZeroConfig::Quantization_Name(z.gradient_quantization()),
+                       ", which replaces it; expected F32 (unset)"));
+  }
+  return c.Take();
+}
 
 std::vector<std::string> EngineConfigErrors(const EngineConfig& engine, int64_t global_batch,
                                             const ValidationOptions& options) {

@@ -25,6 +25,13 @@ struct ValidationOptions {
   std::string batch_field = "data.batch_size";
 };
 
+// The rules of hybrid sharding and int8 communication in engine.zero
+// (docs/parallelism.md): S divides dp, weight quantization only at stage 3,
+// block >= 32, error feedback only with gradient quantization, which needs
+// an f32 reduce dtype. Part of EngineConfigErrors; EngineOptionsFromConfig
+// refuses the first.
+std::vector<std::string> ZeroShardingErrors(const EngineConfig& engine);
+
 // Errors of the engine section, each prefixed "engine." (or
 // options.batch_field for the global batch: at least 1, and a multiple of
 // dp x gradient_accumulation_steps), in field order; empty when valid.

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "engine/config_validation.h"
 
 namespace zeroshard {
 namespace {
@@ -30,12 +31,10 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   o.gather.persistence_threshold = z.persistence_threshold();
   o.gather.reshard_after_forward = z.reshard_after_forward();
   o.bucket_bytes = z.bucket_bytes();
-  const int dp = c.parallel().dp();
-  if (z.shard_group_size() < 0 || (z.shard_group_size() > 0 && dp >= 1 && dp % z.shard_group_size() != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("engine.zero.shard_group_size: ", z.shard_group_size(),
-                                                   " does not divide engine.parallel.dp = ", dp,
-                                                   "; expected a divisor of ", dp, " (or 0: all of dp)"));
+  if (const std::vector<std::string> errors = ZeroShardingErrors(c); !errors.empty()) {
+    return absl::InvalidArgumentError(errors.front());
   }
+  const int dp = c.parallel().dp();
   o.sharding.shard_group_size = z.shard_group_size();
   o.sharding.quantize_weights = z.weight_quantization() == ZeroConfig::INT8;
   o.sharding.quantize_gradients = z.gradient_quantization() == ZeroConfig::INT8;
@@ -43,19 +42,6 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   o.sharding.error_feedback = z.error_feedback();
   o.sharding.replicas = z.shard_group_size() > 0 && dp >= 1 ? dp / z.shard_group_size() : 1;
   o.sharding.alignment = kDefaultShardAlignment * o.sharding.replicas;
-  if (o.sharding.quantize_weights && o.stage != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "engine.zero.weight_quantization: INT8 needs engine.zero.stage 3 (stages 0-2 gather no weights); got stage ",
-        o.stage));
-  }
-  if (o.sharding.quantization_block < 32) {
-    return absl::InvalidArgumentError(absl::StrCat("engine.zero.quantization_block: ", o.sharding.quantization_block,
-                                                   " is out of range; expected >= 32"));
-  }
-  if (o.sharding.error_feedback && !o.sharding.quantize_gradients) {
-    return absl::InvalidArgumentError(
-        "engine.zero.error_feedback: true needs engine.zero.gradient_quantization INT8 (is NONE)");
-  }
   o.reduce_mode = z.reduce_mode() == ZeroConfig::DEFER ? ReduceMode::kDefer : ReduceMode::kAccumulate;
   if (c.gradient_accumulation_steps() < 1) {
     return absl::InvalidArgumentError(absl::StrCat("engine.gradient_accumulation_steps: ",
@@ -70,11 +56,6 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   }
   o.compute_dtype = FromProto(p.compute_dtype());
   o.reduce_dtype = FromProto(p.reduce_dtype());
-  if (o.sharding.quantize_gradients && o.reduce_dtype != DType::kF32) {
-    return absl::InvalidArgumentError(absl::StrCat("engine.precision.reduce_dtype: ", DTypeProto_Name(p.reduce_dtype()),
-                                                   " is set with engine.zero.gradient_quantization INT8, which "
-                                                   "replaces it; expected F32 (unset)"));
-  }
   if (p.has_loss_scale() && p.compute_dtype() != F16) {
     return absl::InvalidArgumentError(absl::StrCat("engine.precision.loss_scale: set but compute_dtype is ",
                                                    DTypeProto_Name(p.compute_dtype()), "; expected F16"));
