@@ -60,7 +60,9 @@ namespace zeroshard {
 namespace {
 
 using bench::Median;
+using bench::AllRanks;
 using bench::RoundUp;
+using bench::StateBytes;
 void Check(const absl::Status& s, const char* what) { bench::CheckOrExit(s, what); }
 
 constexpr int64_t kF32 = 4;  // bytes of every compute, master and reduce element here
@@ -177,62 +179,21 @@ std::map<std::string, CommStats> CommTheory(const EngineImpl& impl, int stage, c
   return out;
 }
 
-struct StateBytes {
-  int64_t params = 0, grads = 0, master = 0, optimizer = 0;
-  int64_t total() const { return params + grads + master + optimizer; }
-};
-
-// The ZeRO formulas per category with f32 params and grads (docs/sharding.md)
-// over the shard group: full buffers hold P elements, shards S = P / N; int8
-// error feedback adds one f32 residual of the full P per unit (kGrads).
+// The ZeRO formulas over the shard group (N = S), docs/parallelism.md: int8
+// error feedback adds one f32 residual of the full P per unit (kGrads), 4Ψ
+// without padding.
 StateBytes StateTheory(int stage, int64_t full, int64_t shard, bool error_feedback) {
-  StateBytes b;
-  b.params = kF32 * (stage == 3 ? shard : full);
-  b.grads = kF32 * (stage >= 2 ? shard : full) + (error_feedback ? kF32 * full : 0);
-  b.master = kF32 * (stage == 0 ? full : shard);
-  b.optimizer = 2 * kF32 * (stage == 0 ? full : shard);  // AdamW m and v
+  StateBytes b = bench::ZeroStateBytes(stage, full, shard);
+  if (error_feedback) b.grads += kF32 * full;
   return b;
 }
 
-// The same without alignment padding: stage 0: 20Ψ, 1: 8Ψ + 12Ψ/N,
-// 2: 4Ψ + 16Ψ/N, 3: 20Ψ/N bytes (+ 4Ψ with error feedback).
 double UnpaddedTheory(int stage, double psi, int n, bool error_feedback) {
-  const double feedback = error_feedback ? 4 * psi : 0;
-  switch (stage) {
-    case 0:
-      return 20 * psi + feedback;
-    case 1:
-      return 8 * psi + 12 * psi / n + feedback;
-    case 2:
-      return 4 * psi + 16 * psi / n + feedback;
-    default:
-      return 20 * psi / n + feedback;
-  }
+  return bench::ZeroStateTheory(stage, psi, n) + (error_feedback ? 4 * psi : 0);
 }
 
 // ---------------------------------------------------------------------------
 // Measurement
-
-// Every rank's values (each int64 as two i32 halves), rank-major.
-std::vector<std::vector<int64_t>> AllRanks(Communicator& world, const std::vector<int64_t>& mine) {
-  std::vector<int32_t> words(2 * mine.size());
-  for (size_t i = 0; i < mine.size(); ++i) {
-    words[2 * i] = static_cast<int32_t>(static_cast<uint32_t>(mine[i] & 0xffffffff));
-    words[2 * i + 1] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(mine[i]) >> 32));
-  }
-  std::vector<int32_t> all(words.size() * world.size());
-  Check(world.AllGather(words.data(), all.data(), static_cast<int64_t>(words.size()), DType::kI32)->Wait(),
-        "AllGather");
-  std::vector<std::vector<int64_t>> out(world.size(), std::vector<int64_t>(mine.size()));
-  for (int r = 0; r < world.size(); ++r) {
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const int32_t* w = &all[(r * mine.size() + i) * 2];
-      out[r][i] = static_cast<int64_t>(static_cast<uint64_t>(static_cast<uint32_t>(w[0])) |
-                                       (static_cast<uint64_t>(static_cast<uint32_t>(w[1])) << 32));
-    }
-  }
-  return out;
-}
 
 std::unique_ptr<ProcessGrid> MakeGrid(int dp, int shard_group) {
   CommOptions options;

@@ -64,7 +64,9 @@ namespace zeroshard {
 namespace {
 
 using bench::Median;
+using bench::AllRanks;
 using bench::RoundUp;
+using bench::StateBytes;
 void Check(const absl::Status& s, const char* what) { bench::CheckOrExit(s, what); }
 
 constexpr int64_t kF32 = 4;  // bytes of every compute, master and reduce element here
@@ -130,37 +132,6 @@ std::pair<int64_t, int64_t> SplitAndReplicated(const Gpt2Config& m) {
 // A unit's shard S: the smallest multiple of the alignment with dp·S >= N
 // (sharding/flat_param_layout.h); its padded buffer is dp·S.
 int64_t ShardNumel(int64_t numel, int dp) { return RoundUp((numel + dp - 1) / dp, kDefaultShardAlignment); }
-
-struct StateBytes {
-  int64_t params = 0, grads = 0, master = 0, optimizer = 0;
-  int64_t total() const { return params + grads + master + optimizer; }
-};
-
-// The ZeRO formulas per category with f32 params and grads (UnitShard's
-// table, docs/sharding.md): full buffers hold P elements, shards S.
-StateBytes StateTheory(int stage, int64_t full, int64_t shard) {
-  StateBytes b;
-  b.params = kF32 * (stage == 3 ? shard : full);
-  b.grads = kF32 * (stage >= 2 ? shard : full);
-  b.master = kF32 * (stage == 0 ? full : shard);
-  b.optimizer = 2 * kF32 * (stage == 0 ? full : shard);  // AdamW m and v
-  return b;
-}
-
-// The same without alignment padding: stage 0: 20Ψ, 1: 8Ψ + 12Ψ/dp,
-// 2: 4Ψ + 16Ψ/dp, 3: 20Ψ/dp bytes.
-double UnpaddedTheory(int stage, double psi, int dp) {
-  switch (stage) {
-    case 0:
-      return 20 * psi;
-    case 1:
-      return 8 * psi + 12 * psi / dp;
-    case 2:
-      return 4 * psi + 16 * psi / dp;
-    default:
-      return 20 * psi / dp;
-  }
-}
 
 // Per-rank token rows of one micro-batch: N = B·T, and the rows the
 // LayerNorm/residual regions hold (N/tp under sequence parallelism).
@@ -248,27 +219,6 @@ int64_t DpCommTheory(int stage, int64_t shard, int dp) {
 
 // ---------------------------------------------------------------------------
 // Measurement
-
-// Every rank's values (each int64 as two i32 halves), rank-major.
-std::vector<std::vector<int64_t>> AllRanks(Communicator& world, const std::vector<int64_t>& mine) {
-  std::vector<int32_t> words(2 * mine.size());
-  for (size_t i = 0; i < mine.size(); ++i) {
-    words[2 * i] = static_cast<int32_t>(static_cast<uint32_t>(mine[i] & 0xffffffff));
-    words[2 * i + 1] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(mine[i]) >> 32));
-  }
-  std::vector<int32_t> all(words.size() * world.size());
-  Check(world.AllGather(words.data(), all.data(), static_cast<int64_t>(words.size()), DType::kI32)->Wait(),
-        "AllGather");
-  std::vector<std::vector<int64_t>> out(world.size(), std::vector<int64_t>(mine.size()));
-  for (int r = 0; r < world.size(); ++r) {
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const int32_t* w = &all[(r * mine.size() + i) * 2];
-      out[r][i] = static_cast<int64_t>(static_cast<uint64_t>(static_cast<uint32_t>(w[0])) |
-                                       (static_cast<uint64_t>(static_cast<uint32_t>(w[1])) << 32));
-    }
-  }
-  return out;
-}
 
 // "yes" when every rank measured what rank 0 did.
 std::string SameOnAllRanks(const std::vector<std::vector<int64_t>>& all) {
@@ -389,8 +339,8 @@ void ModelStateTable(Bench& bench, const std::vector<Layout>& layouts) {
       const int64_t dp_bytes = dp[CommOp::kAllGather].bytes_sent + dp[CommOp::kReduceScatter].bytes_sent;
       const auto all = AllRanks(bench.world_grid->world(),
                                 {got.params, got.grads, got.master, got.optimizer, dp_bytes, layouts_ok ? 1 : 0});
-      const StateBytes want = StateTheory(stage, full, shard);
-      const double unpadded = UnpaddedTheory(stage, static_cast<double>(local), l.dp);
+      const StateBytes want = bench::ZeroStateBytes(stage, full, shard);
+      const double unpadded = bench::ZeroStateTheory(stage, static_cast<double>(local), l.dp);
       const bool per_category = got.params == want.params && got.grads == want.grads &&
                                 got.master == want.master && got.optimizer == want.optimizer;
       bool engine_layouts = true;

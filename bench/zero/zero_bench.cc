@@ -97,19 +97,6 @@ EngineConfig Config(int stage, int dp, int threads) {
   return c;
 }
 
-double Theory(int stage, double psi, int n) {
-  switch (stage) {
-    case 0:
-      return 20 * psi;
-    case 1:
-      return 8 * psi + 12 * psi / n;
-    case 2:
-      return 4 * psi + 16 * psi / n;
-    default:
-      return 20 * psi / n;
-  }
-}
-
 // The memory tables' model (--mem_layers of GPT-2 124M's 12) and one
 // sequence of --mem_seq tokens per rank.
 struct MemoryBenchInput {
@@ -156,7 +143,7 @@ void MemoryAndComm(ProcessGrid& grid, int threads) {
     const int64_t master = m.Usage(MemoryCategory::kMasterParams).current;
     const int64_t optim = m.Usage(MemoryCategory::kOptimizerState).current;
     const int64_t total = params + grads + master + optim;
-    const double theory = Theory(stage, psi, n);
+    const double theory = bench::ZeroStateTheory(stage, psi, n);
     const int64_t shard_bytes = stage == 3 ? params : 0;
     if (root) {
       std::printf("| %d | %.0f | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.6f | %s |\n", stage, psi,
@@ -349,10 +336,10 @@ void GridMemory(int world_rank, int world_size, int threads) {
         for (const RankState& r : all) {
           if (r.pp_rank != s) continue;
           if (first == nullptr) first = &r;
-          const double ratio = r.total() / Theory(stage, static_cast<double>(r.psi_held), l.dp);
+          const double ratio = r.total() / bench::ZeroStateTheory(stage, static_cast<double>(r.psi_held), l.dp);
           if (std::abs(ratio - 1) > std::abs(worst - 1)) worst = ratio;
         }
-        const double theory = Theory(stage, static_cast<double>(first->psi_held), l.dp);
+        const double theory = bench::ZeroStateTheory(stage, static_cast<double>(first->psi_held), l.dp);
         std::printf("| %d, %d, %d | %d | %d | %s | %lld | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB |"
                     " %.6f |\n",
                     l.dp, l.tp, l.pp, stage, s, HeldUnits(names, first->held_mask, first->mirror_mask).c_str(),
