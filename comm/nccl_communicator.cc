@@ -27,7 +27,7 @@ namespace zeroshard {
 
 #ifndef ZEROSHARD_HAS_CUDA
 
-absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclWorld(const CommOptions&) {
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclWorld(const CommOptions&, int) {
   return absl::UnavailableError("NCCL backend unavailable: built without CUDA (--//bazel:cuda=false or no nvcc)");
 }
 absl::Status SetNcclComputeStream(Communicator& comm, void*) {
@@ -483,12 +483,13 @@ class NcclCommunicator : public Communicator, public P2PFlusher {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclWorld(const CommOptions& options) {
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclWorld(const CommOptions& options, int device) {
   std::string reason;
   if (!CudaAvailable(&reason)) return absl::UnavailableError(absl::StrCat("NCCL backend unavailable: ", reason));
   RETURN_IF_ERROR(EnsureMpiInitialized());
   MPI_Comm world;
   RETURN_IF_ERROR(MpiStatus(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup"));
+  if (device >= 0) return NcclCommunicator::Create(world, "world", options, device);
   // One GPU per rank on each host: the local rank picks the device.
   MPI_Comm local;
   RETURN_IF_ERROR(MpiStatus(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local),

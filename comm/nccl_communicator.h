@@ -32,9 +32,11 @@
 
 namespace zeroshard {
 
-// A communicator named "world" over all MPI ranks, one GPU each. Initialises
-// MPI if needed. kUnavailable without CUDA or without a GPU (with the reason).
-absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclWorld(const CommOptions& options);
+// A communicator named "world" over all MPI ranks, one GPU each: `device`,
+// or with -1 the local rank's (which then must not exceed the host's GPUs).
+// Initialises MPI if needed. kUnavailable without CUDA or without a GPU
+// (with the reason).
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclWorld(const CommOptions& options, int device = -1);
 
 // Makes later operations of `comm` (an NCCL communicator) wait for what is
 // enqueued on `cuda_stream` (a cudaStream_t) at issue time.

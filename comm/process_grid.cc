@@ -82,7 +82,21 @@ Communicator& ProcessGrid::control(GridAxis axis) const {
 }
 
 absl::StatusOr<ProcessGrid> ProcessGrid::Create(std::unique_ptr<Communicator> world, GridShape shape) {
-  if (world == nullptr) return absl::InvalidArgumentError("ProcessGrid::Create needs a world communicator");
+  return Create(nullptr, std::move(world), shape);
+}
+
+absl::StatusOr<ProcessGrid> ProcessGrid::Create(std::unique_ptr<Communicator> control_world,
+                                                std::unique_ptr<Communicator> data_world, GridShape shape) {
+  if (data_world == nullptr) return absl::InvalidArgumentError("ProcessGrid::Create needs a world communicator");
+  Communicator* control = control_world != nullptr ? control_world.get() : data_world.get();
+  if (control->size() != data_world->size() || control->rank() != data_world->rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("ProcessGrid::Create: the control world '", control->name(),
+                                                   "' is rank ", control->rank(), " of ", control->size(),
+                                                   ", the data world '", data_world->name(), "' rank ",
+                                                   data_world->rank(), " of ", data_world->size(),
+                                                   "; expected the same ranks"));
+  }
+  Communicator* world = data_world.get();
   RETURN_IF_ERROR(ValidateGridShape(shape, world->size()));
   ProcessGrid grid;
   grid.shape_ = shape;
@@ -101,12 +115,13 @@ absl::StatusOr<ProcessGrid> ProcessGrid::Create(std::unique_ptr<Communicator> wo
     ASSIGN_OR_RETURN(grid.dp_shard_, world->Split(dp_color * (shape.dp / S) + c.dp / S, c.dp % S, "dp.shard"));
     ASSIGN_OR_RETURN(grid.dp_replica_, world->Split(dp_color * S + c.dp % S, c.dp / S, "dp.replica"));
   }
-  ASSIGN_OR_RETURN(grid.world_control_, world->Split(0, world->rank(), "world.control"));
-  ASSIGN_OR_RETURN(grid.tp_control_, world->Split(GroupColor(shape, c, GridAxis::kTp), c.tp, "tp.control"));
-  ASSIGN_OR_RETURN(grid.dp_control_, world->Split(GroupColor(shape, c, GridAxis::kDp), c.dp, "dp.control"));
-  ASSIGN_OR_RETURN(grid.pp_control_, world->Split(GroupColor(shape, c, GridAxis::kPp), c.pp, "pp.control"));
-  ASSIGN_OR_RETURN(grid.embedding_control_, world->Split(embed_color, c.pp, "embed.control"));
-  grid.world_ = std::move(world);
+  ASSIGN_OR_RETURN(grid.world_control_, control->Split(0, control->rank(), "world.control"));
+  ASSIGN_OR_RETURN(grid.tp_control_, control->Split(GroupColor(shape, c, GridAxis::kTp), c.tp, "tp.control"));
+  ASSIGN_OR_RETURN(grid.dp_control_, control->Split(GroupColor(shape, c, GridAxis::kDp), c.dp, "dp.control"));
+  ASSIGN_OR_RETURN(grid.pp_control_, control->Split(GroupColor(shape, c, GridAxis::kPp), c.pp, "pp.control"));
+  ASSIGN_OR_RETURN(grid.embedding_control_, control->Split(embed_color, c.pp, "embed.control"));
+  grid.control_world_ = std::move(control_world);
+  grid.world_ = std::move(data_world);
   return grid;
 }
 

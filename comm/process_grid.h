@@ -67,6 +67,12 @@ class ProcessGrid {
   // (world, tp, dp, pp, embedding). Errors: the shape does not match world->size()
   // (kInvalidArgument), or a Split failed.
   static absl::StatusOr<ProcessGrid> Create(std::unique_ptr<Communicator> world, GridShape shape);
+  // The same with the data communicators split from `data_world` (NCCL, or
+  // device buffers staged over MPI) and the control ones from
+  // `control_world` (MPI, host memory); both over the same ranks in the
+  // same order. world() is the data world.
+  static absl::StatusOr<ProcessGrid> Create(std::unique_ptr<Communicator> control_world,
+                                            std::unique_ptr<Communicator> data_world, GridShape shape);
 
   Communicator& world() const { return *world_; }
   Communicator& dp() const { return *dp_; }
@@ -102,6 +108,7 @@ class ProcessGrid {
   GridShape shape_;
   GridCoords coords_;
   // Sub-communicators are destroyed before the world they were split from.
+  std::unique_ptr<Communicator> control_world_;  // only when the data world is another backend
   std::unique_ptr<Communicator> world_;
   std::unique_ptr<Communicator> tp_;
   std::unique_ptr<Communicator> dp_;

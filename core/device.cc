@@ -1,9 +1,13 @@
 #include "core/device.h"
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "core/status_macros.h"
 
 #ifdef ZEROSHARD_HAS_CUDA
 #include <cuda_runtime.h>
@@ -33,11 +37,82 @@ bool CudaAvailable(std::string* reason) {
 #endif
 }
 
+namespace {
+
+#ifdef ZEROSHARD_HAS_CUDA
+std::atomic<void*> allocation_stream{nullptr};
+
+cudaStream_t AllocationStream() { return static_cast<cudaStream_t>(allocation_stream.load()); }
+
+absl::Status CudaError(cudaError_t err, absl::string_view what) {
+  if (err == cudaSuccess) return absl::OkStatus();
+  cudaGetLastError();  // clear a sticky error for later calls
+  return absl::UnavailableError(absl::StrCat(what, ": ", cudaGetErrorString(err)));
+}
+#endif
+
+void* AlignedHostAlloc(size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
+
+}  // namespace
+
+absl::StatusOr<int> CudaDeviceCount() {
+#ifdef ZEROSHARD_HAS_CUDA
+  int count = 0;
+  RETURN_IF_ERROR(CudaError(cudaGetDeviceCount(&count), "cudaGetDeviceCount"));
+  if (count == 0) return absl::UnavailableError("cudaGetDeviceCount: no CUDA device is visible");
+  return count;
+#else
+  return absl::UnavailableError("built without CUDA (--//bazel:cuda=false or no nvcc)");
+#endif
+}
+
+absl::Status UseCudaDevice(int index) {
+#ifdef ZEROSHARD_HAS_CUDA
+  RETURN_IF_ERROR(CudaError(cudaSetDevice(index), absl::StrCat("cudaSetDevice(", index, ")")));
+  cudaMemPool_t pool;
+  RETURN_IF_ERROR(CudaError(cudaDeviceGetDefaultMemPool(&pool, index), "cudaDeviceGetDefaultMemPool"));
+  uint64_t keep_everything = UINT64_MAX;
+  return CudaError(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything),
+                   "cudaMemPoolSetAttribute(release threshold)");
+#else
+  return absl::UnavailableError(absl::StrCat("cannot use CUDA device ", index, ": built without CUDA"));
+#endif
+}
+
+absl::StatusOr<int> CurrentCudaDevice() {
+#ifdef ZEROSHARD_HAS_CUDA
+  int index = 0;
+  RETURN_IF_ERROR(CudaError(cudaGetDevice(&index), "cudaGetDevice"));
+  return index;
+#else
+  return absl::UnavailableError("built without CUDA");
+#endif
+}
+
+absl::StatusOr<std::string> CudaDeviceUuid(int index) {
+#ifdef ZEROSHARD_HAS_CUDA
+  cudaDeviceProp prop;
+  RETURN_IF_ERROR(CudaError(cudaGetDeviceProperties(&prop, index), absl::StrCat("cudaGetDeviceProperties(", index, ")")));
+  std::string hex;
+  for (char c : prop.uuid.bytes) absl::StrAppend(&hex, absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+  return hex;
+#else
+  return absl::UnavailableError(absl::StrCat("no UUID for CUDA device ", index, ": built without CUDA"));
+#endif
+}
+
+void SetCudaAllocationStream(void* cuda_stream) {
+#ifdef ZEROSHARD_HAS_CUDA
+  allocation_stream.store(cuda_stream);
+#else
+  (void)cuda_stream;
+#endif
+}
+
 absl::StatusOr<void*> DeviceAlloc(Device device, size_t bytes) {
   if (bytes == 0) return nullptr;
   if (device == Device::kCpu) {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
+    void* p = AlignedHostAlloc(bytes);
     if (p == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat("host allocation of ", bytes, " bytes failed"));
     }
@@ -45,11 +120,11 @@ absl::StatusOr<void*> DeviceAlloc(Device device, size_t bytes) {
   }
 #ifdef ZEROSHARD_HAS_CUDA
   void* p = nullptr;
-  cudaError_t err = cudaMalloc(&p, bytes);
+  cudaError_t err = cudaMallocAsync(&p, bytes, AllocationStream());
   if (err != cudaSuccess) {
     cudaGetLastError();
     return absl::ResourceExhaustedError(
-        absl::StrCat("cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(err)));
+        absl::StrCat("cudaMallocAsync of ", bytes, " bytes failed: ", cudaGetErrorString(err)));
   }
   return p;
 #else
@@ -64,8 +139,38 @@ void DeviceFree(Device device, void* ptr) {
     return;
   }
 #ifdef ZEROSHARD_HAS_CUDA
-  cudaFree(ptr);
+  cudaFreeAsync(ptr, AllocationStream());
 #endif
+}
+
+absl::StatusOr<void*> PinnedHostAlloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+#ifdef ZEROSHARD_HAS_CUDA
+  if (CudaAvailable()) {
+    void* p = nullptr;
+    cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+    if (err == cudaSuccess) return p;
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cudaHostAlloc of ", bytes, " bytes failed: ", cudaGetErrorString(err)));
+  }
+#endif
+  void* p = AlignedHostAlloc(bytes);
+  if (p == nullptr) return absl::ResourceExhaustedError(absl::StrCat("host allocation of ", bytes, " bytes failed"));
+  return p;
+}
+
+void PinnedHostFree(void* ptr) {
+  if (ptr == nullptr) return;
+#ifdef ZEROSHARD_HAS_CUDA
+  cudaPointerAttributes attr;
+  if (cudaPointerGetAttributes(&attr, ptr) == cudaSuccess && attr.type == cudaMemoryTypeHost) {
+    cudaFreeHost(ptr);
+    return;
+  }
+  cudaGetLastError();
+#endif
+  std::free(ptr);
 }
 
 absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {

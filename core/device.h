@@ -21,10 +21,40 @@ const char* DeviceName(Device device);  // "cpu", "cuda"
 // receives a sentence saying why not, for test skip messages.
 bool CudaAvailable(std::string* reason = nullptr);
 
-// Allocates `bytes` on `device`: 64-byte aligned host memory or cudaMalloc.
-// kUnavailable for kCuda without a GPU; kResourceExhausted when out of memory.
+// The CUDA devices this process sees. kUnavailable naming the CUDA error
+// ("CUDA driver version is insufficient ...", no device) or the build.
+absl::StatusOr<int> CudaDeviceCount();
+
+// Makes `index` the process's current CUDA device and keeps freed memory in
+// its default memory pool for reuse (release threshold: never), so that
+// DeviceAlloc/DeviceFree inside a step do not return memory to the driver.
+absl::Status UseCudaDevice(int index);
+
+// The current CUDA device (cudaGetDevice); kUnavailable without CUDA.
+absl::StatusOr<int> CurrentCudaDevice();
+
+// Device `index`'s UUID as 32 hex digits (tells two ranks on one GPU apart
+// from two GPUs, whatever CUDA_VISIBLE_DEVICES numbers them).
+absl::StatusOr<std::string> CudaDeviceUuid(int index);
+
+// The stream CUDA allocations are ordered on (cudaMallocAsync/cudaFreeAsync;
+// nullptr = the legacy default stream). The engine sets its compute stream;
+// a buffer freed there is reused by a later allocation without a device-wide
+// synchronisation. Process-wide; set before allocating.
+void SetCudaAllocationStream(void* cuda_stream);
+
+// Allocates `bytes` on `device`: 64-byte aligned host memory, or
+// stream-ordered device memory from the current device's pool. Contents are
+// undefined. kUnavailable for kCuda without a GPU; kResourceExhausted when
+// out of memory.
 absl::StatusOr<void*> DeviceAlloc(Device device, size_t bytes);
 void DeviceFree(Device device, void* ptr);
+
+// Page-locked host memory (cudaHostAlloc) when a GPU is usable, so copies to
+// and from the device can be asynchronous; otherwise 64-byte aligned host
+// memory. Free with PinnedHostFree.
+absl::StatusOr<void*> PinnedHostAlloc(size_t bytes);
+void PinnedHostFree(void* ptr);
 
 // Copies between any two devices (host <-> device, device <-> device).
 absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);

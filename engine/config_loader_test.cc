@@ -295,6 +295,9 @@ const BadConfig kBadConfigs[] = {
     {"nccl_on_cpu", "engine { comm { backend: NCCL timeout_s: 0 } }", false, 3,
      "PATH: invalid config:\nengine.comm.timeout_s: 0 is out of range; expected > 0\nengine.comm.backend: NCCL needs "
      "engine.device.type CUDA; got CPU"},
+    {"gpu_id_on_cpu", "engine { device { gpu_id: -1 } }", false, 3,
+     "PATH: invalid config:\nengine.device.gpu_id: -1 is out of range; expected >= 0\nengine.device.gpu_id: set but "
+     "engine.device.type is CPU"},
     {"accumulation_zero", "engine { gradient_accumulation_steps: 0 }", false, 3,
      "PATH: invalid config:\nengine.gradient_accumulation_steps: 0 is out of range [1, 1048576]"},
     {"negative_trace_steps", "engine { logging { trace_path: \"t.json\" trace_steps: -1 } }", false, 3,

@@ -206,7 +206,10 @@ void CheckParallel(const EngineConfig& e, int64_t batch, const ValidationOptions
 
 void CheckRuntime(const EngineConfig& e, ConfigChecker& c) {
   c.Positive("engine.comm.timeout_s", e.comm().timeout_s());
-  if (e.device().type() == DeviceConfig::CUDA) c.NotYet("engine.device.type: CUDA (GPU training)");
+  if (e.device().has_gpu_id()) {
+    c.AtLeast("engine.device.gpu_id", e.device().gpu_id(), 0);
+    if (e.device().type() != DeviceConfig::CUDA) c.Add("engine.device.gpu_id: set but engine.device.type is CPU");
+  }
   if (e.comm().backend() == CommConfig::NCCL && e.device().type() != DeviceConfig::CUDA) {
     c.Add("engine.comm.backend: NCCL needs engine.device.type CUDA; got CPU");
   }

@@ -130,9 +130,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
     RETURN_IF_ERROR(ValidatePipelineShape(o.pipeline.schedule,
                                           {o.pipeline.stages, o.pipeline.virtual_stages, o.accumulation_steps}));
   }
-  if (c.device().type() != DeviceConfig::CPU) {
-    return absl::UnimplementedError("engine.device.type: CUDA is not supported yet by the sharding engine");
-  }
+  o.device = c.device().type() == DeviceConfig::CUDA ? Device::kCuda : Device::kCpu;
 
   const OptimizerConfig& opt = c.optimizer();
   o.optimizer.type = opt.type() == OptimizerConfig::SGD ? OptimizerType::kSgd : OptimizerType::kAdamW;

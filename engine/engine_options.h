@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/device.h"
 #include "core/dtype.h"
 #include "engine/pipeline_schedule.h"
 #include "proto/config.pb.h"
@@ -105,6 +106,7 @@ struct EngineOptions {
   ActivationCheckpointingOptions checkpointing;
   uint64_t seed = 1234;
   int threads_per_rank = 0;  // kernels' CPU threads; 0: cores / ranks
+  Device device = Device::kCpu;  // where the model state and compute live
   PipelineOptions pipeline;
   TensorParallelOptions tensor;
 };

@@ -26,6 +26,7 @@
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
+#include "comm/staged_communicator.h"
 #include "core/device.h"
 #include "core/memory_tracker.h"
 #include "core/dtype.h"
@@ -313,7 +314,8 @@ TEST_P(CommConformanceTest, ReportsRankSizeNameDevice) {
   EXPECT_EQ(rank(), world_rank);
   EXPECT_EQ(size(), world_size);
   EXPECT_EQ(comm_->name(), "world");
-  EXPECT_EQ(device(), GetParam().name == "nccl" ? Device::kCuda : Device::kCpu);
+  const bool on_gpu = GetParam().name == "nccl" || (GetParam().name == "mpi_staged" && CudaAvailable());
+  EXPECT_EQ(device(), on_gpu ? Device::kCuda : Device::kCpu);
 }
 
 TEST_P(CommConformanceTest, AllReduceEveryDTypeOpAndCount) {
@@ -806,6 +808,14 @@ TEST_P(CommConformanceTest, LowPrecisionStagingIsTracked) {
 const Backend kBackends[] = {
     {"mpi", [](const CommOptions& o) { return CreateMpiWorld(o); }},
     {"nccl", [](const CommOptions& o) { return CreateNcclWorld(o); }},
+    // MPI over staged device buffers: GPU memory where a GPU is usable, host
+    // memory (plain copies) elsewhere.
+    {"mpi_staged",
+     [](const CommOptions& o) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+       absl::StatusOr<std::unique_ptr<Communicator>> host = CreateMpiWorld(o);
+       if (!host.ok()) return host.status();
+       return CreateStagedCommunicator(std::move(*host), CudaAvailable() ? Device::kCuda : Device::kCpu);
+     }},
 };
 
 INSTANTIATE_TEST_SUITE_P(Backends, CommConformanceTest, testing::ValuesIn(kBackends),
