@@ -1,5 +1,6 @@
 # Sourced by shell tests so each check counts as its own test case.
 #   record_case NAME PASSED(0/1) [MESSAGE]   -- after each check
+#   skip_case NAME REASON                    -- a check this machine cannot make
 #   expect NAME WANT_RC WANT_SUBSTRING -- COMMAND...
 #                                            -- runs COMMAND, checks its exit code and output
 #   finish_cases                             -- writes $XML_OUTPUT_FILE, exits 1 if any failed
@@ -25,6 +26,12 @@ record_case() {
     _zs_failed=$((_zs_failed + 1))
     _zs_cases+=("<testcase classname=\"$(_zs_xml_escape "$_zs_suite")\" name=\"$(_zs_xml_escape "$name")\" time=\"0\"><failure message=\"$(_zs_xml_escape "${message:0:2000}")\"/></testcase>")
   fi
+}
+
+skip_case() {
+  local name=$1 reason=$2
+  echo "skip $name: $reason"
+  _zs_cases+=("<testcase classname=\"$(_zs_xml_escape "$_zs_suite")\" name=\"$(_zs_xml_escape "$name")\" time=\"0\"><skipped message=\"$(_zs_xml_escape "$reason")\"/></testcase>")
 }
 
 expect() {  # expect NAME WANT_RC WANT_SUBSTRING -- command...

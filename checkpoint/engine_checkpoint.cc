@@ -292,13 +292,22 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     std::vector<float> zeros;  // a frozen unit's optimizer state
     // Named by this rank's (pp, dp, tp) coordinates; its index in the
     // manifest is its world (control) rank.
+    // On a GPU each region is copied to the host before it is written.
+    std::vector<std::vector<float>> host_copies;
     ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, pp_rank, dp_rank, engine.tp_rank(), step, saved, kinds,
-                                          [&](int u, int k) -> const float* {
+                                          [&](int u, int k) -> absl::StatusOr<const float*> {
                                             const float* base = StateBuffer(engine, u, kinds[k]);
+                                            const size_t numel =
+                                                static_cast<size_t>(engine.unit_shard(u).master_numel());
                                             if (base == nullptr) {
-                                              zeros.assign(
-                                                  static_cast<size_t>(engine.unit_shard(u).master_numel()), 0.0f);
+                                              zeros.assign(numel, 0.0f);
                                               base = zeros.data();
+                                            } else if (engine.device() != Device::kCpu) {
+                                              host_copies.emplace_back(numel);
+                                              RETURN_IF_ERROR(DeviceCopy(host_copies.back().data(), Device::kCpu,
+                                                                         base, engine.device(),
+                                                                         numel * sizeof(float)));
+                                              base = host_copies.back().data();
                                             }
                                             return base + (layouts[u].ShardBegin(dp_rank) -
                                                            engine.unit_shard(u).master_begin());
@@ -406,11 +415,18 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
       const int64_t stored = std::max<int64_t>(0, std::min(begin + count, engine.layout(u).numel()) - begin);
       const bool same = SameUnitLayout(engine, *reader, u);
       for (const std::string& k : kinds) {
-        float* dst = StateBuffer(engine, u, k);
-        if (count == 0 || dst == nullptr) continue;
+        float* state = StateBuffer(engine, u, k);
+        if (count == 0 || state == nullptr) continue;
+        // Read on the host; on a GPU copied to the device after.
+        std::vector<float> staging;
+        if (engine.device() != Device::kCpu) staging.resize(static_cast<size_t>(count));
+        float* dst = staging.empty() ? state : staging.data();
         if (stored > 0 && same) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst, engine.tp_rank()));
         if (stored > 0 && !same) RETURN_IF_ERROR(ReadResharded(engine, *reader, u, k, begin, stored, dst));
         std::fill(dst + stored, dst + count, 0.0f);
+        if (!staging.empty()) {
+          RETURN_IF_ERROR(DeviceCopy(state, engine.device(), staging.data(), Device::kCpu, count * sizeof(float)));
+        }
       }
     }
     return absl::OkStatus();
@@ -477,6 +493,14 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
       const FlatParamLayout& l = engine.layout(u);
       const int64_t begin = shard.master_begin(), end = begin + shard.master_numel();
       const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
+      // On a GPU the master is edited in a host copy and copied back.
+      std::vector<float> staging;
+      if (engine.device() != Device::kCpu) {
+        staging.resize(static_cast<size_t>(shard.master_numel()));
+        RETURN_IF_ERROR(DeviceCopy(staging.data(), Device::kCpu, shard.master(), engine.device(),
+                                   staging.size() * sizeof(float)));
+      }
+      float* master = staging.empty() ? shard.master() : staging.data();
       for (size_t i = 0; i < l.params().size(); ++i) {
         const FlatParamInfo& p = l.params()[i];
         const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
@@ -502,8 +526,12 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
           const int64_t b = std::min(hi - p.offset, run.local_begin + run.length);
           if (a >= b) continue;
           RETURN_IF_ERROR(read_whole(run.global_begin + (a - run.local_begin), b - a,
-                                     shard.master() + (p.offset + a - begin)));
+                                     master + (p.offset + a - begin)));
         }
+      }
+      if (!staging.empty()) {
+        RETURN_IF_ERROR(DeviceCopy(shard.master(), engine.device(), staging.data(), Device::kCpu,
+                                   staging.size() * sizeof(float)));
       }
     }
     return absl::OkStatus();

@@ -12,13 +12,13 @@ absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int pp_ran
                                               int64_t step,
                                               const std::vector<FlatParamLayout>& layouts,
                                               const std::vector<std::string>& kinds,
-                                              absl::FunctionRef<const float*(int unit, int kind)> data) {
+                                              absl::FunctionRef<absl::StatusOr<const float*>(int unit, int kind)> data) {
   std::vector<SafetensorsTensorData> tensors;
   for (const FlatParamLayout& l : layouts) {
     if (l.numel() == 0) continue;
     for (int k = 0; k < static_cast<int>(kinds.size()); ++k) {
-      tensors.push_back({ShardTensorName(l.unit_index(), kinds[k]), DType::kF32, {l.shard_numel()},
-                         data(l.unit_index(), k)});
+      ASSIGN_OR_RETURN(const float* values, data(l.unit_index(), k));
+      tensors.push_back({ShardTensorName(l.unit_index(), kinds[k]), DType::kF32, {l.shard_numel()}, values});
     }
   }
   const std::map<std::string, std::string> metadata = {

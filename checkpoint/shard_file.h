@@ -17,13 +17,13 @@ namespace zeroshard {
 
 // `data(unit, kind_index)` returns the unit's S f32 values of that kind on
 // this rank (called for units with numel > 0 only; must stay valid until
-// the function returns). Writes <dir>/ShardFileName(pp, dp, tp) and fsyncs
+// the function returns), or the error that stops the write. Writes <dir>/ShardFileName(pp, dp, tp) and fsyncs
 // it; the record carries those coordinates.
 absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int pp_rank, int dp_rank, int tp_rank,
                                               int64_t step,
                                               const std::vector<FlatParamLayout>& layouts,
                                               const std::vector<std::string>& kinds,
-                                              absl::FunctionRef<const float*(int unit, int kind)> data);
+                                              absl::FunctionRef<absl::StatusOr<const float*>(int unit, int kind)> data);
 
 }  // namespace zeroshard
 

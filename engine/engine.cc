@@ -59,8 +59,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const Eng
     return absl::InvalidArgumentError(absl::StrCat("the dp communicator '", dp->name(), "' works on ",
                                                    DeviceName(dp->device()), " buffers but engine.device.type is ",
                                                    DeviceName(engine_device),
-                                                   "; give a communicator of the engine's device (its control "
-                                                   "traffic needs host memory: cpu)"));
+                                                   "; one communicator serves data and control here, so it must "
+                                                   "be a host (cpu) one: for CUDA use Engine::Create with "
+                                                   "CreateEngineRuntime's grid"));
   }
   EngineComms comms;
   comms.dp = comms.control = comms.world = dp;
@@ -143,9 +144,10 @@ absl::Status EngineImpl::Init(const EngineConfig& config, const EngineTestHooks&
     if (plan.ok()) plan_ = std::move(*plan);
   }
   absl::Status trace_ok = InitTrace(config.logging());
+  absl::Status device_ok = options.ok() && model_ok.ok() ? InitDevice() : absl::OkStatus();
   // Every rank takes part in the fingerprint exchange even when its own
   // checks failed, so that no rank is left waiting in a collective.
-  absl::Status local = !options.ok() ? options.status() : !model_ok.ok() ? model_ok : trace_ok;
+  absl::Status local = !options.ok() ? options.status() : !model_ok.ok() ? model_ok : !device_ok.ok() ? device_ok : trace_ok;
   RETURN_IF_ERROR(CheckFingerprints(config, local));
   if (hooks.before_allocation) hooks.before_allocation(tracker_);
   // Past the fingerprints every rank allocates; an allocation that fails on
@@ -219,9 +221,6 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
 }
 
 absl::Status EngineImpl::Allocate() {
-  compute_.kernels = kernels::KernelContext::Cpu(options_.threads_per_rank);
-  compute_.compute_dtype = options_.compute_dtype;
-  compute_.tracker = &tracker_;
   const int L = num_units();
   std::vector<UnitShard*> with_grads;
   std::vector<OptimizerRegion> regions;
@@ -276,19 +275,27 @@ absl::Status EngineImpl::InitParams() {
     UnitShard& shard = *shards_[u];
     const std::vector<ParamSpec>& specs = model_->units[u]->params();
     if (shard.master_numel() == 0) continue;
+    // Initialised on the host (the same values on any device), then copied.
+    std::vector<float> staging;
+    if (device() != Device::kCpu) staging.assign(static_cast<size_t>(shard.master_numel()), 0.0f);
+    float* master = device() == Device::kCpu ? shard.master() : staging.data();
     if (options_.stage == 0) {
       // The master covers the whole padded buffer.
       for (size_t p = 0; p < specs.size(); ++p) {
         InitLocalParamSlice(specs[p], options_.seed, tp_rank(), tp_size(), 0, layout.params()[p].numel,
-                            shard.master() + layout.params()[p].offset);
+                            master + layout.params()[p].offset);
       }
     } else {
       // Only the slices this rank owns: by global element index (of the
       // whole tensor, across tp slices), the same values as the whole tensor.
       for (const ShardSegment& seg : layout.SegmentsForRank(rank)) {
         InitLocalParamSlice(specs[seg.param_index], options_.seed, tp_rank(), tp_size(), seg.offset_in_param,
-                            seg.offset_in_param + seg.length, shard.master() + seg.offset_in_shard);
+                            seg.offset_in_param + seg.length, master + seg.offset_in_shard);
       }
+    }
+    if (!staging.empty()) {
+      RETURN_IF_ERROR(DeviceCopy(shard.master(), device(), staging.data(), Device::kCpu,
+                                 staging.size() * sizeof(float)));
     }
   }
   return PublishMasterWeights();

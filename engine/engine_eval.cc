@@ -21,10 +21,17 @@ absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {
                                                       ", expected host (cpu) memory"));
     }
   }
+  std::vector<Buffer> batch_storage;
+  std::vector<Batch> device_batch;
+  if (local.ok() && device() != Device::kCpu) {
+    absl::StatusOr<std::vector<Batch>> copied = BatchesOnDevice({&batch, 1}, &batch_storage);
+    local = copied.status();
+    if (copied.ok()) device_batch = std::move(*copied);
+  }
   double nominal = 0;
   RETURN_IF_ERROR(AgreeOnBatches({&batch, 1}, local, &nominal));
   RunContext run;
-  run.batches = {&batch, 1};
+  run.batches = device_batch.empty() ? absl::Span<const Batch>(&batch, 1) : absl::MakeConstSpan(device_batch);
   run.training = false;
   absl::Status s = RunProgram(plan_.eval, &run);
   // A tp group's ranks hold the same loss terms: counted once.
@@ -38,10 +45,14 @@ absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {
       sums[3 + 2 * i] = static_cast<float>(terms.metrics[i].weight);
     }
     const auto issued = std::chrono::steady_clock::now();
-    std::unique_ptr<Work> summed = world_->AllReduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kF32,
-                                                     ReduceOp::kSum);
-    s = WaitTraced(*summed, timeline_.get(), "allreduce", "AllReduce", "eval loss", issued,
-                   static_cast<int64_t>(sums.size() * sizeof(float)));
+    const int64_t n = static_cast<int64_t>(sums.size());
+    s = HostCollective(
+        *world_, sums.data(), n, sums.data(), n,
+        [&](const void*, void* buf) { return world_->AllReduce(buf, n, DType::kF32, ReduceOp::kSum); },
+        [&](Work& w) {
+          return WaitTraced(w, timeline_.get(), "allreduce", "AllReduce", "eval loss", issued,
+                            n * static_cast<int64_t>(sizeof(float)));
+        });
   }
   if (!s.ok()) {
     broken_ = s;
@@ -96,7 +107,7 @@ absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view nam
     const bool source = plan_.units[u].computed;
     absl::StatusOr<Buffer> full = absl::StatusOr<Buffer>(Buffer());
     if (source && options_.stage != 0) {
-      full = Buffer::Allocate(&tracker_, MemoryCategory::kWorkspace, Device::kCpu, DType::kF32,
+      full = Buffer::Allocate(&tracker_, MemoryCategory::kWorkspace, device(), DType::kF32,
                               plan_.layouts[u].padded_numel());
     }
     RETURN_IF_ERROR(AgreeAcrossRanks(*control_, full.status(), absl::StrCat("GatherParam('", name, "')")));
@@ -104,21 +115,27 @@ absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view nam
     if (source) {
       UnitShard& shard = *shards_[u];
       if (options_.stage == 0) {
-        std::memcpy(out.data(), shard.master() + info.offset, info.numel * sizeof(float));
+        s = DeviceCopy(out.data(), Device::kCpu, shard.master() + info.offset, device(), info.numel * sizeof(float));
       } else {
         s = dp_->AllGather(shard.master(), full->data(), plan_.layouts[u].shard_numel(), DType::kF32)->Wait();
-        if (s.ok()) std::memcpy(out.data(), full->as<float>() + info.offset, info.numel * sizeof(float));
+        if (s.ok()) {
+          s = DeviceCopy(out.data(), Device::kCpu, full->as<float>() + info.offset, device(),
+                         info.numel * sizeof(float));
+        }
       }
     }
     if (s.ok() && pp_ != nullptr && info.numel > 0) {
-      s = pp_->Broadcast(out.data(), info.numel, DType::kF32, plan_.units[u].stage)->Wait();
+      s = HostCollective(*pp_, out.data(), info.numel, out.data(), info.numel, [&](const void*, void* buf) {
+        return pp_->Broadcast(buf, info.numel, DType::kF32, plan_.units[u].stage);
+      });
     }
     // A tensor split over tp: every rank's slice in its place in the whole
     // tensor; then the padding dropped (the shape users see).
     const ParamSpec& spec = model_->units[u]->params()[*p];
     if (s.ok() && tp_size() > 1 && !spec.partition.replicated()) {
       std::vector<float> slices(out.size() * tp_size());
-      s = tp_->AllGather(out.data(), slices.data(), info.numel, DType::kF32)->Wait();
+      s = HostCollective(*tp_, out.data(), info.numel, slices.data(), static_cast<int64_t>(slices.size()),
+                         [&](const void* in, void* all) { return tp_->AllGather(in, all, info.numel, DType::kF32); });
       if (s.ok()) {
         out.assign(spec.numel(), 0.0f);
         for (int r = 0; r < tp_size(); ++r) {

@@ -101,6 +101,7 @@ class EngineImpl final : public Engine {
 
   // Internals.
   const EngineOptions& options() const { return options_; }
+  Device device() const { return options_.device; }
   int num_units() const { return static_cast<int>(plan_.layouts.size()); }
   const FlatParamLayout& layout(int unit) const { return plan_.layouts[unit]; }
   UnitShard& unit_shard(int unit) { return *shards_[unit]; }
@@ -215,6 +216,20 @@ class EngineImpl final : public Engine {
   absl::Status CheckFingerprints(const EngineConfig& config, const absl::Status& local);
   absl::Status Allocate();
   absl::Status InitParams();
+  // engine_device.cc: the kernels' context on options_.device (on CUDA its
+  // stream, cuBLAS handle and workspace, and the allocation stream), after
+  // checking that the data communicators move that device's buffers.
+  absl::Status InitDevice();
+  // Copies host batches to the engine's device (CUDA); `storage` owns the
+  // copies until the step ends. On CPU the batches are used as they are.
+  absl::StatusOr<std::vector<Batch>> BatchesOnDevice(absl::Span<const Batch> batches, std::vector<Buffer>* storage);
+  // A collective over host floats on a data communicator: directly when it
+  // moves host buffers, through a device buffer when it moves device ones.
+  // `issue` gets the input and output pointers (equal for in-place ops);
+  // `wait` (default Work::Wait) waits for what it returned.
+  absl::Status HostCollective(Communicator& comm, const float* in, int64_t in_count, float* out, int64_t out_count,
+                              const std::function<std::unique_ptr<Work>(const void*, void*)>& issue,
+                              const std::function<absl::Status(Work&)>& wait = nullptr);
   // engine_step.cc: the executor.
   absl::Status AgreeOnBatches(absl::Span<const Batch> batches, const absl::Status& local, double* nominal_weight);
   absl::Status RunProgram(const StepProgram& program, RunContext* run);
@@ -255,6 +270,9 @@ class EngineImpl final : public Engine {
   Communicator* embedding_ = nullptr;
   Communicator* tp_ = nullptr;
   std::unique_ptr<Model> model_;
+  // CUDA stream, cuBLAS handle and workspace (type-erased: the header
+  // compiles without CUDA); destroyed after every buffer below.
+  std::shared_ptr<void> cuda_resources_;
   MemoryTracker tracker_;
   // Before the shards and the reducer, which point to it: destroyed after them.
   std::unique_ptr<Timeline> timeline_;

@@ -87,7 +87,7 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   if (options_.stage == 0 && options_.compute_dtype != DType::kF32) {
     for (int u = 0; u < L && allocated.ok(); ++u) {
       if (regions_[u] < 0) continue;
-      absl::StatusOr<Buffer> f = Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, Device::kCpu, DType::kF32,
+      absl::StatusOr<Buffer> f = Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, device(), DType::kF32,
                                                   plan_.layouts[u].padded_numel());
       if (f.ok()) {
         full_f32[u] = std::move(*f);
@@ -121,10 +121,14 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
     sums[kFirstMetric + 2 * i + 1] = static_cast<float>(metrics[i].weight);
   }
   Clock::time_point t0 = Clock::now();
-  std::unique_ptr<Work> summed = world_->AllReduce(sums.data(), static_cast<int64_t>(sums.size()), DType::kF32,
-                                                   ReduceOp::kSum);
-  RETURN_IF_ERROR(WaitTraced(*summed, timeline_.get(), "allreduce", "AllReduce", "grad norm, loss, overflow", t0,
-                             static_cast<int64_t>(sums.size() * sizeof(float))));
+  const int64_t n = static_cast<int64_t>(sums.size());
+  RETURN_IF_ERROR(HostCollective(
+      *world_, sums.data(), n, sums.data(), n,
+      [&](const void*, void* buf) { return world_->AllReduce(buf, n, DType::kF32, ReduceOp::kSum); },
+      [&](Work& w) {
+        return WaitTraced(w, timeline_.get(), "allreduce", "AllReduce", "grad norm, loss, overflow", t0,
+                          n * static_cast<int64_t>(sizeof(float)));
+      }));
   result->timings.publish_wait += SecondsSince(t0);
   if (!allocated.ok()) return allocated;
   if (sums[kFailedAllocations] != 0.0f) {

@@ -140,6 +140,15 @@ absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_b
   for (auto& shard : shards_) {
     if (shard != nullptr && local.ok() && options_.stage <= 1) local = shard->EnsureGradShard();
   }
+  // On a GPU the units read device copies of the batches (the host ones
+  // still give the signature and the nominal weight).
+  std::vector<Buffer> batch_storage;
+  std::vector<Batch> device_batches;
+  if (local.ok() && device() != Device::kCpu) {
+    absl::StatusOr<std::vector<Batch>> copied = BatchesOnDevice(micro_batches, &batch_storage);
+    local = copied.status();
+    if (copied.ok()) device_batches = std::move(*copied);
+  }
   double nominal = 0;
   absl::Status agreed = AgreeOnBatches(micro_batches, local, &nominal);
   if (!agreed.ok()) {
@@ -149,7 +158,8 @@ absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_b
     }
     return agreed;
   }
-  absl::Status s = RunStep(micro_batches, nominal, &result);
+  absl::Status s = RunStep(device_batches.empty() ? micro_batches : absl::MakeConstSpan(device_batches), nominal,
+                           &result);
   if (!s.ok()) {
     broken_ = s;
     return s;
@@ -236,7 +246,7 @@ absl::Status EngineImpl::ParamViews(int unit, std::vector<TensorView>* params, s
     v.data = base == nullptr ? nullptr : static_cast<char*>(base) + offset * size;
     v.dtype = dt;
     v.shape = shape;
-    v.device = Device::kCpu;
+    v.device = device();
     return v;
   };
   // Owned parameters, then borrowed ones: (owner shard, offset, shape).

@@ -118,7 +118,7 @@ absl::Status EngineImpl::PostPayload(TransferReceive& r) {
       shape.push_back(h[at++]);
       numel *= shape.back();
     }
-    ASSIGN_OR_RETURN(Buffer buf, Buffer::Allocate(tracker, MemoryCategory::kActivations, Device::kCpu, dtype, numel));
+    ASSIGN_OR_RETURN(Buffer buf, Buffer::Allocate(tracker, MemoryCategory::kActivations, device(), dtype, numel));
     r.payload.push_back(pp.Recv(buf.data(), numel, dtype, r.peer, r.tag + 1 + i));
     r.pack.Add(std::move(buf), std::move(shape));
   }

@@ -26,6 +26,7 @@
 #include "engine/config_loader.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
+#include "engine/engine_runtime.h"
 #include "engine/metrics_writer.h"
 #include "engine/straggler.h"
 #include "examples/gpt2_model_config.h"
@@ -203,11 +204,11 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   CommOptions comm_options;
   comm_options.debug_checks = engine_config.comm().debug_checks();
   comm_options.timeout = absl::Seconds(engine_config.comm().timeout_s());
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, CreateMpiWorld(comm_options));
-  Communicator* world_ptr = world.get();
+  // The rank's device and the grid whose data communicators move its buffers.
+  ASSIGN_OR_RETURN(EngineRuntime runtime, CreateEngineRuntime(engine_config, comm_options));
+  ProcessGrid& grid = *runtime.grid;
+  Communicator* world_ptr = &grid.world_control();
   const ParallelConfig& par = engine_config.parallel();
-  ASSIGN_OR_RETURN(ProcessGrid grid, ProcessGrid::Create(std::move(world), 
-                                                         GridShape{par.dp(), par.tp(), par.pp(), engine_config.zero().shard_group_size()}));
 
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildGpt2(Gpt2ConfigFromTrainConfig(config)));
   const int64_t num_params = model->num_logical_params();  // vocabulary padding not counted
@@ -289,6 +290,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
         engine_config.zero().stage(),
         config.data().batch_size(), config.model().seq_len(), total_steps);
     if (!pipeline.empty()) out << "zeroshard: pipeline " << pipeline << "\n";
+    if (runtime.device != Device::kCpu) out << "zeroshard: device " << runtime.description << "\n";
     const ZeroConfig& zero = engine_config.zero();
     const int shard_group = zero.shard_group_size() > 0 ? zero.shard_group_size() : par.dp();
     std::string line;

@@ -13,6 +13,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
+#include "engine/engine_runtime.h"
 #include "core/status_macros.h"
 #include "core/timeline.h"
 #include "engine/engine.h"
@@ -61,10 +62,9 @@ absl::Status RunClassifierTraining(const ClassifierFlags& flags, std::ostream& o
   CommOptions comm_options;
   comm_options.debug_checks = engine_config.comm().debug_checks();
   comm_options.timeout = absl::Seconds(engine_config.comm().timeout_s());
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, CreateMpiWorld(comm_options));
   const ParallelConfig& par = engine_config.parallel();
-  ASSIGN_OR_RETURN(ProcessGrid grid, ProcessGrid::Create(std::move(world), 
-                                                         GridShape{par.dp(), par.tp(), par.pp(), engine_config.zero().shard_group_size()}));
+  ASSIGN_OR_RETURN(EngineRuntime runtime, CreateEngineRuntime(engine_config, comm_options));
+  ProcessGrid& grid = *runtime.grid;
 
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildClassifier(config.model()));
   const int64_t num_params = model->num_params();

@@ -10,6 +10,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
+#include "engine/engine_runtime.h"
 #include "core/status_macros.h"
 #include "data/batch_plan.h"
 #include "data/token_file.h"
@@ -26,8 +27,9 @@ absl::Status Train(const std::string& config_path, const std::string& checkpoint
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   ASSIGN_OR_RETURN(TrainConfig config, LoadTrainConfig(config_path, {}, world_size));
   const EngineConfig& ec = config.engine();
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, CreateMpiWorld(CommOptions{}));
-  ASSIGN_OR_RETURN(ProcessGrid grid, ProcessGrid::Create(std::move(world), {ec.parallel().dp(), 1, 1}));
+  // The rank's device (engine.device) and a grid of engine.parallel's shape.
+  ASSIGN_OR_RETURN(EngineRuntime runtime, CreateEngineRuntime(ec, CommOptions{}));
+  ProcessGrid& grid = *runtime.grid;
 
   // 2. Your model as units; the engine shards, gathers and trains it.
   const ModelConfig& m = config.model();

@@ -1,0 +1,93 @@
+// The engine's device: the kernels' context (on CUDA a stream, cuBLAS handle
+// and workspace), batches copied to the device, and the few host values
+// (loss and norm sums, GatherParam's result) moved over data communicators
+// that take device buffers (docs/gpu.md).
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "engine/engine_impl.h"
+
+#ifdef ZEROSHARD_HAS_CUDA
+#include "comm/nccl_communicator.h"
+#include "kernels/cuda/cuda_resources.h"
+#endif
+
+namespace zeroshard {
+
+absl::Status EngineImpl::InitDevice() {
+  compute_.kernels = kernels::KernelContext::Cpu(options_.threads_per_rank);
+  compute_.compute_dtype = options_.compute_dtype;
+  compute_.tracker = &tracker_;
+  for (Communicator* c : {dp_, replica_, world_, pp_, embedding_, tp_}) {
+    if (c != nullptr && c->device() != options_.device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "engine.device.type is ", DeviceName(options_.device), " but the data communicator '", c->name(),
+          "' moves ", DeviceName(c->device()), " buffers; build the process grid with CreateEngineRuntime "
+          "(engine/engine_runtime.h), which picks the data backend for the device"));
+    }
+  }
+  if (options_.device == Device::kCpu) return absl::OkStatus();
+#ifdef ZEROSHARD_HAS_CUDA
+  ASSIGN_OR_RETURN(std::unique_ptr<kernels::cuda::CudaResources> resources, kernels::cuda::CudaResources::Create());
+  compute_.kernels = resources->context();
+  SetCudaAllocationStream(compute_.kernels.cuda_stream);
+  // NCCL collectives start after what the compute stream holds at issue
+  // time; a staged communicator copies on the legacy stream, which the
+  // (blocking) compute stream orders with.
+  for (Communicator* c : {dp_, replica_, world_, pp_, embedding_, tp_}) {
+    if (c != nullptr) SetNcclComputeStream(*c, compute_.kernels.cuda_stream).IgnoreError();
+  }
+  cuda_resources_ = std::shared_ptr<void>(resources.release(), [](void* p) {
+    auto* r = static_cast<kernels::cuda::CudaResources*>(p);
+    r->Synchronize().IgnoreError();
+    SetCudaAllocationStream(nullptr);
+    delete r;
+  });
+  return absl::OkStatus();
+#else
+  return absl::UnavailableError("engine.device.type CUDA but zeroshard was built without CUDA");
+#endif
+}
+
+absl::StatusOr<std::vector<Batch>> EngineImpl::BatchesOnDevice(absl::Span<const Batch> batches,
+                                                               std::vector<Buffer>* storage) {
+  std::vector<Batch> out;
+  for (const Batch& b : batches) {
+    Batch copy;
+    for (const NamedTensor& t : b.tensors()) {
+      ASSIGN_OR_RETURN(Buffer buf, Buffer::Allocate(&tracker_, MemoryCategory::kActivations, options_.device,
+                                                    t.view.dtype, t.view.numel()));
+      RETURN_IF_ERROR(DeviceCopy(buf.data(), options_.device, t.view.data, t.view.device, t.view.bytes()));
+      TensorView v = t.view;
+      v.data = buf.data();
+      v.device = options_.device;
+      copy.Add(t.name, std::move(v));
+      storage->push_back(std::move(buf));
+    }
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+absl::Status EngineImpl::HostCollective(Communicator& comm, const float* in, int64_t in_count, float* out,
+                                        int64_t out_count,
+                                        const std::function<std::unique_ptr<Work>(const void*, void*)>& issue,
+                                        const std::function<absl::Status(Work&)>& wait) {
+  const auto wait_for = [&](std::unique_ptr<Work> w) { return wait ? wait(*w) : w->Wait(); };
+  if (comm.device() == Device::kCpu) return wait_for(issue(in, out));
+  const bool in_place = static_cast<const void*>(in) == static_cast<const void*>(out);
+  ASSIGN_OR_RETURN(Buffer dev_out,
+                   Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, comm.device(), DType::kF32, out_count));
+  Buffer dev_in;
+  if (!in_place) {
+    ASSIGN_OR_RETURN(dev_in, Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, comm.device(), DType::kF32,
+                                              in_count));
+  }
+  Buffer& staged_in = in_place ? dev_out : dev_in;
+  RETURN_IF_ERROR(DeviceCopy(staged_in.data(), comm.device(), in, Device::kCpu, in_count * sizeof(float)));
+  RETURN_IF_ERROR(wait_for(issue(staged_in.data(), dev_out.data())));
+  return DeviceCopy(out, Device::kCpu, dev_out.data(), comm.device(), out_count * sizeof(float));
+}
+
+}  // namespace zeroshard
