@@ -86,7 +86,7 @@ def cuda_library(name, srcs, hdrs = [], cu_deps_hdrs = [], deps = [], **kwargs):
         **kwargs
     )
 
-def mpi_test(name, srcs, deps = [], ranks = [1, 2, 3, 4], size = "medium", copts = [], data = [], args = [], **kwargs):
+def mpi_test(name, srcs, deps = [], ranks = [1, 2, 3, 4], size = "medium", copts = [], data = [], args = [], tags = [], **kwargs):
     """One gtest binary run under `mpirun -np N` for each N in ranks.
 
     Targets are name_np1, name_np2, ...; each rank writes its own gtest XML and
@@ -110,7 +110,7 @@ def mpi_test(name, srcs, deps = [], ranks = [1, 2, 3, 4], size = "medium", copts
             data = [":" + binary, "//bazel:merge_test_xml.py"] + data,
             size = size,
             # Several ranks each spin a CPU: never run two MPI tests at once.
-            tags = ["exclusive", "mpi"],
+            tags = ["exclusive", "mpi"] + tags,
             **kwargs
         )
 

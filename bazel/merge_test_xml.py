@@ -35,7 +35,8 @@ def main():
         for case in root.iter("testcase"):
             key = (case.get("classname", ""), case.get("name", ""))
             if key not in cases:
-                cases[key] = {"failed": False, "skipped": False, "messages": [], "time": case.get("time", "0")}
+                cases[key] = {"failed": False, "skipped": False, "skip_message": "", "messages": [],
+                              "time": case.get("time", "0")}
                 order.append(key)
             entry = cases[key]
             for failure in case.findall("failure"):
@@ -43,6 +44,9 @@ def main():
                 entry["messages"].append(f"rank {rank}: {failure.get('message', '')}")
             if case.get("result") == "skipped" or case.find("skipped") is not None:
                 entry["skipped"] = True
+                skip = case.find("skipped")
+                if not entry["skip_message"] and skip is not None:
+                    entry["skip_message"] = (skip.get("message") or skip.text or "").strip()
 
     extra = []
     missing = sorted(set(range(args.np)) - seen_ranks)
@@ -66,7 +70,8 @@ def main():
         elif c["skipped"]:
             skipped += 1
             el.set("result", "skipped")
-            ET.SubElement(el, "skipped")
+            # The reason, as the first rank that skipped gave it.
+            ET.SubElement(el, "skipped", message=c["skip_message"][:4000])
     for classname, name, message in extra:
         failures += 1
         el = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")

@@ -43,7 +43,13 @@ absl::StatusOr<Buffer> Buffer::Allocate(MemoryTracker* tracker, MemoryCategory c
     return data.status();
   }
   buf.data_ = *data;
-  RETURN_IF_ERROR(DeviceMemset(buf.data_, device, 0, bytes));
+  return buf;
+}
+
+absl::StatusOr<Buffer> Buffer::AllocateZeroed(MemoryTracker* tracker, MemoryCategory category, Device device,
+                                              DType dtype, int64_t numel) {
+  ASSIGN_OR_RETURN(Buffer buf, Allocate(tracker, category, device, dtype, numel));
+  RETURN_IF_ERROR(DeviceMemset(buf.data(), device, 0, static_cast<size_t>(buf.bytes())));
   return buf;
 }
 

@@ -18,7 +18,7 @@ namespace zeroshard {
 
 // Move-only owner of `numel * DTypeSize(dtype)` bytes on one device. The bytes
 // are counted in `tracker` under `category` from Allocate until destruction
-// or Reset. The tracker must outlive the buffer. Contents start zeroed.
+// or Reset. The tracker must outlive the buffer.
 class Buffer {
  public:
   Buffer() = default;
@@ -28,8 +28,13 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
+  // Contents undefined: for buffers whose every element is written before
+  // it is read (collective outputs, staging, copies).
   static absl::StatusOr<Buffer> Allocate(MemoryTracker* tracker, MemoryCategory category, Device device,
                                          DType dtype, int64_t numel);
+  // Contents zero.
+  static absl::StatusOr<Buffer> AllocateZeroed(MemoryTracker* tracker, MemoryCategory category, Device device,
+                                               DType dtype, int64_t numel);
 
   // Frees the bytes now (the tracker sees the release immediately).
   void Reset();

@@ -10,10 +10,11 @@ namespace {
 TEST(BufferTest, AllocationIsTrackedUntilResetOrDestruction) {
   MemoryTracker t;
   {
-    absl::StatusOr<Buffer> a = Buffer::Allocate(&t, MemoryCategory::kMasterParams, Device::kCpu, DType::kF32, 10);
+    absl::StatusOr<Buffer> a =
+        Buffer::AllocateZeroed(&t, MemoryCategory::kMasterParams, Device::kCpu, DType::kF32, 10);
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_EQ(a->bytes(), 40);
-    for (int i = 0; i < 10; ++i) EXPECT_EQ(a->as<float>()[i], 0.0f) << "contents start zeroed";
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(a->as<float>()[i], 0.0f) << "AllocateZeroed contents start zeroed";
     absl::StatusOr<Buffer> b = Buffer::Allocate(&t, MemoryCategory::kMasterParams, Device::kCpu, DType::kBF16, 3);
     ASSERT_TRUE(b.ok());
     EXPECT_EQ(t.Usage(MemoryCategory::kMasterParams).current, 46);
@@ -25,6 +26,25 @@ TEST(BufferTest, AllocationIsTrackedUntilResetOrDestruction) {
   }
   EXPECT_EQ(t.Usage(MemoryCategory::kMasterParams).current, 0);
   EXPECT_EQ(t.Usage(MemoryCategory::kMasterParams).peak, 46);
+}
+
+// Allocate leaves the bytes as the allocator had them; AllocateZeroed
+// clears memory that held other values (the freed block is reused).
+TEST(BufferTest, OnlyAllocateZeroedClearsReusedMemory) {
+  MemoryTracker t;
+  for (int round = 0; round < 3; ++round) {
+    {
+      Buffer dirty = *Buffer::Allocate(&t, MemoryCategory::kWorkspace, Device::kCpu, DType::kF32, 4096);
+      EXPECT_EQ(t.Usage(MemoryCategory::kWorkspace).current, 4096 * 4);
+      for (int64_t i = 0; i < dirty.numel(); ++i) dirty.as<float>()[i] = 7.0f;
+    }
+    Buffer clean = *Buffer::AllocateZeroed(&t, MemoryCategory::kWorkspace, Device::kCpu, DType::kF32, 4096);
+    EXPECT_EQ(t.Usage(MemoryCategory::kWorkspace).current, 4096 * 4);
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < clean.numel(); ++i) nonzero += clean.as<float>()[i] != 0.0f;
+    EXPECT_EQ(nonzero, 0) << "round " << round;
+  }
+  EXPECT_EQ(t.Usage(MemoryCategory::kWorkspace).current, 0);
 }
 
 TEST(BufferTest, NegativeSizeIsInvalidArgument) {

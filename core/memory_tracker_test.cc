@@ -60,9 +60,9 @@ TEST(MemoryTrackerTest, ALimitRefusesWhatWouldPassItAndCountsNothing) {
 TEST(MemoryTrackerTest, BufferAllocationFailsAtTheLimitAndLeavesNothingCounted) {
   MemoryTracker t;
   t.SetLimit(MemoryCategory::kParams, 64);
-  absl::StatusOr<Buffer> ok = Buffer::Allocate(&t, MemoryCategory::kParams, Device::kCpu, DType::kF32, 16);
+  absl::StatusOr<Buffer> ok = Buffer::AllocateZeroed(&t, MemoryCategory::kParams, Device::kCpu, DType::kF32, 16);
   ASSERT_TRUE(ok.ok()) << ok.status();
-  absl::StatusOr<Buffer> too_big = Buffer::Allocate(&t, MemoryCategory::kParams, Device::kCpu, DType::kF32, 1);
+  absl::StatusOr<Buffer> too_big = Buffer::AllocateZeroed(&t, MemoryCategory::kParams, Device::kCpu, DType::kF32, 1);
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(t.Usage(MemoryCategory::kParams).current, 64);
   ok->Reset();

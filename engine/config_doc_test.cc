@@ -19,6 +19,8 @@ namespace pb = google::protobuf;
 
 std::string DefaultText(const pb::FieldDescriptor* f) {
   if (f->is_repeated()) return "(empty)";
+  // A scalar without a written default: "unset" has its own meaning.
+  if (!f->has_default_value() && f->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) return "(unset)";
   switch (f->cpp_type()) {
     case pb::FieldDescriptor::CPPTYPE_INT32:
       return std::to_string(f->default_value_int32());

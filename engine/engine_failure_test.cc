@@ -174,8 +174,9 @@ TEST(EngineFailureTest, ACommunicatorOfAnotherDeviceIsRejectedNamingBoth) {
       Engine::CreateWithCommunicator(config, &comm, BuildToyModel(Toy()));
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine.status().message(),
-            "the dp communicator 'dp' works on cuda buffers but engine.device.type is cpu; give a communicator of "
-            "the engine's device (its control traffic needs host memory: cpu)");
+            "the dp communicator 'dp' works on cuda buffers but engine.device.type is cpu; one communicator serves "
+            "data and control here, so it must be a host (cpu) one: for CUDA use Engine::Create with "
+            "CreateEngineRuntime's grid");
 }
 
 }  // namespace

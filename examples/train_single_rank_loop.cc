@@ -45,7 +45,7 @@ absl::StatusOr<std::vector<float>> TrainSingleRank(const TokenDataset& dataset, 
   std::vector<Buffer> exp_avg, exp_avg_sq;
   for (int u = 0; u < rm.num_units(); ++u) {
     for (auto* state : {&exp_avg, &exp_avg_sq}) {
-      ASSIGN_OR_RETURN(Buffer b, Buffer::Allocate(&tracker, MemoryCategory::kOptimizerState, Device::kCpu,
+      ASSIGN_OR_RETURN(Buffer b, Buffer::AllocateZeroed(&tracker, MemoryCategory::kOptimizerState, Device::kCpu,
                                                   DType::kF32, rm.unit_params(u).numel()));
       state->push_back(std::move(b));
     }

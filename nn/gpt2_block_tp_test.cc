@@ -157,7 +157,7 @@ class CountingCommunicator : public Communicator {
 
 Buffer ToDtype(DType dtype, const std::vector<float>& values) {
   const int64_t n = static_cast<int64_t>(values.size());
-  Buffer b = Buffer::Allocate(nullptr, MemoryCategory::kGrads, Device::kCpu, dtype, n).value();
+  Buffer b = Buffer::AllocateZeroed(nullptr, MemoryCategory::kGrads, Device::kCpu, dtype, n).value();
   EXPECT_TRUE(kernels::Cast(kernels::KernelContext::Cpu(1), b.data(), dtype, values.data(), DType::kF32, n).ok());
   return b;
 }

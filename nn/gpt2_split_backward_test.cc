@@ -21,13 +21,13 @@ using testing::HostView;
 // A CPU buffer of `dtype` holding `values` rounded to it.
 Buffer Filled(DType dtype, const std::vector<float>& values) {
   const int64_t n = static_cast<int64_t>(values.size());
-  Buffer b = Buffer::Allocate(nullptr, MemoryCategory::kGrads, Device::kCpu, dtype, n).value();
+  Buffer b = Buffer::AllocateZeroed(nullptr, MemoryCategory::kGrads, Device::kCpu, dtype, n).value();
   EXPECT_TRUE(kernels::Cast(kernels::KernelContext::Cpu(), b.data(), dtype, values.data(), DType::kF32, n).ok());
   return b;
 }
 
 Buffer CopyOf(const Buffer& src) {
-  Buffer b = Buffer::Allocate(nullptr, src.category(), src.device(), src.dtype(), src.numel()).value();
+  Buffer b = Buffer::AllocateZeroed(nullptr, src.category(), src.device(), src.dtype(), src.numel()).value();
   std::memcpy(b.data(), src.data(), static_cast<size_t>(src.bytes()));
   return b;
 }

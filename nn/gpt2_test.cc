@@ -255,7 +255,7 @@ TEST_F(Gpt2GradientTest, WrongParameterCountIsInvalidArgument) {
   UnitOutput out;
   std::unique_ptr<SavedActivations> saved;
   std::vector<TensorView> too_few = {rm_->param({3, 0}), rm_->param({3, 1})};
-  Buffer x = Buffer::Allocate(nullptr, MemoryCategory::kActivations, Device::kCpu, DType::kF32, kB * kT * 16).value();
+  Buffer x = Buffer::AllocateZeroed(nullptr, MemoryCategory::kActivations, Device::kCpu, DType::kF32, kB * kT * 16).value();
   UnitContext uctx;
   uctx.compute = ctx_;
   const std::vector<TensorView> in = {ViewOf(x, {kB, kT, 16})};

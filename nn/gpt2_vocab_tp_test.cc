@@ -217,7 +217,7 @@ struct RankResult {
 
 Buffer Host(DType dt, const std::vector<float>& v) {
   Buffer b =
-      Buffer::Allocate(nullptr, MemoryCategory::kParams, Device::kCpu, dt, static_cast<int64_t>(v.size())).value();
+      Buffer::AllocateZeroed(nullptr, MemoryCategory::kParams, Device::kCpu, dt, static_cast<int64_t>(v.size())).value();
   FromF32(v, b.data(), dt);
   return b;
 }

@@ -29,9 +29,9 @@ absl::StatusOr<ResidentModel> ResidentModel::Create(const Model* model, const Co
     }
     rm.offsets_.push_back(std::move(offsets));
     ASSIGN_OR_RETURN(Buffer p,
-                     Buffer::Allocate(ctx.tracker, MemoryCategory::kParams, ctx.kernels.device, dt, numel));
+                     Buffer::AllocateZeroed(ctx.tracker, MemoryCategory::kParams, ctx.kernels.device, dt, numel));
     ASSIGN_OR_RETURN(Buffer g,
-                     Buffer::Allocate(ctx.tracker, MemoryCategory::kGrads, ctx.kernels.device, dt, numel));
+                     Buffer::AllocateZeroed(ctx.tracker, MemoryCategory::kGrads, ctx.kernels.device, dt, numel));
     rm.params_.push_back(std::move(p));
     rm.grads_.push_back(std::move(g));
     std::vector<ParamLocation> borrowed;

@@ -18,7 +18,7 @@ absl::Status CheckTensor(const TensorView& t, absl::string_view what, DType dtyp
 
 absl::StatusOr<Buffer> AllocateOnDevice(const ComputeContext& ctx, MemoryCategory category, DType dtype,
                                         int64_t numel) {
-  return Buffer::Allocate(ctx.tracker, category, ctx.kernels.device, dtype, numel);
+  return Buffer::AllocateZeroed(ctx.tracker, category, ctx.kernels.device, dtype, numel);
 }
 
 TensorView View(Buffer& buf, std::vector<int64_t> shape) { return ViewOf(buf, std::move(shape)); }

@@ -32,9 +32,9 @@ TEST(ActivationPackTest, HoldsBuffersWithShapesAndCountsTheirBytes) {
   MemoryTracker tracker;
   ActivationPack pack;
   EXPECT_TRUE(pack.empty());
-  pack.Add(std::move(Buffer::Allocate(&tracker, MemoryCategory::kActivations, Device::kCpu, DType::kF32, 6)).value(),
+  pack.Add(std::move(Buffer::AllocateZeroed(&tracker, MemoryCategory::kActivations, Device::kCpu, DType::kF32, 6)).value(),
            {2, 3});
-  pack.Add(std::move(Buffer::Allocate(&tracker, MemoryCategory::kActivations, Device::kCpu, DType::kBF16, 4)).value(),
+  pack.Add(std::move(Buffer::AllocateZeroed(&tracker, MemoryCategory::kActivations, Device::kCpu, DType::kBF16, 4)).value(),
            {4});
   ASSERT_EQ(pack.size(), 2);
   const std::vector<TensorView> views = pack.views();

@@ -108,7 +108,7 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<Uni
     r->residuals_.resize(r->units_.size());
     for (size_t u = 0; u < r->units_.size(); ++u) {
       if (r->units_[u] == nullptr || r->units_[u]->layout().padded_numel() == 0) continue;
-      ASSIGN_OR_RETURN(r->residuals_[u], Buffer::Allocate(tracker, MemoryCategory::kGrads, dp->device(), DType::kF32,
+      ASSIGN_OR_RETURN(r->residuals_[u], Buffer::AllocateZeroed(tracker, MemoryCategory::kGrads, dp->device(), DType::kF32,
                                                           r->units_[u]->layout().padded_numel()));
       RETURN_IF_ERROR(DeviceMemset(r->residuals_[u].data(), dp->device(), 0, r->residuals_[u].bytes()));
     }
@@ -150,18 +150,23 @@ absl::Status GradReducer::SetStagingSlots(std::vector<int> slot_of_bucket) {
 
 absl::Status GradReducer::ReserveStaging() {
   const Device device = dp_->device();
+  // Every element a reduction reads is written first (the cast or copy of
+  // the gradients, the collective's output, the zeroed sum), so the
+  // per-step slots skip the fill; packed int8 parts carry padding that is
+  // sent unread, zeroed so that what travels is deterministic.
+  const auto allocate = quantized() ? &Buffer::AllocateZeroed : &Buffer::Allocate;
   for (Slot& slot : slots_) {
     if (slot.out.empty() && slot.out_numel > 0) {
-      ASSIGN_OR_RETURN(slot.out, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, staging_dtype(),
-                                                  slot.out_numel));
+      ASSIGN_OR_RETURN(slot.out, allocate(tracker_, MemoryCategory::kCommBuffers, device, staging_dtype(),
+                                          slot.out_numel));
     }
     if (slot.in.empty() && slot.in_numel > 0) {
-      ASSIGN_OR_RETURN(slot.in, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, staging_dtype(),
-                                                 slot.in_numel));
+      ASSIGN_OR_RETURN(slot.in, allocate(tracker_, MemoryCategory::kCommBuffers, device, staging_dtype(),
+                                         slot.in_numel));
     }
     if (slot.sum.empty() && slot.sum_numel > 0) {
-      ASSIGN_OR_RETURN(slot.sum, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kF32,
-                                                  slot.sum_numel));
+      ASSIGN_OR_RETURN(slot.sum, allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kF32,
+                                          slot.sum_numel));
     }
   }
   return absl::OkStatus();
@@ -199,11 +204,11 @@ absl::Status GradReducer::Launch(int bucket) {
       b.out = slot->out.data();
       b.sum = slot->sum.as<float>();
     } else {
-      ASSIGN_OR_RETURN(b.staging_in, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kI8,
+      ASSIGN_OR_RETURN(b.staging_in, Buffer::AllocateZeroed(tracker_, MemoryCategory::kCommBuffers, device, DType::kI8,
                                                       b.packed_chunk * n));
-      ASSIGN_OR_RETURN(b.staging_out, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kI8,
+      ASSIGN_OR_RETURN(b.staging_out, Buffer::AllocateZeroed(tracker_, MemoryCategory::kCommBuffers, device, DType::kI8,
                                                        b.packed_chunk * n));
-      ASSIGN_OR_RETURN(b.staging_sum, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kF32,
+      ASSIGN_OR_RETURN(b.staging_sum, Buffer::AllocateZeroed(tracker_, MemoryCategory::kCommBuffers, device, DType::kF32,
                                                        b.shard_numel));
       b.in = b.staging_in.data();
       b.out = b.staging_out.data();

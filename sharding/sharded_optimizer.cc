@@ -78,11 +78,11 @@ absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(const
     Buffer first, second;
     const bool adamw = options.type == OptimizerType::kAdamW;
     if (adamw || options.momentum > 0) {
-      ASSIGN_OR_RETURN(first, Buffer::Allocate(tracker, MemoryCategory::kOptimizerState, ctx.device, DType::kF32,
+      ASSIGN_OR_RETURN(first, Buffer::AllocateZeroed(tracker, MemoryCategory::kOptimizerState, ctx.device, DType::kF32,
                                                region.length));
     }
     if (adamw) {
-      ASSIGN_OR_RETURN(second, Buffer::Allocate(tracker, MemoryCategory::kOptimizerState, ctx.device,
+      ASSIGN_OR_RETURN(second, Buffer::AllocateZeroed(tracker, MemoryCategory::kOptimizerState, ctx.device,
                                                 DType::kF32, region.length));
     }
     opt->state_.emplace_back(std::move(first), std::move(second));

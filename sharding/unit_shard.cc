@@ -41,16 +41,16 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
   const int64_t P = layout->padded_numel();
   const int64_t S = layout->shard_numel();
   const Device d = u->device_;
-  ASSIGN_OR_RETURN(u->params_, Buffer::Allocate(tracker, MemoryCategory::kParams, d, compute_dtype,
+  ASSIGN_OR_RETURN(u->params_, Buffer::AllocateZeroed(tracker, MemoryCategory::kParams, d, compute_dtype,
                                                 stage == 3 ? S : P));
-  ASSIGN_OR_RETURN(u->master_, Buffer::Allocate(tracker, MemoryCategory::kMasterParams, d, DType::kF32,
+  ASSIGN_OR_RETURN(u->master_, Buffer::AllocateZeroed(tracker, MemoryCategory::kMasterParams, d, DType::kF32,
                                                 stage == 0 ? P : S));
   if (!trainable) {
     // Frozen: no gradients at any stage.
   } else if (stage <= 1) {
-    ASSIGN_OR_RETURN(u->full_grads_, Buffer::Allocate(tracker, MemoryCategory::kGrads, d, compute_dtype, P));
+    ASSIGN_OR_RETURN(u->full_grads_, Buffer::AllocateZeroed(tracker, MemoryCategory::kGrads, d, compute_dtype, P));
   } else {
-    ASSIGN_OR_RETURN(u->grad_shard_, Buffer::Allocate(tracker, MemoryCategory::kGrads, d, DType::kF32, S));
+    ASSIGN_OR_RETURN(u->grad_shard_, Buffer::AllocateZeroed(tracker, MemoryCategory::kGrads, d, DType::kF32, S));
   }
   return u;
 }
@@ -71,8 +71,11 @@ absl::Status UnitShard::StartGather() {
     gather_state_ = GatherState::kGathered;
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(gathered_, Buffer::Allocate(tracker_, MemoryCategory::kParams, device_, compute_dtype_,
-                                               layout_->padded_numel()));
+  // An f32/bf16 gather writes every element; int8 parts dequantize their
+  // parameters' runs only, so the padding between is zeroed first.
+  const auto allocate = quantization_block_ > 0 ? &Buffer::AllocateZeroed : &Buffer::Allocate;
+  ASSIGN_OR_RETURN(gathered_, allocate(tracker_, MemoryCategory::kParams, device_, compute_dtype_,
+                                       layout_->padded_numel()));
   gather_issued_ = std::chrono::steady_clock::now();
   if (quantization_block_ > 0) {
     const int64_t packed = packed_part_bytes_;
@@ -125,8 +128,8 @@ absl::Status UnitShard::WaitGatherWork() {
 
 absl::Status UnitShard::AllocateQuantizedGather(int64_t packed_bytes) {
   ASSIGN_OR_RETURN(quantized_send_,
-                   Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device_, DType::kI8, packed_bytes));
-  ASSIGN_OR_RETURN(quantized_recv_, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device_, DType::kI8,
+                   Buffer::AllocateZeroed(tracker_, MemoryCategory::kCommBuffers, device_, DType::kI8, packed_bytes));
+  ASSIGN_OR_RETURN(quantized_recv_, Buffer::AllocateZeroed(tracker_, MemoryCategory::kCommBuffers, device_, DType::kI8,
                                                      packed_bytes * dp_->size()));
   return absl::OkStatus();
 }
@@ -163,7 +166,7 @@ absl::Status UnitShard::Release() {
 
 absl::Status UnitShard::EnsureFullGrads() {
   if (!trainable_ || !full_grads_.empty() || layout_->padded_numel() == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(full_grads_, Buffer::Allocate(tracker_, MemoryCategory::kGrads, device_, compute_dtype_,
+  ASSIGN_OR_RETURN(full_grads_, Buffer::AllocateZeroed(tracker_, MemoryCategory::kGrads, device_, compute_dtype_,
                                                  layout_->padded_numel()));
   return absl::OkStatus();
 }
@@ -179,7 +182,7 @@ absl::Status UnitShard::ZeroFullGrads() {
 
 absl::Status UnitShard::EnsureGradShard() {
   if (!trainable_ || !grad_shard_.empty() || layout_->shard_numel() == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(grad_shard_, Buffer::Allocate(tracker_, MemoryCategory::kGrads, device_, DType::kF32,
+  ASSIGN_OR_RETURN(grad_shard_, Buffer::AllocateZeroed(tracker_, MemoryCategory::kGrads, device_, DType::kF32,
                                                  layout_->shard_numel()));
   return absl::OkStatus();
 }

@@ -119,7 +119,7 @@ int Run() {
   std::vector<Buffer> m, v;
   for (int u = 0; u < rm.num_units(); ++u) {
     for (auto* state : {&m, &v}) {
-      auto buf = Buffer::Allocate(&tracker, MemoryCategory::kOptimizerState, Device::kCpu, DType::kF32,
+      auto buf = Buffer::AllocateZeroed(&tracker, MemoryCategory::kOptimizerState, Device::kCpu, DType::kF32,
                                   rm.unit_params(u).numel());
       Check(buf.status(), "optimizer state");
       state->push_back(std::move(*buf));

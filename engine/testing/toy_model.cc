@@ -19,7 +19,7 @@ class Saved : public SavedActivations {
 };
 
 absl::Status Alloc(const UnitContext& ctx, int64_t n, Buffer* out) {
-  ASSIGN_OR_RETURN(*out, Buffer::Allocate(ctx.compute.tracker, MemoryCategory::kActivations, Device::kCpu,
+  ASSIGN_OR_RETURN(*out, Buffer::AllocateZeroed(ctx.compute.tracker, MemoryCategory::kActivations, Device::kCpu,
                                           DType::kF32, n));
   return absl::OkStatus();
 }

@@ -41,7 +41,7 @@ absl::StatusOr<int64_t> RowsOf(const TensorView& t, const std::string& what, int
 }
 
 absl::StatusOr<Buffer> AllocActivation(const UnitContext& ctx, int64_t numel) {
-  return Buffer::Allocate(ctx.compute.tracker, MemoryCategory::kActivations, Device::kCpu, DType::kF32, numel);
+  return Buffer::AllocateZeroed(ctx.compute.tracker, MemoryCategory::kActivations, Device::kCpu, DType::kF32, numel);
 }
 
 // y (n, out) = x (n, in) · w (in, out) + b (out); b may be null.

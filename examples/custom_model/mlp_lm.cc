@@ -25,7 +25,7 @@ struct Kept : SavedActivations {
 };
 
 absl::StatusOr<Buffer> Activation(const ComputeContext& ctx, int64_t numel) {
-  return Buffer::Allocate(ctx.tracker, MemoryCategory::kActivations, ctx.kernels.device, DType::kF32, numel);
+  return Buffer::AllocateZeroed(ctx.tracker, MemoryCategory::kActivations, ctx.kernels.device, DType::kF32, numel);
 }
 
 // Units keep their name and parameter list in NamedUnit (nn/unit.h).

@@ -1,0 +1,39 @@
+// Training GPT-2 tiny on a device for the GPU tests: the runtime of each
+// device (created once per process, collective over the MPI world), a
+// config, and a run of n steps on fixed data.
+#ifndef ZEROSHARD_TESTS_GPU_GPU_TRAINING_H_
+#define ZEROSHARD_TESTS_GPU_GPU_TRAINING_H_
+
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "engine/engine.h"
+#include "engine/engine_runtime.h"
+#include "engine/testing/weights.h"
+#include "proto/config.pb.h"
+
+namespace zeroshard {
+
+// The runtime for `device` with dp = the MPI world (created on first use;
+// a creation failure fails the test and aborts).
+EngineRuntime& RuntimeFor(Device device);
+
+// GPT-2 tiny (V 67, C 16, T 8), dp = world, 2 micro-batches per step.
+TrainConfig GpuTestConfig(Device device, int stage, DTypeProto compute_dtype);
+
+struct TrainedRun {
+  std::unique_ptr<Engine> engine;
+  std::vector<float> losses;
+};
+
+// `steps` steps from a fresh engine; step s reads tokens drawn from seed
+// 100 + s, the same on every device.
+TrainedRun Train(const TrainConfig& config, int steps);
+// `steps` more steps of an existing engine (continuing its step count).
+void TrainMore(TrainedRun& run, const TrainConfig& config, int steps);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_TESTS_GPU_GPU_TRAINING_H_
