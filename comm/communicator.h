@@ -66,6 +66,17 @@ class Work {
   // (the operation keeps running; Wait may be called again). For NCCL, see
   // nccl_communicator.h for the stream-ordered alternative.
   virtual absl::Status Wait(absl::Duration timeout = absl::InfiniteDuration()) = 0;
+  // Stream-ordered wait: work enqueued on `cuda_stream` (a cudaStream_t;
+  // nullptr: the legacy default stream) after this call sees the
+  // operation's result. A backend that runs on the device (NCCL) makes the
+  // stream wait for the operation's completion event and returns without
+  // blocking the host (an error here is one of enqueueing the wait; the
+  // operation's own failure surfaces at a later Wait or in the watchdog).
+  // Host backends wait on the host, like Wait().
+  virtual absl::Status WaitOn(void* cuda_stream) {
+    (void)cuda_stream;
+    return Wait();
+  }
 };
 
 struct CommOptions {

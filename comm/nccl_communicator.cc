@@ -145,6 +145,12 @@ class NcclWork : public Work {
       pause = std::min(pause * 2, absl::Microseconds(200));
     }
   }
+  absl::Status WaitOn(void* cuda_stream) override {
+    cudaSetDevice(done_->device);
+    cudaEvent_t e = event();
+    if (e == nullptr) return Wait(absl::ZeroDuration());  // the launch failed: its error
+    return CudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda_stream), e, 0), "cudaStreamWaitEvent");
+  }
   // The completion event, launching a pending batch first (null on failure).
   cudaEvent_t event() {
     done_->EnsureLaunched().IgnoreError();
@@ -520,9 +526,7 @@ absl::Status SetNcclComputeStream(Communicator& comm, void* cuda_stream) {
 absl::Status WaitOnStream(Work& work, void* cuda_stream) {
   auto* nccl = dynamic_cast<NcclWork*>(&work);
   if (nccl == nullptr) return absl::InvalidArgumentError("WaitOnStream needs a Work from an NCCL communicator");
-  cudaEvent_t event = nccl->event();
-  if (event == nullptr) return nccl->Wait(absl::ZeroDuration());  // the launch failed: its error
-  return CudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda_stream), event, 0), "cudaStreamWaitEvent");
+  return nccl->WaitOn(cuda_stream);
 }
 
 #endif  // ZEROSHARD_HAS_CUDA

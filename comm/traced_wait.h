@@ -24,6 +24,14 @@ namespace zeroshard {
 absl::Status WaitTraced(Work& work, Timeline* timeline, const char* category, absl::string_view what,
                         absl::string_view detail, std::chrono::steady_clock::time_point issued, int64_t bytes);
 
+// The same with Work::WaitOn(cuda_stream): for a device backend the compute
+// stream waits and the host goes on (the comm span then ends when the wait
+// was enqueued: the backend does not say when it ran); host backends block
+// as in WaitTraced.
+absl::Status WaitTracedOn(Work& work, void* cuda_stream, Timeline* timeline, const char* category,
+                          absl::string_view what, absl::string_view detail,
+                          std::chrono::steady_clock::time_point issued, int64_t bytes);
+
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_COMM_TRACED_WAIT_H_

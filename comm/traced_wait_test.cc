@@ -80,5 +80,44 @@ TEST(TracedWaitTest, ReturnsTheOperationsErrorAndRecordsNothingWhenStopped) {
             absl::StatusCode::kInternal);
 }
 
+// A device-side Work: WaitOn enqueues and returns; Wait would block.
+class StreamWork : public Work {
+ public:
+  bool IsCompleted() override { return false; }
+  absl::Status Wait(absl::Duration) override {
+    ++host_waits;
+    return absl::OkStatus();
+  }
+  absl::Status WaitOn(void* stream) override {
+    waited_on = stream;
+    return absl::OkStatus();
+  }
+  int host_waits = 0;
+  void* waited_on = nullptr;
+};
+
+TEST(TracedWaitTest, WaitTracedOnLeavesTheWaitToTheStream) {
+  Timeline tl;
+  StreamWork work;
+  int stream = 0;
+  const auto issued = Timeline::Clock::now();
+  ASSERT_TRUE(WaitTracedOn(work, &stream, &tl, "gather", "AllGather", "h.0", issued, 32).ok());
+  EXPECT_EQ(work.waited_on, &stream);
+  EXPECT_EQ(work.host_waits, 0);
+  // No executed span known: the comm span runs from issue to the enqueued wait.
+  ASSERT_EQ(tl.events().size(), 2u);
+  EXPECT_EQ(tl.events()[1].name, "AllGather h.0");
+  EXPECT_EQ(tl.events()[1].begin, issued);
+}
+
+TEST(TracedWaitTest, HostBackendsWaitOnTheHostForWaitOn) {
+  auto state = std::make_shared<WorkState>("AllReduce(f32, 1) in group dp");
+  state->Complete(absl::OkStatus());
+  AsyncWork work(state);
+  int stream = 0;
+  EXPECT_TRUE(WaitTracedOn(work, &stream, nullptr, "allreduce", "AllReduce", "", Timeline::Clock::now(), 4).ok());
+  EXPECT_TRUE(work.IsCompleted());
+}
+
 }  // namespace
 }  // namespace zeroshard

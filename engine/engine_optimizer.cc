@@ -26,8 +26,8 @@ enum SumIndex { kSumSq, kLossSum, kLossWeight, kNonFinite, kFailedAllocations, k
 
 absl::Status EngineImpl::WaitAll(std::vector<IssuedWork>& works, absl::string_view what) {
   for (IssuedWork& w : works) {
-    RETURN_IF_ERROR(WaitTraced(*w.work, timeline_.get(), "publish", what, w.shard->layout().unit_name(), w.issued,
-                               w.bytes));
+    RETURN_IF_ERROR(WaitTracedOn(*w.work, compute_.kernels.cuda_stream, timeline_.get(), "publish", what,
+                                 w.shard->layout().unit_name(), w.issued, w.bytes));
   }
   return absl::OkStatus();
 }
@@ -51,8 +51,9 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
     const Clock::time_point issued = Clock::now();
     std::unique_ptr<Work> tied = embedding_->AllReduce(shards_[u]->grad_shard(), plan_.layouts[u].shard_numel(),
                                                        DType::kF32, ReduceOp::kSum);
-    RETURN_IF_ERROR(WaitTraced(*tied, timeline_.get(), "allreduce", "AllReduce tied grads",
-                               plan_.layouts[u].unit_name(), issued, plan_.layouts[u].shard_numel() * 4));
+    RETURN_IF_ERROR(WaitTracedOn(*tied, compute_.kernels.cuda_stream, timeline_.get(), "allreduce",
+                                 "AllReduce tied grads", plan_.layouts[u].unit_name(), issued,
+                                 plan_.layouts[u].shard_numel() * 4));
   }
   // One summation order: each shard's sum of squares by the kernel's fixed
   // chunks, the shards added in unit order. A mirror is counted on the stage

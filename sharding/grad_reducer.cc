@@ -260,8 +260,9 @@ absl::Status GradReducer::Finish(int bucket) {
   if (b.work == nullptr) return absl::OkStatus();
   const int64_t bytes = quantized() ? b.packed_chunk * dp_->size()
                                     : b.shard_numel * dp_->size() * static_cast<int64_t>(DTypeSize(reduce_dtype_));
-  absl::Status s = WaitTraced(*b.work, timeline_, "reduce_scatter",
-                              quantized() ? "AllToAll int8 grads" : "ReduceScatter grads", b.label, b.issued, bytes);
+  absl::Status s =
+      WaitTracedOn(*b.work, kernels_.cuda_stream, timeline_, "reduce_scatter",
+                   quantized() ? "AllToAll int8 grads" : "ReduceScatter grads", b.label, b.issued, bytes);
   b.work.reset();
   launched_.erase(std::remove(launched_.begin(), launched_.end(), bucket), launched_.end());
   // The reduced shard: the f32 sum of the dequantized parts, or the
@@ -275,8 +276,8 @@ absl::Status GradReducer::Finish(int bucket) {
   if (s.ok() && reduction_.replica != nullptr && reduction_.replica->size() > 1) {
     const std::chrono::steady_clock::time_point issued = std::chrono::steady_clock::now();
     std::unique_ptr<Work> replicas = reduction_.replica->AllReduce(reduced, b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
-    s = WaitTraced(*replicas, timeline_, "allreduce", "AllReduce grads over replicas", b.label, issued,
-                   b.shard_numel * out_size);
+    s = WaitTracedOn(*replicas, kernels_.cuda_stream, timeline_, "allreduce", "AllReduce grads over replicas",
+                     b.label, issued, b.shard_numel * out_size);
   }
   if (!s.ok()) {
     b.staging_out.Reset();

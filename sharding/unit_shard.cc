@@ -119,9 +119,11 @@ absl::Status UnitShard::WaitGather() {
 
 absl::Status UnitShard::WaitGatherWork() {
   const bool quantized = !quantized_recv_.empty();
-  absl::Status s = WaitTraced(*gather_work_, timeline_, "gather", quantized ? "AllGather int8" : "AllGather",
-                              layout_->unit_name(), gather_issued_,
-                              quantized ? quantized_recv_.bytes() : gathered_.bytes());
+  // Compute that uses the gathered buffer waits on the stream (a host wait
+  // for host backends).
+  absl::Status s = WaitTracedOn(*gather_work_, kernels_.cuda_stream, timeline_, "gather",
+                                quantized ? "AllGather int8" : "AllGather", layout_->unit_name(), gather_issued_,
+                                quantized ? quantized_recv_.bytes() : gathered_.bytes());
   gather_work_.reset();
   return s;
 }
