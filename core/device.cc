@@ -190,6 +190,27 @@ absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device sr
 #endif
 }
 
+absl::Status DeviceCopyAsync(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                             void* cuda_stream) {
+  if (bytes == 0) return absl::OkStatus();
+  if (dst_device == Device::kCpu && src_device == Device::kCpu) {
+    std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+#ifdef ZEROSHARD_HAS_CUDA
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(cuda_stream));
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InternalError(
+        absl::StrCat("cudaMemcpyAsync of ", bytes, " bytes failed: ", cudaGetErrorString(err)));
+  }
+  return absl::OkStatus();
+#else
+  (void)cuda_stream;
+  return absl::UnavailableError("cuda copy requested but zeroshard was built without CUDA");
+#endif
+}
+
 absl::Status DeviceMemset(void* dst, Device device, int value, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   if (device == Device::kCpu) {

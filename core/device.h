@@ -58,6 +58,12 @@ void PinnedHostFree(void* ptr);
 
 // Copies between any two devices (host <-> device, device <-> device).
 absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// The same, stream-ordered on `cuda_stream` (a cudaStream_t) when a device
+// is involved: returns once enqueued. For the copy to overlap, host memory
+// must be pinned (PinnedHostAlloc) and stay untouched until the stream has
+// passed the copy. Host to host is a plain memcpy.
+absl::Status DeviceCopyAsync(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                             void* cuda_stream);
 // Sets `bytes` bytes to `value` on `device`.
 absl::Status DeviceMemset(void* dst, Device device, int value, size_t bytes);
 

@@ -2,6 +2,7 @@
 // and workspace), batches copied to the device, and the few host values
 // (loss and norm sums, GatherParam's result) moved over data communicators
 // that take device buffers (docs/gpu.md).
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,13 +53,31 @@ absl::Status EngineImpl::InitDevice() {
 
 absl::StatusOr<std::vector<Batch>> EngineImpl::BatchesOnDevice(absl::Span<const Batch> batches,
                                                                std::vector<Buffer>* storage) {
+  // Through pinned staging, so the copies are asynchronous on the compute
+  // stream. The previous step's copies are done: its read-back came after.
+  size_t total = 0;
+  for (const Batch& b : batches) {
+    for (const NamedTensor& t : b.tensors()) total += static_cast<size_t>(t.view.bytes());
+  }
+  if (total > batch_staging_bytes_) {
+    batch_staging_.reset();
+    batch_staging_bytes_ = 0;
+    ASSIGN_OR_RETURN(void* staging, PinnedHostAlloc(total));
+    batch_staging_.reset(staging);
+    batch_staging_bytes_ = total;
+  }
+  char* staged = static_cast<char*>(batch_staging_.get());
   std::vector<Batch> out;
   for (const Batch& b : batches) {
     Batch copy;
     for (const NamedTensor& t : b.tensors()) {
       ASSIGN_OR_RETURN(Buffer buf, Buffer::Allocate(&tracker_, MemoryCategory::kActivations, options_.device,
                                                     t.view.dtype, t.view.numel()));
-      RETURN_IF_ERROR(DeviceCopy(buf.data(), options_.device, t.view.data, t.view.device, t.view.bytes()));
+      const size_t bytes = static_cast<size_t>(t.view.bytes());
+      if (bytes > 0) std::memcpy(staged, t.view.data, bytes);
+      RETURN_IF_ERROR(DeviceCopyAsync(buf.data(), options_.device, staged, Device::kCpu, bytes,
+                                      compute_.kernels.cuda_stream));
+      staged += bytes;
       TensorView v = t.view;
       v.data = buf.data();
       v.device = options_.device;

@@ -273,6 +273,10 @@ class EngineImpl final : public Engine {
   // CUDA stream, cuBLAS handle and workspace (type-erased: the header
   // compiles without CUDA); destroyed after every buffer below.
   std::shared_ptr<void> cuda_resources_;
+  // Pinned host staging for batch copies to the device (grown as needed;
+  // reused once the step's read-back has passed the previous copies).
+  std::unique_ptr<void, void (*)(void*)> batch_staging_{nullptr, &PinnedHostFree};
+  size_t batch_staging_bytes_ = 0;
   MemoryTracker tracker_;
   // Before the shards and the reducer, which point to it: destroyed after them.
   std::unique_ptr<Timeline> timeline_;

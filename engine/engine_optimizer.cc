@@ -60,24 +60,29 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   // that computes the unit, once; a parameter every tp rank holds whole
   // (replicated) on tp rank 0 only, so the world sum counts it once; under
   // hybrid sharding a shard on the first of its replicas only.
-  double sumsq = 0;
+  // All the sums come back in one read (one wait on a GPU).
   const bool counts_norm = replica_ == nullptr || replica_->rank() == 0;
+  std::vector<kernels::SumSquaresSpan> spans;
+  std::vector<size_t> unit_end;  // spans of the k-th counted unit end at unit_end[k]
   for (int u = 0; u < L && counts_norm; ++u) {
     if (regions_[u] < 0 || plan_.units[u].mirror || plan_.layouts[u].shard_numel() == 0) continue;
-    double x = 0;
     if (tp_rank() == 0) {
-      RETURN_IF_ERROR(kernels::SumOfSquares(compute_.kernels, shards_[u]->grad_shard(),
-                                            plan_.layouts[u].shard_numel(), DType::kF32, &x));
+      spans.push_back({shards_[u]->grad_shard(), plan_.layouts[u].shard_numel()});
     } else {
       const std::vector<ParamSpec>& specs = model_->units[u]->params();
       for (const ShardSegment& seg : plan_.layouts[u].SegmentsForRank(dp_->rank())) {
         if (specs[seg.param_index].partition.replicated()) continue;
-        double part = 0;
-        RETURN_IF_ERROR(kernels::SumOfSquares(compute_.kernels, shards_[u]->grad_shard() + seg.offset_in_shard,
-                                              seg.length, DType::kF32, &part));
-        x += part;
+        spans.push_back({shards_[u]->grad_shard() + seg.offset_in_shard, seg.length});
       }
     }
+    unit_end.push_back(spans.size());
+  }
+  std::vector<double> parts(spans.size(), 0.0);
+  RETURN_IF_ERROR(kernels::SumOfSquaresMany(compute_.kernels, spans, DType::kF32, parts.data()));
+  double sumsq = 0;
+  for (size_t k = 0, i = 0; k < unit_end.size(); ++k) {
+    double x = 0;
+    for (; i < unit_end[k]; ++i) x += parts[i];
     sumsq += x;
   }
   // Stage 0 with low-precision compute: the f32 reduced gradients need a full
@@ -158,9 +163,8 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
     if (coeff < 1.0f || scale != 1.0 || ratio != 1.0) {
       for (int u = 0; u < L; ++u) {
         if (regions_[u] < 0 || plan_.layouts[u].shard_numel() == 0) continue;
-        bool nonfinite = false;
-        RETURN_IF_ERROR(kernels::ScaleInPlace(compute_.kernels, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel(),
-                                              DType::kF32, factor, &nonfinite));
+        RETURN_IF_ERROR(kernels::ScaleInPlace(compute_.kernels, shards_[u]->grad_shard(),
+                                              plan_.layouts[u].shard_numel(), DType::kF32, factor, nullptr));
       }
     }
     if (final_grad_hook_) {

@@ -15,7 +15,8 @@ namespace zeroshard::kernels {
 // inf or NaN (so inputs that were non-finite, and overflow, are both seen).
 // Every element is scaled even when a non-finite one is found.
 // On CUDA this synchronizes ctx.cuda_stream to return the flag and needs
-// ctx.cuda_workspace.
+// ctx.cuda_workspace. found_nonfinite == nullptr: no check, and on CUDA no
+// synchronisation (the scaling is stream-ordered like any kernel).
 absl::Status ScaleInPlace(const KernelContext& ctx, void* x, int64_t n, DType dtype, float scale,
                           bool* found_nonfinite);
 

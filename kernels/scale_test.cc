@@ -57,11 +57,14 @@ TEST(Scale, OverflowIsNonFinite) {
   EXPECT_EQ(x.Get(1), 100.0);
 }
 
-TEST(ScaleErrors, NullFlag) {
-  float x[1] = {1};
-  absl::Status s = ScaleInPlace(KernelContext::Cpu(), x, 1, DType::kF32, 2.0f, nullptr);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "ScaleInPlace: found_nonfinite is null");
+// Without a flag it only scales (on CUDA: without waiting for the stream).
+TEST(ScaleInPlaceTest, WithoutAFlagItOnlyScales) {
+  float x[3] = {1, -3, std::numeric_limits<float>::infinity()};
+  ASSERT_TRUE(ScaleInPlace(KernelContext::Cpu(), x, 3, DType::kF32, 2.0f, nullptr).ok());
+  EXPECT_EQ(x[0], 2.0f);
+  EXPECT_EQ(x[1], -6.0f);
+  EXPECT_TRUE(std::isinf(x[2]));
+  EXPECT_TRUE(ScaleInPlace(KernelContext::Cpu(), nullptr, 0, DType::kF32, 2.0f, nullptr).ok());
 }
 
 }  // namespace

@@ -48,5 +48,30 @@ TEST(SumSquares, EmptyIsZeroAndInfPropagates) {
   EXPECT_EQ(result, 14.0);
 }
 
+// Many spans at once give each span's SumOfSquares bit for bit.
+TEST(SumSquares, ManyMatchesEachSpanAlone) {
+  testing::Rng rng(testing::TestSeed());
+  HostTensor a = HostTensor::From(DType::kF32, rng.Uniform(2 * kSumSquaresChunk + 7, -2, 2));
+  HostTensor b = HostTensor::From(DType::kF32, rng.Uniform(5, -2, 2));
+  const std::vector<SumSquaresSpan> spans = {{a.data(), 2 * kSumSquaresChunk + 7}, {nullptr, 0}, {b.data(), 5},
+                                             {a.data(), 100}};
+  std::vector<double> many(spans.size(), -1.0);
+  ASSERT_TRUE(SumOfSquaresMany(KernelContext::Cpu(2), spans, DType::kF32, many.data()).ok());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    double alone = -1;
+    ASSERT_TRUE(SumOfSquares(KernelContext::Cpu(2), spans[i].x, spans[i].n, DType::kF32, &alone).ok());
+    EXPECT_EQ(many[i], alone) << "span " << i;
+  }
+  EXPECT_EQ(many[1], 0.0);
+}
+
+TEST(SumSquares, ManyRejectsANullSpan) {
+  double result = 0;
+  const std::vector<SumSquaresSpan> spans = {{nullptr, 3}};
+  absl::Status s = SumOfSquaresMany(KernelContext::Cpu(), spans, DType::kF32, &result);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "SumOfSquaresMany: x is null");
+}
+
 }  // namespace
 }  // namespace zeroshard::kernels

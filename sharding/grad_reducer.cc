@@ -344,8 +344,8 @@ absl::Status GradReducer::SumQuantized(Bucket& b) {
       at += S;
     }
   }
-  bool nonfinite = false;  // seen by the optimizer's overflow check
-  return kernels::ScaleInPlace(kernels_, b.sum, b.shard_numel, DType::kF32, 1.0f / static_cast<float>(n), &nonfinite);
+  // Non-finite values are seen by the optimizer's overflow check: no flag.
+  return kernels::ScaleInPlace(kernels_, b.sum, b.shard_numel, DType::kF32, 1.0f / static_cast<float>(n), nullptr);
 }
 
 absl::Status GradReducer::FinishAll() {

@@ -105,7 +105,7 @@ absl::Status ScaleInPlace(int threads, void* x, int64_t n, DType dtype, float sc
     });
     bool any = false;
     for (char f : found) any |= (f != 0);
-    *found_nonfinite = any;
+    if (found_nonfinite != nullptr) *found_nonfinite = any;
     return absl::OkStatus();
   });
 }

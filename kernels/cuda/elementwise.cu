@@ -44,7 +44,7 @@ __global__ void ScaleKernel(T* x, int64_t n, float scale, int* found) {
     x[i] = v;
     bad |= !isfinite(Load(v));
   }
-  if (bad) *found = 1;  // every writer writes 1: the race is benign
+  if (bad && found != nullptr) *found = 1;  // every writer writes 1: the race is benign
 }
 
 constexpr int kSumBlocks = 256;
@@ -127,6 +127,13 @@ absl::Status AccumulateInto(const KernelContext& ctx, float* dst, const void* sr
 
 absl::Status ScaleInPlace(const KernelContext& ctx, void* x, int64_t n, DType dtype, float scale,
                           bool* found_nonfinite) {
+  if (found_nonfinite == nullptr) {  // no check: stream-ordered, no wait
+    return DispatchFloatDType(dtype, "ScaleInPlace", [&](auto tag) {
+      using T = decltype(tag);
+      ScaleKernel<T><<<GridFor(n), kThreads, 0, StreamOf(ctx)>>>(static_cast<T*>(x), n, scale, nullptr);
+      return CheckLaunch("ScaleInPlace");
+    });
+  }
   absl::Status ws = RequireWorkspace("ScaleInPlace", ctx);
   if (!ws.ok()) return ws;
   int* flag = static_cast<int*>(ctx.cuda_workspace);
@@ -167,6 +174,42 @@ absl::Status SumOfSquares(const KernelContext& ctx, const void* x, int64_t n, DT
   s = CudaStatus("SumOfSquares (read)", cudaMemcpyAsync(result, total, sizeof(double), cudaMemcpyDeviceToHost, stream));
   if (!s.ok()) return s;
   return CudaStatus("SumOfSquares (sync)", cudaStreamSynchronize(stream));
+}
+
+// The partials of each span reuse one region (stream order keeps them
+// apart); the totals gather after it and come back in one copy per
+// workspace-full of spans.
+absl::Status SumOfSquaresMany(const KernelContext& ctx, const void* const* xs, const int64_t* ns, size_t count_all,
+                              DType dtype, double* results) {
+  absl::Status ws = RequireWorkspace("SumOfSquaresMany", ctx);
+  if (!ws.ok()) return ws;
+  double* partial = static_cast<double*>(ctx.cuda_workspace);
+  double* totals = partial + kSumBlocks;
+  const size_t capacity = ctx.cuda_workspace_bytes / sizeof(double) - kSumBlocks;
+  cudaStream_t stream = StreamOf(ctx);
+  for (size_t first = 0; first < count_all; first += capacity) {
+    const size_t count = std::min(capacity, count_all - first);
+    for (size_t i = 0; i < count; ++i) {
+      const void* x = xs[first + i];
+      const int64_t n = ns[first + i];
+      absl::Status s = DispatchFloatDType(dtype, "SumOfSquaresMany", [&](auto tag) {
+        using T = decltype(tag);
+        SumSquaresPartialKernel<T><<<kSumBlocks, kThreads, 0, stream>>>(static_cast<const T*>(x), n, partial);
+        return CheckLaunch("SumOfSquaresMany (partials)");
+      });
+      if (!s.ok()) return s;
+      SumPartialsKernel<<<1, 1, 0, stream>>>(partial, kSumBlocks, totals + i);
+      s = CheckLaunch("SumOfSquaresMany (total)");
+      if (!s.ok()) return s;
+    }
+    absl::Status s = CudaStatus("SumOfSquaresMany (read)", cudaMemcpyAsync(results + first, totals,
+                                                                           count * sizeof(double),
+                                                                           cudaMemcpyDeviceToHost, stream));
+    if (!s.ok()) return s;
+    s = CudaStatus("SumOfSquaresMany (sync)", cudaStreamSynchronize(stream));
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace zeroshard::kernels::cuda

@@ -53,6 +53,9 @@ absl::Status AccumulateInto(const KernelContext& ctx, float* dst, const void* sr
 absl::Status ScaleInPlace(const KernelContext& ctx, void* x, int64_t n, DType dtype, float scale,
                           bool* found_nonfinite);
 absl::Status SumOfSquares(const KernelContext& ctx, const void* x, int64_t n, DType dtype, double* result);
+// results[i] = SumOfSquares of (xs[i], ns[i]) for i < count; one read-back.
+absl::Status SumOfSquaresMany(const KernelContext& ctx, const void* const* xs, const int64_t* ns, size_t count,
+                              DType dtype, double* results);
 
 // attention.cu
 absl::Status AttentionForward(const KernelContext& ctx, void* out, float* att, const void* qkv, int64_t batch,
