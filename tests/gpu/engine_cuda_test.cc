@@ -16,14 +16,8 @@
 namespace zeroshard {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                   \
-  do {                                                       \
-    std::string reason;                                      \
-    if (!CudaAvailable(&reason)) GTEST_SKIP() << reason;     \
-  } while (0)
-
 TEST(EngineCudaTest, PicksTheDataBackendForTheRanksGpus) {
-  SKIP_WITHOUT_GPU();
+  ZS_SKIP_WITHOUT_GPU();
   const EngineRuntime& rt = RuntimeFor(Device::kCuda);
   EXPECT_EQ(rt.device, Device::kCuda);
   EXPECT_GE(rt.cuda_device, 0);
@@ -40,7 +34,7 @@ TEST(EngineCudaTest, PicksTheDataBackendForTheRanksGpus) {
 }
 
 TEST(EngineCudaTest, StagesZeroToThreeGiveBitwiseTheSameWeights) {
-  SKIP_WITHOUT_GPU();
+  ZS_SKIP_WITHOUT_GPU();
   Weights first;
   for (int stage = 0; stage <= 3; ++stage) {
     TrainedRun run = Train(GpuTestConfig(Device::kCuda, stage, DTypeProto::F32), 5);
@@ -55,7 +49,7 @@ TEST(EngineCudaTest, StagesZeroToThreeGiveBitwiseTheSameWeights) {
 }
 
 TEST(EngineCudaTest, TrainsLikeTheCpuInF32) {
-  SKIP_WITHOUT_GPU();
+  ZS_SKIP_WITHOUT_GPU();
   for (int stage : {0, 3}) {
     TrainedRun gpu = Train(GpuTestConfig(Device::kCuda, stage, DTypeProto::F32), 5);
     TrainedRun cpu = Train(GpuTestConfig(Device::kCpu, stage, DTypeProto::F32), 5);

@@ -16,12 +16,6 @@
 namespace zeroshard {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                               \
-  do {                                                   \
-    std::string reason;                                  \
-    if (!CudaAvailable(&reason)) GTEST_SKIP() << reason; \
-  } while (0)
-
 std::string TempRoot(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
   return std::string(base != nullptr ? base : "/tmp") + "/" + name;
@@ -35,14 +29,14 @@ void ExpectLossesClose(const TrainedRun& a, const TrainedRun& b, double rel, con
 }
 
 TEST(GpuCpuParityTest, F32LossesWithin1e4Relative) {
-  SKIP_WITHOUT_GPU();
+  ZS_SKIP_WITHOUT_GPU();
   TrainedRun gpu = Train(GpuTestConfig(Device::kCuda, 0, DTypeProto::F32), 20);
   TrainedRun cpu = Train(GpuTestConfig(Device::kCpu, 0, DTypeProto::F32), 20);
   ExpectLossesClose(gpu, cpu, 1e-4, "f32");
 }
 
 TEST(GpuCpuParityTest, Bf16LossesWithinThePrecisionTolerance) {
-  SKIP_WITHOUT_GPU();
+  ZS_SKIP_WITHOUT_GPU();
   TrainedRun gpu = Train(GpuTestConfig(Device::kCuda, 0, DTypeProto::BF16), 20);
   TrainedRun cpu = Train(GpuTestConfig(Device::kCpu, 0, DTypeProto::BF16), 20);
   // bf16 keeps 8 bits: GEMM summation orders differ between cuBLAS and
@@ -72,12 +66,12 @@ void CheckpointMoves(Device from, Device to, const std::string& name) {
 }
 
 TEST(GpuCpuParityTest, GpuCheckpointResumesOnCpuBitwise) {
-  SKIP_WITHOUT_GPU();
+  ZS_SKIP_WITHOUT_GPU();
   CheckpointMoves(Device::kCuda, Device::kCpu, "gpu_to_cpu");
 }
 
 TEST(GpuCpuParityTest, CpuCheckpointResumesOnGpuBitwise) {
-  SKIP_WITHOUT_GPU();
+  ZS_SKIP_WITHOUT_GPU();
   CheckpointMoves(Device::kCpu, Device::kCuda, "cpu_to_gpu");
 }
 

@@ -5,6 +5,7 @@
 #define ZEROSHARD_TESTS_GPU_GPU_TRAINING_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/device.h"
@@ -12,7 +13,15 @@
 #include "engine/engine.h"
 #include "engine/engine_runtime.h"
 #include "engine/testing/weights.h"
+#include "gtest/gtest.h"
 #include "proto/config.pb.h"
+
+// Skips the calling test with the driver's reason when no GPU is usable.
+#define ZS_SKIP_WITHOUT_GPU()                                                       \
+  do {                                                                              \
+    std::string zs_gpu_reason;                                                      \
+    if (!::zeroshard::CudaAvailable(&zs_gpu_reason)) GTEST_SKIP() << zs_gpu_reason; \
+  } while (0)
 
 namespace zeroshard {
 
