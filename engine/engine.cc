@@ -81,6 +81,7 @@ EngineImpl::~EngineImpl() {
     if (shard != nullptr) shard->Release().IgnoreError();
   }
   if (reducer_ != nullptr) reducer_->FinishAll().IgnoreError();
+  DetachDevice();
 }
 
 absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& config, EngineComms comms,

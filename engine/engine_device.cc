@@ -51,6 +51,15 @@ absl::Status EngineImpl::InitDevice() {
 #endif
 }
 
+void EngineImpl::DetachDevice() {
+#ifdef ZEROSHARD_HAS_CUDA
+  if (cuda_resources_ == nullptr) return;
+  for (Communicator* c : {dp_, replica_, world_, pp_, embedding_, tp_}) {
+    if (c != nullptr) SetNcclComputeStream(*c, nullptr).IgnoreError();
+  }
+#endif
+}
+
 absl::StatusOr<std::vector<Batch>> EngineImpl::BatchesOnDevice(absl::Span<const Batch> batches,
                                                                std::vector<Buffer>* storage) {
   // Through pinned staging, so the copies are asynchronous on the compute

@@ -220,6 +220,9 @@ class EngineImpl final : public Engine {
   // stream, cuBLAS handle and workspace, and the allocation stream), after
   // checking that the data communicators move that device's buffers.
   absl::Status InitDevice();
+  // Points the NCCL communicators back at the legacy default stream: they
+  // outlive the engine's compute stream (the grid owns them).
+  void DetachDevice();
   // Copies host batches to the engine's device (CUDA); `storage` owns the
   // copies until the step ends. On CPU the batches are used as they are.
   absl::StatusOr<std::vector<Batch>> BatchesOnDevice(absl::Span<const Batch> batches, std::vector<Buffer>* storage);
