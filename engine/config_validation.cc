@@ -206,10 +206,6 @@ void CheckParallel(const EngineConfig& e, int64_t batch, const ValidationOptions
 
 void CheckRuntime(const EngineConfig& e, ConfigChecker& c) {
   c.Positive("engine.comm.timeout_s", e.comm().timeout_s());
-  if (e.device().type() == DeviceConfig::CUDA && e.parallel().pp() > 1) {
-    c.NotYet(absl::StrCat("engine.parallel.pp: ", e.parallel().pp(),
-                          " with engine.device.type CUDA (pipeline transfer headers travel in host memory)"));
-  }
   if (e.device().has_gpu_id()) {
     c.AtLeast("engine.device.gpu_id", e.device().gpu_id(), 0);
     if (e.device().type() != DeviceConfig::CUDA) c.Add("engine.device.gpu_id: set but engine.device.type is CPU");

@@ -166,6 +166,7 @@ class EngineImpl final : public Engine {
     int peer = 0;
     int tag = 0;                       // the header's; tensor i uses tag + 1 + i
     std::vector<int32_t> header;
+    Buffer header_device;              // where it lands on a device pp communicator
     std::unique_ptr<Work> header_work;
     bool payload_posted = false;
     ActivationPack pack;               // allocated once the header arrived
@@ -173,6 +174,7 @@ class EngineImpl final : public Engine {
   };
   struct TransferSend {
     std::vector<int32_t> header;
+    Buffer header_device;              // its device copy on a device pp communicator
     ActivationPack pack;               // kept alive until the sends completed
     std::vector<std::unique_ptr<Work>> works;
   };

@@ -4,7 +4,9 @@
 // by one message per tensor. A RECV_* posts the header's receive; the
 // payload's receives are posted as soon as the header has arrived (checked
 // after every action), and the consuming FORWARD or BACKWARD waits for
-// them. Sends are waited at the end of the program.
+// them. Sends are waited at the end of the program. On a device pp
+// communicator (NCCL, staged MPI) the header travels in a small device
+// buffer and is copied to the host once it arrived.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -74,7 +76,15 @@ absl::Status EngineImpl::PostSend(const Action& a, RunContext* run) {
   // own unit; SEND_GRAD's unit below.
   const int boundary = kind == kActivations ? a.unit : a.unit - 1;
   ASSIGN_OR_RETURN(const int tag, TransferTag(kind, a.micro_batch, boundary, num_units(), options_.accumulation_steps));
-  send->works.push_back(pp_->Send(send->header.data(), kHeaderWords, DType::kI32, a.peer_stage, tag));
+  void* header = send->header.data();
+  if (pp_->device() != Device::kCpu) {
+    ASSIGN_OR_RETURN(send->header_device, Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, pp_->device(),
+                                                           DType::kI32, kHeaderWords));
+    RETURN_IF_ERROR(DeviceCopy(send->header_device.data(), pp_->device(), send->header.data(), Device::kCpu,
+                               kHeaderWords * sizeof(int32_t)));
+    header = send->header_device.data();
+  }
+  send->works.push_back(pp_->Send(header, kHeaderWords, DType::kI32, a.peer_stage, tag));
   std::vector<TensorView> views = send->pack.views();
   for (size_t i = 0; i < views.size(); ++i) {
     send->works.push_back(pp_->Send(views[i].data, views[i].numel(), views[i].dtype, a.peer_stage,
@@ -94,13 +104,24 @@ absl::Status EngineImpl::PostReceive(const Action& a, RunContext* run) {
   const int boundary = kind == kActivations ? a.unit - 1 : a.unit;
   ASSIGN_OR_RETURN(recv->tag, TransferTag(kind, a.micro_batch, boundary, num_units(), options_.accumulation_steps));
   recv->header.assign(kHeaderWords, 0);
-  recv->header_work = pp_->Recv(recv->header.data(), kHeaderWords, DType::kI32, recv->peer, recv->tag);
+  void* header = recv->header.data();
+  if (pp_->device() != Device::kCpu) {
+    ASSIGN_OR_RETURN(recv->header_device, Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, pp_->device(),
+                                                           DType::kI32, kHeaderWords));
+    header = recv->header_device.data();
+  }
+  recv->header_work = pp_->Recv(header, kHeaderWords, DType::kI32, recv->peer, recv->tag);
   run->receives[{kind, a.micro_batch, a.unit}] = std::move(recv);
   return absl::OkStatus();
 }
 
 absl::Status EngineImpl::PostPayload(TransferReceive& r) {
   Communicator& pp = *pp_;
+  if (!r.header_device.empty()) {  // arrived (the receive completed): to the host
+    RETURN_IF_ERROR(DeviceCopy(r.header.data(), Device::kCpu, r.header_device.data(), pp.device(),
+                               kHeaderWords * sizeof(int32_t)));
+    r.header_device.Reset();
+  }
   MemoryTracker* tracker = &tracker_;
   const std::vector<int32_t>& h = r.header;
   int at = 0;
@@ -162,7 +183,8 @@ absl::Status EngineImpl::CompleteReceive(int kind, int micro_batch, int unit, Ru
                                kHeaderWords * 4));
     RETURN_IF_ERROR(PostPayload(r));
   }
-  for (auto& w : r.payload) RETURN_IF_ERROR(w->Wait());
+  // The consuming unit runs on the compute stream: it waits there.
+  for (auto& w : r.payload) RETURN_IF_ERROR(w->WaitOn(compute_.kernels.cuda_stream));
   if (run->timings != nullptr) {
     (kind == kActivations ? run->timings->pipeline_wait_forward : run->timings->pipeline_wait_backward) +=
         SecondsSince(waited);

@@ -2,7 +2,8 @@
 // "engine"): at np 1 the data communicators are NCCL, at np 2 the ranks
 // share the GPU and AUTO picks MPI staged through pinned host memory; ZeRO
 // stages 0-3 train GPT-2 tiny to bitwise the same weights at a fixed dp, and
-// to the CPU run's within the f32 tolerance. Skips without a usable GPU.
+// to the CPU run's within the f32 tolerance; at np 2 a two-stage pipeline
+// trains like its CPU twin. Skips without a usable GPU.
 #include <cmath>
 #include <string>
 
@@ -61,6 +62,20 @@ TEST(EngineCudaTest, TrainsLikeTheCpuInF32) {
     }
     EXPECT_LT(RelativeL2(GatherWeights(*gpu.engine), GatherWeights(*cpu.engine)), 1e-4) << "stage " << stage;
   }
+}
+
+TEST(EngineCudaTest, APipelineTrainsLikeTheCpu) {
+  ZS_SKIP_WITHOUT_GPU();
+  if (MpiWorldSize() != 2) GTEST_SKIP() << "a two-stage pipeline runs at np 2";
+  TrainedRun gpu = Train(GpuTestConfig(Device::kCuda, 1, DTypeProto::F32, 2), 5);
+  TrainedRun cpu = Train(GpuTestConfig(Device::kCpu, 1, DTypeProto::F32, 2), 5);
+  ASSERT_NE(gpu.engine, nullptr);
+  ASSERT_NE(cpu.engine, nullptr);
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (size_t i = 0; i < gpu.losses.size(); ++i) {
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-4 * std::fabs(cpu.losses[i])) << "step " << i;
+  }
+  EXPECT_LT(RelativeL2(GatherWeights(*gpu.engine), GatherWeights(*cpu.engine)), 1e-4);
 }
 
 }  // namespace

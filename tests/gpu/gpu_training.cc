@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <utility>
 
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
@@ -19,14 +20,14 @@ int GlobalBatch() { return 2 * MpiWorldSize() * kAccumulation; }
 
 }  // namespace
 
-EngineRuntime& RuntimeFor(Device device) {
-  static std::map<Device, std::unique_ptr<EngineRuntime>> runtimes;
-  std::unique_ptr<EngineRuntime>& rt = runtimes[device];
+EngineRuntime& RuntimeFor(Device device, int pp) {
+  static std::map<std::pair<Device, int>, std::unique_ptr<EngineRuntime>> runtimes;
+  std::unique_ptr<EngineRuntime>& rt = runtimes[{device, pp}];
   if (rt == nullptr) {
     CommOptions options;
     options.timeout = absl::Seconds(120);
     absl::StatusOr<EngineRuntime> created =
-        CreateEngineRuntime(GpuTestConfig(device, 1, DTypeProto::F32).engine(), options);
+        CreateEngineRuntime(GpuTestConfig(device, 1, DTypeProto::F32, pp).engine(), options);
     if (!created.ok()) {
       ADD_FAILURE() << "CreateEngineRuntime(" << DeviceName(device) << "): " << created.status();
       std::abort();
@@ -36,7 +37,7 @@ EngineRuntime& RuntimeFor(Device device) {
   return *rt;
 }
 
-TrainConfig GpuTestConfig(Device device, int stage, DTypeProto compute_dtype) {
+TrainConfig GpuTestConfig(Device device, int stage, DTypeProto compute_dtype, int pp) {
   TrainConfig t;
   const Gpt2Config m = TinyGpt2(2);
   t.mutable_model()->set_n_layer(m.n_layer);
@@ -49,7 +50,8 @@ TrainConfig GpuTestConfig(Device device, int stage, DTypeProto compute_dtype) {
   e.mutable_zero()->set_stage(stage);
   e.mutable_zero()->set_bucket_bytes(4096);
   e.set_gradient_accumulation_steps(kAccumulation);
-  e.mutable_parallel()->set_dp(MpiWorldSize());
+  e.mutable_parallel()->set_dp(MpiWorldSize() / pp);
+  e.mutable_parallel()->set_pp(pp);
   e.mutable_precision()->set_compute_dtype(compute_dtype);
   e.mutable_optimizer()->set_lr(1e-3);
   e.mutable_optimizer()->set_weight_decay(0.1);
@@ -63,7 +65,7 @@ TrainConfig GpuTestConfig(Device device, int stage, DTypeProto compute_dtype) {
 void TrainMore(TrainedRun& run, const TrainConfig& config, int steps) {
   const int dp = config.engine().parallel().dp();
   const Device device = config.engine().device().type() == DeviceConfig::CUDA ? Device::kCuda : Device::kCpu;
-  const int rank = RuntimeFor(device).grid->dp_rank();
+  const int rank = RuntimeFor(device, config.engine().parallel().pp()).grid->dp_rank();
   for (int i = 0; i < steps && run.engine != nullptr; ++i) {
     const int64_t s = Internals(*run.engine).step();
     const std::vector<int32_t> tokens = RandomTokens(static_cast<uint32_t>(100 + s), GlobalBatch(), 8, 67);
@@ -78,7 +80,8 @@ TrainedRun Train(const TrainConfig& config, int steps) {
   const Device device = config.engine().device().type() == DeviceConfig::CUDA ? Device::kCuda : Device::kCpu;
   TrainedRun run;
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(config.engine(), RuntimeFor(device).grid.get(), std::move(BuildGpt2(TinyGpt2(2))).value());
+      Engine::Create(config.engine(), RuntimeFor(device, config.engine().parallel().pp()).grid.get(),
+                     std::move(BuildGpt2(TinyGpt2(2))).value());
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return run;
   run.engine = std::move(*engine);

@@ -25,12 +25,12 @@
 
 namespace zeroshard {
 
-// The runtime for `device` with dp = the MPI world (created on first use;
-// a creation failure fails the test and aborts).
-EngineRuntime& RuntimeFor(Device device);
+// The runtime for `device` with pp pipeline stages and dp = world / pp
+// (created on first use; a creation failure fails the test and aborts).
+EngineRuntime& RuntimeFor(Device device, int pp = 1);
 
-// GPT-2 tiny (V 67, C 16, T 8), dp = world, 2 micro-batches per step.
-TrainConfig GpuTestConfig(Device device, int stage, DTypeProto compute_dtype);
+// GPT-2 tiny (V 67, C 16, T 8), dp = world / pp, 2 micro-batches per step.
+TrainConfig GpuTestConfig(Device device, int stage, DTypeProto compute_dtype, int pp = 1);
 
 struct TrainedRun {
   std::unique_ptr<Engine> engine;
