@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "comm/status_agreement.h"
 #include "checkpoint/safetensors_file.h"
 #include "checkpoint/shard_file.h"
+#include "core/device.h"
 #include "core/file_io.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
@@ -72,6 +74,26 @@ float* StateBuffer(EngineImpl& engine, int u, absl::string_view kind) {
   if (kind == kKindMomentum) return opt.mutable_momentum(region).as<float>();
   return nullptr;
 }
+
+// Page-locked host floats for a region moving between the device and a
+// file (empty on the CPU, where regions are read and written in place).
+class PinnedFloats {
+ public:
+  static absl::StatusOr<PinnedFloats> Allocate(size_t n) {
+    PinnedFloats f;
+    ASSIGN_OR_RETURN(void* p, PinnedHostAlloc(n * sizeof(float)));
+    f.p_.reset(p);
+    f.n_ = n;
+    return f;
+  }
+  float* data() const { return static_cast<float*>(p_.get()); }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+
+ private:
+  std::unique_ptr<void, void (*)(void*)> p_{nullptr, &PinnedHostFree};
+  size_t n_ = 0;
+};
 
 // Rank 0's nonce, shared so every rank writes into the same directory.
 absl::StatusOr<std::string> SharedNonce(Communicator& dp) {
@@ -293,7 +315,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     // Named by this rank's (pp, dp, tp) coordinates; its index in the
     // manifest is its world (control) rank.
     // On a GPU each region is copied to the host before it is written.
-    std::vector<std::vector<float>> host_copies;
+    std::vector<PinnedFloats> host_copies;
     ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, pp_rank, dp_rank, engine.tp_rank(), step, saved, kinds,
                                           [&](int u, int k) -> absl::StatusOr<const float*> {
                                             const float* base = StateBuffer(engine, u, kinds[k]);
@@ -303,7 +325,8 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
                                               zeros.assign(numel, 0.0f);
                                               base = zeros.data();
                                             } else if (engine.device() != Device::kCpu) {
-                                              host_copies.emplace_back(numel);
+                                              ASSIGN_OR_RETURN(PinnedFloats copy, PinnedFloats::Allocate(numel));
+                                              host_copies.push_back(std::move(copy));
                                               RETURN_IF_ERROR(DeviceCopy(host_copies.back().data(), Device::kCpu,
                                                                          base, engine.device(),
                                                                          numel * sizeof(float)));
@@ -418,8 +441,10 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
         float* state = StateBuffer(engine, u, k);
         if (count == 0 || state == nullptr) continue;
         // Read on the host; on a GPU copied to the device after.
-        std::vector<float> staging;
-        if (engine.device() != Device::kCpu) staging.resize(static_cast<size_t>(count));
+        PinnedFloats staging;
+        if (engine.device() != Device::kCpu) {
+          ASSIGN_OR_RETURN(staging, PinnedFloats::Allocate(count));
+        }
         float* dst = staging.empty() ? state : staging.data();
         if (stored > 0 && same) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst, engine.tp_rank()));
         if (stored > 0 && !same) RETURN_IF_ERROR(ReadResharded(engine, *reader, u, k, begin, stored, dst));
@@ -494,9 +519,9 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
       const int64_t begin = shard.master_begin(), end = begin + shard.master_numel();
       const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
       // On a GPU the master is edited in a host copy and copied back.
-      std::vector<float> staging;
+      PinnedFloats staging;
       if (engine.device() != Device::kCpu) {
-        staging.resize(static_cast<size_t>(shard.master_numel()));
+        ASSIGN_OR_RETURN(staging, PinnedFloats::Allocate(shard.master_numel()));
         RETURN_IF_ERROR(DeviceCopy(staging.data(), Device::kCpu, shard.master(), engine.device(),
                                    staging.size() * sizeof(float)));
       }
