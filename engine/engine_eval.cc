@@ -35,7 +35,10 @@ absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {
   run.training = false;
   absl::Status s = RunProgram(plan_.eval, &run);
   // A tp group's ranks hold the same loss terms: counted once.
-  const LossTerms& terms = run.losses.empty() || tp_rank() != 0 ? LossTerms() : run.losses[0];
+  absl::StatusOr<LossTerms> resolved =
+      run.losses.empty() || tp_rank() != 0 ? LossTerms() : ResolveLossTerms(run.losses[0]);
+  if (s.ok()) s = resolved.status();
+  const LossTerms terms = resolved.ok() ? *resolved : LossTerms();
   std::vector<float> sums(2 + 2 * plan_.metric_names.size(), 0.0f);
   if (s.ok()) {
     sums[0] = static_cast<float>(terms.loss.sum);

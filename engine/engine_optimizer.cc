@@ -105,8 +105,17 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   WeightedSum loss;
   std::vector<WeightedSum> metrics(plan_.metric_names.size());
   // A tp group's ranks hold the same loss terms: counted once.
+  // Sums a GPU left on the device come back now (the norm's read-back above
+  // has waited for the stream already).
   const std::vector<LossTerms> none;
-  for (const LossTerms& terms : tp_rank() == 0 ? run.losses : none) {
+  absl::Status losses_read;  // a failure is agreed on like a failed allocation
+  for (const LossTerms& on_device : tp_rank() == 0 ? run.losses : none) {
+    absl::StatusOr<LossTerms> resolved = ResolveLossTerms(on_device);
+    if (!resolved.ok()) {
+      if (losses_read.ok()) losses_read = resolved.status();
+      continue;
+    }
+    const LossTerms& terms = *resolved;
     loss.sum += terms.loss.sum;
     loss.weight += terms.loss.weight;
     for (size_t i = 0; i < metrics.size(); ++i) {
@@ -121,7 +130,7 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   sums[kLossSum] = static_cast<float>(loss.sum);
   sums[kLossWeight] = static_cast<float>(loss.weight);
   sums[kNonFinite] = std::isfinite(sumsq) ? 0.0f : 1.0f;
-  sums[kFailedAllocations] = allocated.ok() ? 0.0f : 1.0f;
+  sums[kFailedAllocations] = allocated.ok() && losses_read.ok() ? 0.0f : 1.0f;
   for (size_t i = 0; i < metrics.size(); ++i) {
     sums[kFirstMetric + 2 * i] = static_cast<float>(metrics[i].sum);
     sums[kFirstMetric + 2 * i + 1] = static_cast<float>(metrics[i].weight);
@@ -137,10 +146,11 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
       }));
   result->timings.publish_wait += SecondsSince(t0);
   if (!allocated.ok()) return allocated;
+  if (!losses_read.ok()) return losses_read;
   if (sums[kFailedAllocations] != 0.0f) {
     return RelayedError(absl::StatusCode::kResourceExhausted, absl::StrCat(
-        "the optimizer's stage-0 gradient buffers could not be allocated on ", sums[kFailedAllocations],
-        " rank(s) (see their errors); this rank (", world_->rank(), ") was fine"));
+        "the optimizer's stage-0 gradient buffers could not be allocated or the loss read on ",
+        sums[kFailedAllocations], " rank(s) (see their errors); this rank (", world_->rank(), ") was fine"));
   }
   result->overflow = sums[kNonFinite] != 0.0f;
   result->loss_weight = sums[kLossWeight];

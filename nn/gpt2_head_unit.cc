@@ -14,6 +14,20 @@
 namespace zeroshard {
 namespace {
 
+// The cross-entropy kernel's (loss sum, weight): read on the CPU; on a GPU
+// left on the device for the engine's one read-back of the step.
+absl::Status SetLoss(const ComputeContext& ctx, Buffer sums, LossTerms* out) {
+  if (ctx.kernels.device != Device::kCpu) {
+    out->device_sums = std::make_shared<const Buffer>(std::move(sums));
+    return absl::OkStatus();
+  }
+  float host[2] = {0, 0};
+  RETURN_IF_ERROR(WaitForDevice(ctx.kernels));  // the sums come from a kernel
+  RETURN_IF_ERROR(DeviceCopy(host, Device::kCpu, sums.data(), sums.device(), sizeof(host)));
+  out->loss = WeightedSum{host[0], host[1]};
+  return absl::OkStatus();
+}
+
 using gpt2_internal::AllNull;
 using gpt2_internal::BatchShape;
 using gpt2_internal::CheckParamCount;
@@ -141,10 +155,7 @@ absl::Status Gpt2HeadUnit::Forward(const UnitContext& uctx, absl::Span<const Ten
   RETURN_IF_ERROR(lm_head_.Forward(ctx, params[2], View(s->lnf, {n, c_}), View(s->logits, {n, v_})));
   RETURN_IF_ERROR(cross_entropy_.Forward(ctx, View(s->logits, {n, v_}), Reshaped(*batch.Find("targets"), {n}),
                                          View(losses, {n}), View(s->lse, {n}), View(sums, {2})));
-  float host[2] = {0, 0};
-  RETURN_IF_ERROR(WaitForDevice(ctx.kernels));  // the sums come from a kernel
-  RETURN_IF_ERROR(DeviceCopy(host, Device::kCpu, sums.data(), sums.device(), sizeof(host)));
-  out->loss.loss = WeightedSum{host[0], host[1]};
+  RETURN_IF_ERROR(SetLoss(ctx, std::move(sums), &out->loss));
   *saved = std::move(s);
   return absl::OkStatus();
 }
@@ -316,10 +327,7 @@ absl::Status Gpt2HeadUnit::ForwardVocabParallel(const UnitContext& uctx, absl::S
   RETURN_IF_ERROR(lm_head.Forward(ctx, params[2], View(s->lnf, {n, c_}), View(s->logits, {n, local})));
   RETURN_IF_ERROR(vp_cross_entropy_.Forward(uctx, View(s->logits, {n, local}), Reshaped(*batch.Find("targets"), {n}),
                                             View(losses, {n}), View(s->lse, {n}), View(sums, {2})));
-  float host[2] = {0, 0};
-  RETURN_IF_ERROR(WaitForDevice(ctx.kernels));  // the sums come from a kernel
-  RETURN_IF_ERROR(DeviceCopy(host, Device::kCpu, sums.data(), sums.device(), sizeof(host)));
-  out->loss.loss = WeightedSum{host[0], host[1]};
+  RETURN_IF_ERROR(SetLoss(ctx, std::move(sums), &out->loss));
   *saved = std::move(s);
   return absl::OkStatus();
 }

@@ -1,9 +1,12 @@
 #include "nn/unit.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/device.h"
 #include "core/hash.h"
+#include "core/status_macros.h"
 
 namespace zeroshard {
 namespace {
@@ -38,6 +41,21 @@ int64_t ActivationPack::bytes() const {
 void ActivationPack::Clear() {
   buffers_.clear();
   shapes_.clear();
+}
+
+absl::StatusOr<LossTerms> ResolveLossTerms(const LossTerms& terms) {
+  if (terms.device_sums == nullptr) return terms;
+  const Buffer& b = *terms.device_sums;
+  if (b.dtype() != DType::kF32 || b.numel() < 2 || b.numel() % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("LossTerms::device_sums holds ", b.numel(), " ", DTypeName(b.dtype()),
+                                                   " values, expected an even count >= 2 of f32"));
+  }
+  std::vector<float> host(static_cast<size_t>(b.numel()));
+  RETURN_IF_ERROR(DeviceCopy(host.data(), Device::kCpu, b.data(), b.device(), host.size() * sizeof(float)));
+  LossTerms out;
+  out.loss = WeightedSum{host[0], host[1]};
+  for (size_t i = 2; i < host.size(); i += 2) out.metrics.push_back(WeightedSum{host[i], host[i + 1]});
+  return out;
 }
 
 absl::Status Unit::BackwardInput(const UnitContext&, absl::Span<const TensorView>, const Batch&,

@@ -125,7 +125,16 @@ struct LossTerms {
   WeightedSum loss;
   // Parallel to Unit::metric_names() (e.g. correct predictions over labels).
   std::vector<WeightedSum> metrics;
+  // A unit computing on a device may leave its sums there instead: f32
+  // [loss sum, loss weight, then (sum, weight) per metric]. The engine reads
+  // them with the step's other sums (ResolveLossTerms), so a forward never
+  // waits for the device.
+  std::shared_ptr<const Buffer> device_sums;
 };
+
+// `terms` with device_sums (if any) read into loss and metrics (a copy that
+// waits for the device); otherwise `terms` as they are.
+absl::StatusOr<LossTerms> ResolveLossTerms(const LossTerms& terms);
 
 struct UnitOutput {
   ActivationPack activations;  // every unit but the last

@@ -1,5 +1,7 @@
 #include "nn/unit.h"
 
+#include <algorithm>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -48,6 +50,38 @@ TEST(ActivationPackTest, HoldsBuffersWithShapesAndCountsTheirBytes) {
   moved.Clear();
   EXPECT_TRUE(moved.empty());
   EXPECT_EQ(tracker.Usage(MemoryCategory::kActivations).current, 0);
+}
+
+TEST(ResolveLossTermsTest, ReadsDeviceSumsIntoLossAndMetrics) {
+  LossTerms host;
+  host.loss = WeightedSum{3.5, 2};
+  absl::StatusOr<LossTerms> same = ResolveLossTerms(host);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->loss.sum, 3.5);
+  EXPECT_EQ(same->loss.weight, 2);
+
+  // The layout a device unit leaves: loss (sum, weight), then each metric's.
+  auto sums = std::make_shared<Buffer>(
+      std::move(Buffer::Allocate(nullptr, MemoryCategory::kWorkspace, Device::kCpu, DType::kF32, 4)).value());
+  const float values[4] = {12.25f, 8.0f, 5.0f, 8.0f};
+  std::copy(values, values + 4, sums->as<float>());
+  LossTerms on_device;
+  on_device.device_sums = sums;
+  absl::StatusOr<LossTerms> read = ResolveLossTerms(on_device);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->loss.sum, 12.25);
+  EXPECT_EQ(read->loss.weight, 8.0);
+  ASSERT_EQ(read->metrics.size(), 1u);
+  EXPECT_EQ(read->metrics[0].sum, 5.0);
+  EXPECT_EQ(read->metrics[0].weight, 8.0);
+  EXPECT_EQ(read->device_sums, nullptr);
+
+  on_device.device_sums = std::make_shared<Buffer>(
+      std::move(Buffer::Allocate(nullptr, MemoryCategory::kWorkspace, Device::kCpu, DType::kF32, 3)).value());
+  absl::StatusOr<LossTerms> odd = ResolveLossTerms(on_device);
+  EXPECT_EQ(odd.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(odd.status().message(),
+            "LossTerms::device_sums holds 3 f32 values, expected an even count >= 2 of f32");
 }
 
 }  // namespace
