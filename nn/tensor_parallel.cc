@@ -47,12 +47,14 @@ absl::Status CheckViews(const ParallelContext& par, const TensorView& a, const T
 }
 
 // Waits for `work` (issued just before; drawn on par.timeline as
-// "tp <op>" with `what` when it records).
-absl::Status Finish(const ParallelContext& par, const char* op, absl::string_view what, int64_t bytes,
-                    std::unique_ptr<Work> work, const std::string& description) {
+// "tp <op>" with `what` when it records) on ctx's stream: the kernels
+// after it read the result (a host wait for host backends).
+absl::Status Finish(const ParallelContext& par, const ComputeContext& ctx, const char* op, absl::string_view what,
+                    int64_t bytes, std::unique_ptr<Work> work, const std::string& description) {
   if (work == nullptr) return absl::InternalError(absl::StrCat(description, ": the communicator returned no work"));
   const auto issued = std::chrono::steady_clock::now();
-  absl::Status s = WaitTraced(*work, par.timeline, "tp", absl::StrCat("tp ", op), what, issued, bytes);
+  absl::Status s = WaitTracedOn(*work, ctx.kernels.cuda_stream, par.timeline, "tp", absl::StrCat("tp ", op), what,
+                                issued, bytes);
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(description, " failed: ", s.message()));
 }
@@ -107,12 +109,13 @@ TensorView TpRowSlice(const TensorView& full, int rank, int size) {
   return v;
 }
 
-absl::Status TpAllReduceSum(const ParallelContext& par, const ComputeContext& /*ctx*/, const TensorView& t,
+absl::Status TpAllReduceSum(const ParallelContext& par, const ComputeContext& ctx, const TensorView& t,
                             absl::string_view what) {
   RETURN_IF_ERROR(CheckViews(par, t, t, what, "AllReduce"));
   if (par.tp_size == 1) return absl::OkStatus();
   const std::string d = Describe(what, "AllReduce", par.tp, t.dtype, t.numel(), "");
-  return Finish(par, "AllReduce", what, t.bytes(), par.tp->AllReduce(t.data, t.numel(), t.dtype, ReduceOp::kSum), d);
+  return Finish(par, ctx, "AllReduce", what, t.bytes(),
+                par.tp->AllReduce(t.data, t.numel(), t.dtype, ReduceOp::kSum), d);
 }
 
 absl::Status TpAllGatherRows(const ParallelContext& par, const ComputeContext& ctx, const TensorView& in,
@@ -125,7 +128,8 @@ absl::Status TpAllGatherRows(const ParallelContext& par, const ComputeContext& c
   }
   if (par.tp_size == 1) return CopyIfDistinct(ctx, in, out);
   const std::string d = Describe(what, "AllGather", par.tp, in.dtype, in.numel(), " per rank");
-  return Finish(par, "AllGather", what, in.bytes(), par.tp->AllGather(in.data, out.data, in.numel(), in.dtype), d);
+  return Finish(par, ctx, "AllGather", what, in.bytes(),
+                par.tp->AllGather(in.data, out.data, in.numel(), in.dtype), d);
 }
 
 absl::Status TpReduceScatterRows(const ParallelContext& par, const ComputeContext& ctx, const TensorView& in,
@@ -138,7 +142,7 @@ absl::Status TpReduceScatterRows(const ParallelContext& par, const ComputeContex
   }
   if (par.tp_size == 1) return CopyIfDistinct(ctx, in, out);
   const std::string d = Describe(what, "ReduceScatter", par.tp, in.dtype, out.numel(), " per rank");
-  return Finish(par, "ReduceScatter", what, out.bytes(),
+  return Finish(par, ctx, "ReduceScatter", what, out.bytes(),
                 par.tp->ReduceScatter(in.data, out.data, out.numel(), in.dtype, ReduceOp::kSum), d);
 }
 

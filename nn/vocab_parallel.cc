@@ -7,7 +7,6 @@
 #include "comm/traced_wait.h"
 #include "core/status_macros.h"
 #include "kernels/cast.h"
-#include "nn/device_sync.h"
 #include "nn/tensor_checks.h"
 
 namespace zeroshard::vocab_parallel {
@@ -38,8 +37,11 @@ absl::StatusOr<Communicator*> TpOf(const UnitContext& ctx, const std::string& un
 absl::Status Finish(const UnitContext& ctx, const std::string& unit, const char* op, const char* what, int64_t count,
                     DType dtype, std::unique_ptr<Work> work) {
   const auto issued = std::chrono::steady_clock::now();
-  absl::Status s = WaitTraced(*work, ctx.parallel.timeline, "tp", absl::StrCat("tp ", op),
-                              absl::StrCat(unit, " ", what), issued, count * static_cast<int64_t>(DTypeSize(dtype)));
+  // On the compute stream: the kernels after it read the result (a host
+  // wait for host backends, whose staging copies order with the stream).
+  absl::Status s = WaitTracedOn(*work, ctx.compute.kernels.cuda_stream, ctx.parallel.timeline, "tp",
+                                absl::StrCat("tp ", op), absl::StrCat(unit, " ", what), issued,
+                                count * static_cast<int64_t>(DTypeSize(dtype)));
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(unit, ": tp ", op, " of ", what, " (", count, " ", DTypeName(dtype),
                                              ") failed: ", s.message()));
@@ -83,7 +85,6 @@ absl::Status AllReduce(const UnitContext& ctx, const std::string& unit, const ch
                        DType dtype, ReduceOp op) {
   ASSIGN_OR_RETURN(Communicator * tp, TpOf(ctx, unit));
   if (tp == nullptr) return absl::OkStatus();
-  RETURN_IF_ERROR(WaitForDevice(ctx.compute.kernels));
   const std::string name = absl::StrCat("AllReduce(", ReduceOpName(op), ")");
   return Finish(ctx, unit, name.c_str(), what, count, dtype, tp->AllReduce(buf, count, dtype, op));
 }
@@ -92,7 +93,6 @@ absl::Status AllGather(const UnitContext& ctx, const std::string& unit, const ch
                        int64_t count, DType dtype) {
   ASSIGN_OR_RETURN(Communicator * tp, TpOf(ctx, unit));
   if (tp == nullptr) return CopyIfDistinct(ctx, in, out, count, dtype);
-  RETURN_IF_ERROR(WaitForDevice(ctx.compute.kernels));
   return Finish(ctx, unit, "AllGather", what, count, dtype, tp->AllGather(in, out, count, dtype));
 }
 
@@ -100,7 +100,6 @@ absl::Status ReduceScatter(const UnitContext& ctx, const std::string& unit, cons
                            void* out, int64_t count, DType dtype) {
   ASSIGN_OR_RETURN(Communicator * tp, TpOf(ctx, unit));
   if (tp == nullptr) return CopyIfDistinct(ctx, in, out, count, dtype);
-  RETURN_IF_ERROR(WaitForDevice(ctx.compute.kernels));
   return Finish(ctx, unit, "ReduceScatter", what, count, dtype,
                 tp->ReduceScatter(in, out, count, dtype, ReduceOp::kSum));
 }
