@@ -156,60 +156,56 @@ absl::Status ScaleInPlace(const KernelContext& ctx, void* x, int64_t n, DType dt
   return absl::OkStatus();
 }
 
-absl::Status SumOfSquares(const KernelContext& ctx, const void* x, int64_t n, DType dtype, double* result) {
-  absl::Status ws = RequireWorkspace("SumOfSquares", ctx);
-  if (!ws.ok()) return ws;
-  double* partial = static_cast<double*>(ctx.cuda_workspace);
-  double* total = partial + kSumBlocks;
-  cudaStream_t stream = StreamOf(ctx);
-  absl::Status s = DispatchFloatDType(dtype, "SumOfSquares", [&](auto tag) {
-    using T = decltype(tag);
-    SumSquaresPartialKernel<T><<<kSumBlocks, kThreads, 0, stream>>>(static_cast<const T*>(x), n, partial);
-    return CheckLaunch("SumOfSquares (partials)");
-  });
-  if (!s.ok()) return s;
-  SumPartialsKernel<<<1, 1, 0, stream>>>(partial, kSumBlocks, total);
-  s = CheckLaunch("SumOfSquares (total)");
-  if (!s.ok()) return s;
-  s = CudaStatus("SumOfSquares (read)", cudaMemcpyAsync(result, total, sizeof(double), cudaMemcpyDeviceToHost, stream));
-  if (!s.ok()) return s;
-  return CudaStatus("SumOfSquares (sync)", cudaStreamSynchronize(stream));
-}
+namespace {
 
 // The partials of each span reuse one region (stream order keeps them
 // apart); the totals gather after it and come back in one copy per
-// workspace-full of spans.
-absl::Status SumOfSquaresMany(const KernelContext& ctx, const void* const* xs, const int64_t* ns, size_t count_all,
-                              DType dtype, double* results) {
-  absl::Status ws = RequireWorkspace("SumOfSquaresMany", ctx);
+// workspace-full of spans. `name` labels errors.
+absl::Status SumOfSquaresOfSpans(const KernelContext& ctx, const void* const* xs, const int64_t* ns,
+                                 size_t count_all, DType dtype, double* results, const char* name) {
+  absl::Status ws = RequireWorkspace(name, ctx);
   if (!ws.ok()) return ws;
   double* partial = static_cast<double*>(ctx.cuda_workspace);
   double* totals = partial + kSumBlocks;
   const size_t capacity = ctx.cuda_workspace_bytes / sizeof(double) - kSumBlocks;
   cudaStream_t stream = StreamOf(ctx);
+  // "<name> (<stage>): <CUDA's error>", built only on failure.
+  const auto at = [name](const char* stage, cudaError_t err) {
+    return err == cudaSuccess ? absl::OkStatus() : CudaStatus(absl::StrCat(name, " (", stage, ")").c_str(), err);
+  };
   for (size_t first = 0; first < count_all; first += capacity) {
     const size_t count = std::min(capacity, count_all - first);
     for (size_t i = 0; i < count; ++i) {
       const void* x = xs[first + i];
       const int64_t n = ns[first + i];
-      absl::Status s = DispatchFloatDType(dtype, "SumOfSquaresMany", [&](auto tag) {
+      absl::Status s = DispatchFloatDType(dtype, name, [&](auto tag) {
         using T = decltype(tag);
         SumSquaresPartialKernel<T><<<kSumBlocks, kThreads, 0, stream>>>(static_cast<const T*>(x), n, partial);
-        return CheckLaunch("SumOfSquaresMany (partials)");
+        return at("partials", cudaGetLastError());
       });
       if (!s.ok()) return s;
       SumPartialsKernel<<<1, 1, 0, stream>>>(partial, kSumBlocks, totals + i);
-      s = CheckLaunch("SumOfSquaresMany (total)");
+      s = at("total", cudaGetLastError());
       if (!s.ok()) return s;
     }
-    absl::Status s = CudaStatus("SumOfSquaresMany (read)", cudaMemcpyAsync(results + first, totals,
-                                                                           count * sizeof(double),
-                                                                           cudaMemcpyDeviceToHost, stream));
+    absl::Status s = at("read", cudaMemcpyAsync(results + first, totals, count * sizeof(double),
+                                                cudaMemcpyDeviceToHost, stream));
     if (!s.ok()) return s;
-    s = CudaStatus("SumOfSquaresMany (sync)", cudaStreamSynchronize(stream));
+    s = at("sync", cudaStreamSynchronize(stream));
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SumOfSquares(const KernelContext& ctx, const void* x, int64_t n, DType dtype, double* result) {
+  return SumOfSquaresOfSpans(ctx, &x, &n, 1, dtype, result, "SumOfSquares");
+}
+
+absl::Status SumOfSquaresMany(const KernelContext& ctx, const void* const* xs, const int64_t* ns, size_t count,
+                              DType dtype, double* results) {
+  return SumOfSquaresOfSpans(ctx, xs, ns, count, dtype, results, "SumOfSquaresMany");
 }
 
 }  // namespace zeroshard::kernels::cuda
