@@ -75,26 +75,6 @@ float* StateBuffer(EngineImpl& engine, int u, absl::string_view kind) {
   return nullptr;
 }
 
-// Page-locked host floats for a region moving between the device and a
-// file (empty on the CPU, where regions are read and written in place).
-class PinnedFloats {
- public:
-  static absl::StatusOr<PinnedFloats> Allocate(size_t n) {
-    PinnedFloats f;
-    ASSIGN_OR_RETURN(void* p, PinnedHostAlloc(n * sizeof(float)));
-    f.p_.reset(p);
-    f.n_ = n;
-    return f;
-  }
-  float* data() const { return static_cast<float*>(p_.get()); }
-  size_t size() const { return n_; }
-  bool empty() const { return n_ == 0; }
-
- private:
-  std::unique_ptr<void, void (*)(void*)> p_{nullptr, &PinnedHostFree};
-  size_t n_ = 0;
-};
-
 // Rank 0's nonce, shared so every rank writes into the same directory.
 absl::StatusOr<std::string> SharedNonce(Communicator& dp) {
   int32_t words[2] = {0, 0};
@@ -315,7 +295,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     // Named by this rank's (pp, dp, tp) coordinates; its index in the
     // manifest is its world (control) rank.
     // On a GPU each region is copied to the host before it is written.
-    std::vector<PinnedFloats> host_copies;
+    std::vector<PinnedHostBuffer> host_copies;
     ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, pp_rank, dp_rank, engine.tp_rank(), step, saved, kinds,
                                           [&](int u, int k) -> absl::StatusOr<const float*> {
                                             const float* base = StateBuffer(engine, u, kinds[k]);
@@ -325,12 +305,13 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
                                               zeros.assign(numel, 0.0f);
                                               base = zeros.data();
                                             } else if (engine.device() != Device::kCpu) {
-                                              ASSIGN_OR_RETURN(PinnedFloats copy, PinnedFloats::Allocate(numel));
+                                              ASSIGN_OR_RETURN(PinnedHostBuffer copy,
+                                                               PinnedHostBuffer::Allocate(numel * sizeof(float)));
                                               host_copies.push_back(std::move(copy));
                                               RETURN_IF_ERROR(DeviceCopy(host_copies.back().data(), Device::kCpu,
                                                                          base, engine.device(),
                                                                          numel * sizeof(float)));
-                                              base = host_copies.back().data();
+                                              base = host_copies.back().as<float>();
                                             }
                                             return base + (layouts[u].ShardBegin(dp_rank) -
                                                            engine.unit_shard(u).master_begin());
@@ -441,11 +422,11 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
         float* state = StateBuffer(engine, u, k);
         if (count == 0 || state == nullptr) continue;
         // Read on the host; on a GPU copied to the device after.
-        PinnedFloats staging;
+        PinnedHostBuffer staging;
         if (engine.device() != Device::kCpu) {
-          ASSIGN_OR_RETURN(staging, PinnedFloats::Allocate(count));
+          ASSIGN_OR_RETURN(staging, PinnedHostBuffer::Allocate(count * sizeof(float)));
         }
-        float* dst = staging.empty() ? state : staging.data();
+        float* dst = staging.empty() ? state : staging.as<float>();
         if (stored > 0 && same) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst, engine.tp_rank()));
         if (stored > 0 && !same) RETURN_IF_ERROR(ReadResharded(engine, *reader, u, k, begin, stored, dst));
         std::fill(dst + stored, dst + count, 0.0f);
@@ -519,13 +500,12 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
       const int64_t begin = shard.master_begin(), end = begin + shard.master_numel();
       const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
       // On a GPU the master is edited in a host copy and copied back.
-      PinnedFloats staging;
+      PinnedHostBuffer staging;
       if (engine.device() != Device::kCpu) {
-        ASSIGN_OR_RETURN(staging, PinnedFloats::Allocate(shard.master_numel()));
-        RETURN_IF_ERROR(DeviceCopy(staging.data(), Device::kCpu, shard.master(), engine.device(),
-                                   staging.size() * sizeof(float)));
+        ASSIGN_OR_RETURN(staging, PinnedHostBuffer::Allocate(shard.master_numel() * sizeof(float)));
+        RETURN_IF_ERROR(DeviceCopy(staging.data(), Device::kCpu, shard.master(), engine.device(), staging.bytes()));
       }
-      float* master = staging.empty() ? shard.master() : staging.data();
+      float* master = staging.empty() ? shard.master() : staging.as<float>();
       for (size_t i = 0; i < l.params().size(); ++i) {
         const FlatParamInfo& p = l.params()[i];
         const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
@@ -555,8 +535,7 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
         }
       }
       if (!staging.empty()) {
-        RETURN_IF_ERROR(DeviceCopy(shard.master(), engine.device(), staging.data(), Device::kCpu,
-                                   staging.size() * sizeof(float)));
+        RETURN_IF_ERROR(DeviceCopy(shard.master(), engine.device(), staging.data(), Device::kCpu, staging.bytes()));
       }
     }
     return absl::OkStatus();

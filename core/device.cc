@@ -160,6 +160,14 @@ absl::StatusOr<void*> PinnedHostAlloc(size_t bytes) {
   return p;
 }
 
+absl::StatusOr<PinnedHostBuffer> PinnedHostBuffer::Allocate(size_t bytes) {
+  PinnedHostBuffer b;
+  ASSIGN_OR_RETURN(void* p, PinnedHostAlloc(bytes));
+  b.ptr_.reset(p);
+  b.bytes_ = bytes;
+  return b;
+}
+
 void PinnedHostFree(void* ptr) {
   if (ptr == nullptr) return;
 #ifdef ZEROSHARD_HAS_CUDA

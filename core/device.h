@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -55,6 +56,24 @@ void DeviceFree(Device device, void* ptr);
 // memory. Free with PinnedHostFree.
 absl::StatusOr<void*> PinnedHostAlloc(size_t bytes);
 void PinnedHostFree(void* ptr);
+
+// Owns PinnedHostAlloc'd bytes (none when default-constructed); move-only.
+class PinnedHostBuffer {
+ public:
+  PinnedHostBuffer() = default;
+  static absl::StatusOr<PinnedHostBuffer> Allocate(size_t bytes);
+  void* data() const { return ptr_.get(); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_.get());
+  }
+  size_t bytes() const { return bytes_; }
+  bool empty() const { return bytes_ == 0; }
+
+ private:
+  std::unique_ptr<void, void (*)(void*)> ptr_{nullptr, &PinnedHostFree};
+  size_t bytes_ = 0;
+};
 
 // Copies between any two devices (host <-> device, device <-> device).
 absl::Status DeviceCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);

@@ -20,7 +20,7 @@ absl::Status EngineImpl::InitDevice() {
   compute_.kernels = kernels::KernelContext::Cpu(options_.threads_per_rank);
   compute_.compute_dtype = options_.compute_dtype;
   compute_.tracker = &tracker_;
-  for (Communicator* c : {dp_, replica_, world_, pp_, embedding_, tp_}) {
+  for (Communicator* c : DataCommunicators()) {
     if (c != nullptr && c->device() != options_.device) {
       return absl::InvalidArgumentError(absl::StrCat(
           "engine.device.type is ", DeviceName(options_.device), " but the data communicator '", c->name(),
@@ -36,7 +36,7 @@ absl::Status EngineImpl::InitDevice() {
   // NCCL collectives start after what the compute stream holds at issue
   // time; a staged communicator copies on the legacy stream, which the
   // (blocking) compute stream orders with.
-  for (Communicator* c : {dp_, replica_, world_, pp_, embedding_, tp_}) {
+  for (Communicator* c : DataCommunicators()) {
     if (c != nullptr) SetNcclComputeStream(*c, compute_.kernels.cuda_stream).IgnoreError();
   }
   cuda_resources_ = std::shared_ptr<void>(resources.release(), [](void* p) {
@@ -54,7 +54,7 @@ absl::Status EngineImpl::InitDevice() {
 void EngineImpl::DetachDevice() {
 #ifdef ZEROSHARD_HAS_CUDA
   if (cuda_resources_ == nullptr) return;
-  for (Communicator* c : {dp_, replica_, world_, pp_, embedding_, tp_}) {
+  for (Communicator* c : DataCommunicators()) {
     if (c != nullptr) SetNcclComputeStream(*c, nullptr).IgnoreError();
   }
 #endif
@@ -68,14 +68,11 @@ absl::StatusOr<std::vector<Batch>> EngineImpl::BatchesOnDevice(absl::Span<const 
   for (const Batch& b : batches) {
     for (const NamedTensor& t : b.tensors()) total += static_cast<size_t>(t.view.bytes());
   }
-  if (total > batch_staging_bytes_) {
-    batch_staging_.reset();
-    batch_staging_bytes_ = 0;
-    ASSIGN_OR_RETURN(void* staging, PinnedHostAlloc(total));
-    batch_staging_.reset(staging);
-    batch_staging_bytes_ = total;
+  if (total > batch_staging_.bytes()) {
+    batch_staging_ = PinnedHostBuffer();  // the old block goes before the new one comes
+    ASSIGN_OR_RETURN(batch_staging_, PinnedHostBuffer::Allocate(total));
   }
-  char* staged = static_cast<char*>(batch_staging_.get());
+  char* staged = batch_staging_.as<char>();
   std::vector<Batch> out;
   for (const Batch& b : batches) {
     Batch copy;

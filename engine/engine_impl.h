@@ -225,6 +225,8 @@ class EngineImpl final : public Engine {
   // Points the NCCL communicators back at the legacy default stream: they
   // outlive the engine's compute stream (the grid owns them).
   void DetachDevice();
+  // Every data communicator the engine was given (those it was not are null).
+  std::vector<Communicator*> DataCommunicators() const { return {dp_, replica_, world_, pp_, embedding_, tp_}; }
   // Copies host batches to the engine's device (CUDA); `storage` owns the
   // copies until the step ends. On CPU the batches are used as they are.
   absl::StatusOr<std::vector<Batch>> BatchesOnDevice(absl::Span<const Batch> batches, std::vector<Buffer>* storage);
@@ -280,8 +282,7 @@ class EngineImpl final : public Engine {
   std::shared_ptr<void> cuda_resources_;
   // Pinned host staging for batch copies to the device (grown as needed;
   // reused once the step's read-back has passed the previous copies).
-  std::unique_ptr<void, void (*)(void*)> batch_staging_{nullptr, &PinnedHostFree};
-  size_t batch_staging_bytes_ = 0;
+  PinnedHostBuffer batch_staging_;
   MemoryTracker tracker_;
   // Before the shards and the reducer, which point to it: destroyed after them.
   std::unique_ptr<Timeline> timeline_;
