@@ -60,7 +60,12 @@ class StagedWork : public Work {
     if (!finished_) Finish(inner_->Wait()).IgnoreError();
   }
   std::optional<WorkSpan> ExecutedSpan() override { return inner_->ExecutedSpan(); }
-  bool IsCompleted() override { return finished_ || inner_->IsCompleted(); }
+  // Completed only once the result is back on the device: a caller may read
+  // the output as soon as this says true.
+  bool IsCompleted() override {
+    if (!finished_ && inner_->IsCompleted()) Finish(inner_->Wait()).IgnoreError();
+    return finished_;
+  }
   absl::Status Wait(absl::Duration timeout) override {
     if (finished_) return status_;
     absl::Status s = inner_->Wait(timeout);
