@@ -1,6 +1,13 @@
-// Fused softmax cross-entropy: one block per row for the forward reductions,
-// one thread per logit for the backward; the loss sum and valid-row count by
-// a single block in a fixed order (f64). A negative target is an ignored row.
+// Fused softmax cross-entropy: one block per row for the forward, one thread
+// per logit for the backward; the loss sum and valid-row count by a single
+// block in a fixed order (f64). A negative target is an ignored row.
+//
+// The forward reads each logit once: every thread keeps a running (max, sum
+// of exp(z - max)) over chunks of its strided logits, the sum in f64 and
+// rescaled in f64 when the max grows; the block then combines the pairs (in
+// f64, fixed shape, so run-to-run identical). Each term is still an f32
+// expf summed in f64, as on the CPU; its argument z - m (m <= the row max)
+// rounds no worse than z - row max, and the rescalings are f64.
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/launchers.h"
 #include "kernels/float_types.h"
@@ -9,21 +16,47 @@
 namespace zeroshard::kernels::cuda {
 namespace {
 
+// Strided logits each thread holds at once: kThreads * kChunk per block step.
+constexpr int kChunk = 8;
+
 template <typename T>
-__global__ void CrossEntropyForwardKernel(float* losses, float* lse, const T* logits, const int32_t* targets,
-                                          int64_t vocab) {
+__global__ void __launch_bounds__(kThreads)
+    CrossEntropyForwardKernel(float* losses, float* lse, const T* logits, const int32_t* targets, int64_t vocab) {
   __shared__ float shared_f[32];
   __shared__ double shared_d[32];
   const int64_t r = blockIdx.x;
   const T* z = logits + r * vocab;
-  float mx = -INFINITY;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) mx = fmaxf(mx, Load(z[v]));
-  mx = BlockMax(mx, shared_f);
-  double sum = 0.0;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) sum += expf(Load(z[v]) - mx);
-  sum = BlockSum(sum, shared_d);
+  float mx = -INFINITY;  // max so far of this thread's logits
+  double sum = 0.0;      // sum so far of exp(z - mx)
+  for (int64_t base = threadIdx.x; base < vocab; base += int64_t{kThreads} * kChunk) {
+    float v[kChunk];
+    float chunk_mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) {
+      const int64_t i = base + int64_t{kThreads} * k;
+      v[k] = i < vocab ? Load(z[i]) : -INFINITY;
+      chunk_mx = fmaxf(chunk_mx, v[k]);
+    }
+    const float new_mx = fmaxf(mx, chunk_mx);
+    if (new_mx == -INFINITY) {
+      // Only -inf (or NaN) so far: -inf adds nothing; NaN must still reach lse.
+#pragma unroll
+      for (int k = 0; k < kChunk; ++k) {
+        if (v[k] != v[k]) sum += v[k];
+      }
+      continue;
+    }
+    if (new_mx > mx && sum != 0.0) sum *= exp(static_cast<double>(mx) - static_cast<double>(new_mx));
+    mx = new_mx;
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) sum += expf(v[k] - mx);  // padding is -inf: adds 0
+  }
+  // Combine the (max, sum) pairs: rescale every sum to the row max.
+  const float row_mx = BlockMax(mx, shared_f);
+  const double scaled = mx == -INFINITY ? sum : sum * exp(static_cast<double>(mx) - static_cast<double>(row_mx));
+  const double row_sum = BlockSum(scaled, shared_d);
   if (threadIdx.x == 0) {
-    const float row_lse = mx + static_cast<float>(log(sum));
+    const float row_lse = row_mx + static_cast<float>(log(row_sum));
     lse[r] = row_lse;
     const int32_t target = targets[r];
     losses[r] = target < 0 ? 0.0f : row_lse - Load(z[target]);
