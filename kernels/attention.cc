@@ -23,27 +23,31 @@ absl::Status CheckAttention(const char* kernel, int64_t batch, int64_t seq_len, 
 
 }  // namespace
 
-absl::Status AttentionForward(const KernelContext& ctx, void* out, float* att, const void* qkv, int64_t batch,
+absl::Status AttentionForward(const KernelContext& ctx, void* out, float* lse, const void* qkv, int64_t batch,
                               int64_t seq_len, int64_t channels, int64_t num_heads, DType dtype) {
   RETURN_IF_ERROR(CheckAttention("AttentionForward", batch, seq_len, channels, num_heads, dtype));
-  RETURN_IF_ERROR(CheckNotNull("AttentionForward", {{"out", out}, {"att", att}, {"qkv", qkv}}));
+  RETURN_IF_ERROR(CheckNotNull("AttentionForward", {{"out", out}, {"lse", lse}, {"qkv", qkv}}));
   ZS_KERNEL_DISPATCH(
       "AttentionForward", ctx,
-      cpu::AttentionForward(LoopThreads(ctx), out, att, qkv, batch, seq_len, channels, num_heads, dtype),
-      cuda::AttentionForward(ctx, out, att, qkv, batch, seq_len, channels, num_heads, dtype));
+      cpu::AttentionForward(LoopThreads(ctx), out, lse, qkv, batch, seq_len, channels, num_heads, dtype),
+      cuda::AttentionForward(ctx, out, lse, qkv, batch, seq_len, channels, num_heads, dtype));
 }
 
 absl::Status AttentionBackward(const KernelContext& ctx, void* dqkv, float* scratch, const void* dout,
-                               const void* qkv, const float* att, int64_t batch, int64_t seq_len, int64_t channels,
-                               int64_t num_heads, DType dtype) {
+                               const void* qkv, const void* out, const float* lse, int64_t batch, int64_t seq_len,
+                               int64_t channels, int64_t num_heads, DType dtype) {
   RETURN_IF_ERROR(CheckAttention("AttentionBackward", batch, seq_len, channels, num_heads, dtype));
-  RETURN_IF_ERROR(CheckNotNull(
-      "AttentionBackward", {{"dqkv", dqkv}, {"scratch", scratch}, {"dout", dout}, {"qkv", qkv}, {"att", att}}));
+  RETURN_IF_ERROR(CheckNotNull("AttentionBackward", {{"dqkv", dqkv},
+                                                     {"scratch", scratch},
+                                                     {"dout", dout},
+                                                     {"qkv", qkv},
+                                                     {"out", out},
+                                                     {"lse", lse}}));
   ZS_KERNEL_DISPATCH("AttentionBackward", ctx,
-                     cpu::AttentionBackward(LoopThreads(ctx), dqkv, scratch, dout, qkv, att, batch, seq_len, channels,
+                     cpu::AttentionBackward(LoopThreads(ctx), dqkv, dout, qkv, lse, batch, seq_len, channels,
                                             num_heads, dtype),
-                     cuda::AttentionBackward(ctx, dqkv, scratch, dout, qkv, att, batch, seq_len, channels, num_heads,
-                                             dtype));
+                     cuda::AttentionBackward(ctx, dqkv, scratch, dout, qkv, out, lse, batch, seq_len, channels,
+                                             num_heads, dtype));
 }
 
 }  // namespace zeroshard::kernels

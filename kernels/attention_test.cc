@@ -14,14 +14,14 @@ using testing::ExpectAllClose;
 using testing::HostTensor;
 
 struct RefAttentionOut {
-  std::vector<double> out, att;
+  std::vector<double> out, lse;
 };
 
 // Straightforward f64 causal attention over qkv (B,T,3C).
 RefAttentionOut RefAttention(const std::vector<double>& qkv, int64_t b_n, int64_t t_n, int64_t c, int64_t nh) {
   const int64_t hs = c / nh;
   const double scale = 1 / std::sqrt(static_cast<double>(hs));
-  RefAttentionOut o{std::vector<double>(b_n * t_n * c, 0.0), std::vector<double>(b_n * nh * t_n * t_n, 0.0)};
+  RefAttentionOut o{std::vector<double>(b_n * t_n * c, 0.0), std::vector<double>(b_n * nh * t_n, 0.0)};
   for (int64_t b = 0; b < b_n; ++b) {
     for (int64_t h = 0; h < nh; ++h) {
       for (int64_t t = 0; t < t_n; ++t) {
@@ -37,9 +37,9 @@ RefAttentionOut RefAttention(const std::vector<double>& qkv, int64_t b_n, int64_
         }
         double sum = 0;
         for (int64_t j = 0; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
+        o.lse[(b * nh + h) * t_n + t] = mx + std::log(sum);
         for (int64_t j = 0; j <= t; ++j) {
           const double p = s[j] / sum;
-          o.att[((b * nh + h) * t_n + t) * t_n + j] = p;
           for (int64_t i = 0; i < hs; ++i) {
             o.out[(b * t_n + t) * c + h * hs + i] += p * qkv[(b * t_n + j) * 3 * c + 2 * c + h * hs + i];
           }
@@ -58,16 +58,13 @@ TEST_P(AttentionTest, ForwardMatchesF64) {
   const int64_t b = 2, t = 7, c = 12, nh = 3;
   HostTensor qkv = HostTensor::From(dtype, rng.Uniform(b * t * 3 * c, -2, 2));
   HostTensor out = HostTensor::Poisoned(dtype, b * t * c);
-  std::vector<float> att(b * nh * t * t, NAN);
-  ASSERT_TRUE(AttentionForward(KernelContext::Cpu(), out.data(), att.data(), qkv.data(), b, t, c, nh, dtype).ok());
+  std::vector<float> lse(b * nh * t, NAN);
+  ASSERT_TRUE(AttentionForward(KernelContext::Cpu(), out.data(), lse.data(), qkv.data(), b, t, c, nh, dtype).ok());
   RefAttentionOut ref = RefAttention(qkv.Values(), b, t, c, nh);
   const double tol = 1e-5 + 2 * testing::Epsilon(dtype);
   ExpectAllClose(out.Values(), ref.out, tol, tol, "out");
-  // att is f32 for every dtype; exactly 0 above the diagonal.
-  ExpectAllClose(std::vector<double>(att.begin(), att.end()), ref.att, 1e-6, 1e-5, "att");
-  for (int64_t row = 0; row < b * nh * t; ++row) {
-    for (int64_t j = row % t + 1; j < t; ++j) EXPECT_EQ(att[row * t + j], 0.0f) << "row " << row << " col " << j;
-  }
+  // lse is f32 for every dtype, from the dtype inputs.
+  ExpectAllClose(std::vector<double>(lse.begin(), lse.end()), ref.lse, 1e-6, 1e-5, "lse");
 }
 
 TEST_P(AttentionTest, BackwardMatchesFiniteDifferences) {
@@ -77,16 +74,16 @@ TEST_P(AttentionTest, BackwardMatchesFiniteDifferences) {
   HostTensor qkv = HostTensor::From(dtype, rng.Uniform(b * t * 3 * c, -1.5, 1.5));
   HostTensor dout = HostTensor::From(dtype, rng.Uniform(b * t * c, -1, 1));
   HostTensor out = HostTensor::Poisoned(dtype, b * t * c);
-  std::vector<float> att(b * nh * t * t), scratch(b * nh * t * t, NAN);
-  ASSERT_TRUE(AttentionForward(KernelContext::Cpu(), out.data(), att.data(), qkv.data(), b, t, c, nh, dtype).ok());
+  std::vector<float> lse(b * nh * t), scratch(AttentionBackwardScratchElements(b, t, nh), NAN);
+  ASSERT_TRUE(AttentionForward(KernelContext::Cpu(), out.data(), lse.data(), qkv.data(), b, t, c, nh, dtype).ok());
   HostTensor dqkv = HostTensor::Poisoned(dtype, b * t * 3 * c);
-  ASSERT_TRUE(AttentionBackward(KernelContext::Cpu(), dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(),
-                                b, t, c, nh, dtype)
+  ASSERT_TRUE(AttentionBackward(KernelContext::Cpu(), dqkv.data(), scratch.data(), dout.data(), qkv.data(),
+                                out.data(), lse.data(), b, t, c, nh, dtype)
                   .ok());
   std::vector<double> xv = qkv.Values(), dyv = dout.Values();
   auto loss = [&] { return testing::Dot(RefAttention(xv, b, t, c, nh).out, dyv); };
   std::vector<double> expected = testing::NumericGrad(xv, loss);
-  // att is computed from dtype inputs in f32; gradients are O(1).
+  // Probabilities are recomputed from dtype inputs in f32; gradients are O(1).
   const double tol = 1e-4 + 8 * testing::Epsilon(dtype);
   ExpectAllClose(dqkv.Values(), expected, tol, tol, "dqkv");
 }
@@ -104,14 +101,14 @@ TEST(Attention, ThreadCountIndependent) {
   for (int threads : {1, 2, 5}) {
     const KernelContext ctx = KernelContext::Cpu(threads);
     HostTensor out = HostTensor::Poisoned(DType::kF32, b * t * c), dqkv = HostTensor::Poisoned(DType::kF32, b * t * 3 * c);
-    std::vector<float> att(b * nh * t * t), scratch(b * nh * t * t);
-    ASSERT_TRUE(AttentionForward(ctx, out.data(), att.data(), qkv.data(), b, t, c, nh, DType::kF32).ok());
-    ASSERT_TRUE(AttentionBackward(ctx, dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), b, t, c, nh,
-                                  DType::kF32)
+    std::vector<float> lse(b * nh * t), scratch(AttentionBackwardScratchElements(b, t, nh));
+    ASSERT_TRUE(AttentionForward(ctx, out.data(), lse.data(), qkv.data(), b, t, c, nh, DType::kF32).ok());
+    ASSERT_TRUE(AttentionBackward(ctx, dqkv.data(), scratch.data(), dout.data(), qkv.data(), out.data(), lse.data(), b,
+                                  t, c, nh, DType::kF32)
                     .ok());
     std::vector<double> all = out.Values();
     for (double v : dqkv.Values()) all.push_back(v);
-    for (float v : att) all.push_back(v);
+    for (float v : lse) all.push_back(v);
     results.push_back(all);
   }
   EXPECT_EQ(results[0], results[1]);
@@ -123,9 +120,11 @@ TEST(AttentionErrors, HeadsMustDivideChannels) {
   absl::Status s = AttentionForward(KernelContext::Cpu(), buf, buf, buf, 1, 2, 10, 3, DType::kF32);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "AttentionForward: channels = 10 is not a multiple of num_heads = 3");
-  s = AttentionBackward(KernelContext::Cpu(), buf, nullptr, buf, buf, buf, 1, 2, 4, 2, DType::kF32);
+  s = AttentionBackward(KernelContext::Cpu(), buf, nullptr, buf, buf, buf, buf, 1, 2, 4, 2, DType::kF32);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "AttentionBackward: scratch is null");
+  s = AttentionBackward(KernelContext::Cpu(), buf, buf, buf, buf, nullptr, buf, 1, 2, 4, 2, DType::kF32);
+  EXPECT_EQ(s.message(), "AttentionBackward: out is null");
 }
 
 }  // namespace

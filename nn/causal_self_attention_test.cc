@@ -10,12 +10,13 @@ namespace {
 using testing::ExpectAllClose;
 using testing::HostView;
 
-// f64 reference of GPT-2's attention core. Returns out (B,T,C); att (B,NH,T,T) if non-null.
+// f64 reference of GPT-2's attention core. Returns out (B,T,C); each row's
+// log-sum-exp (B,NH,T) in lse if non-null.
 std::vector<double> RefAttention(const std::vector<double>& qkv, int64_t b, int64_t t, int64_t c, int64_t nh,
-                                 std::vector<double>* att = nullptr) {
+                                 std::vector<double>* lse = nullptr) {
   const int64_t hs = c / nh;
   std::vector<double> out(b * t * c, 0.0);
-  if (att) att->assign(b * nh * t * t, 0.0);
+  if (lse) lse->assign(b * nh * t, 0.0);
   for (int64_t bb = 0; bb < b; ++bb)
     for (int64_t h = 0; h < nh; ++h)
       for (int64_t i = 0; i < t; ++i) {
@@ -31,9 +32,9 @@ std::vector<double> RefAttention(const std::vector<double>& qkv, int64_t b, int6
         }
         double z = 0;
         for (double& v : s) z += (v = std::exp(v - mx));
+        if (lse) (*lse)[(bb * nh + h) * t + i] = mx + std::log(z);
         for (int64_t j = 0; j <= i; ++j) {
           const double p = s[j] / z;
-          if (att) (*att)[((bb * nh + h) * t + i) * t + j] = p;
           const double* v = &qkv[(bb * t + j) * 3 * c + 2 * c + h * hs];
           for (int64_t e = 0; e < hs; ++e) out[(bb * t + i) * c + h * hs + e] += p * v[e];
         }
@@ -49,17 +50,18 @@ TEST(CausalSelfAttentionTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDiffer
   ComputeContext ctx;
   CausalSelfAttention attn(c, nh);
   auto qkv = testing::RandomFloats(rng, b * t * 3 * c, 1.0f);
-  auto out = testing::Poisoned(b * t * c), att = testing::Poisoned(b * nh * t * t);
-  ASSERT_TRUE(attn.Forward(ctx, HostView(qkv, {b, t, 3 * c}), HostView(out, {b, t, c}), HostView(att, {b, nh, t, t})).ok());
+  auto out = testing::Poisoned(b * t * c), lse = testing::Poisoned(b * nh * t);
+  ASSERT_TRUE(attn.Forward(ctx, HostView(qkv, {b, t, 3 * c}), HostView(out, {b, t, c}), HostView(lse, {b, nh, t})).ok());
   const auto qd = testing::ToDouble(qkv);
-  std::vector<double> ref_att;
-  ExpectAllClose(out, RefAttention(qd, b, t, c, nh, &ref_att), 1e-5, 1e-5, "out");
-  ExpectAllClose(att, ref_att, 1e-6, 1e-5, "att");  // exactly 0 above the diagonal
+  std::vector<double> ref_lse;
+  ExpectAllClose(out, RefAttention(qd, b, t, c, nh, &ref_lse), 1e-5, 1e-5, "out");
+  ExpectAllClose(lse, ref_lse, 1e-6, 1e-5, "lse");
 
   auto dout = testing::RandomFloats(rng, b * t * c, 1.0f);
   auto dqkv = testing::Poisoned(b * t * 3 * c);
-  ASSERT_TRUE(attn.Backward(ctx, HostView(qkv, {b, t, 3 * c}), HostView(att, {b, nh, t, t}), HostView(dout, {b, t, c}),
-                            HostView(dqkv, {b, t, 3 * c})).ok());
+  ASSERT_TRUE(attn.Backward(ctx, HostView(qkv, {b, t, 3 * c}), HostView(out, {b, t, c}), HostView(lse, {b, nh, t}),
+                            HostView(dout, {b, t, c}), HostView(dqkv, {b, t, 3 * c}))
+                  .ok());
   ExpectAllClose(dqkv, testing::NumericalGradient([&](const std::vector<double>& v) {
                    const auto o = RefAttention(v, b, t, c, nh);
                    double s = 0;
@@ -68,13 +70,13 @@ TEST(CausalSelfAttentionTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDiffer
                  }, qd), 1e-5, 1e-4, "dqkv");
 }
 
-TEST(CausalSelfAttentionTest, AttentionProbabilitiesMustBeF32OfShapeBNhTT) {
+TEST(CausalSelfAttentionTest, LogSumExpMustBeF32OfShapeBNhT) {
   ComputeContext ctx;
   CausalSelfAttention attn(4, 2);
-  std::vector<float> qkv(1 * 3 * 12), out(12), att(2 * 9);
-  absl::Status s = attn.Forward(ctx, HostView(qkv, {1, 3, 12}), HostView(out, {1, 3, 4}), HostView(att, {1, 3, 3, 2}));
+  std::vector<float> qkv(1 * 3 * 12), out(12), lse(2 * 3);
+  absl::Status s = attn.Forward(ctx, HostView(qkv, {1, 3, 12}), HostView(out, {1, 3, 4}), HostView(lse, {1, 3, 2}));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "attention probabilities: got f32[1, 3, 3, 2] on cpu, expected f32[1, 2, 3, 3] on cpu");
+  EXPECT_EQ(s.message(), "attention log-sum-exp: got f32[1, 3, 2] on cpu, expected f32[1, 2, 3] on cpu");
 }
 
 }  // namespace

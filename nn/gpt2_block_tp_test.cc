@@ -612,8 +612,8 @@ TEST_F(Gpt2BlockTpTest, FrozenParametersSkipTheirCollectives) {
 // Saved activations: the LayerNorm/residual region (x, ln_1 out, res2,
 // ln_2 out: 4·rows·C elements; four f32 statistics of rows) holds N rows
 // without sequence parallelism and N/tp with it; the tensor-parallel region
-// (qkv, attention out, c_fc out and GELU out: 12·N·C/tp elements; f32
-// attention probabilities B·(NH/tp)·T²) is the same either way.
+// (qkv, attention out, c_fc out and GELU out: 12·N·C/tp elements; the f32
+// attention log-sum-exp B·(NH/tp)·T) is the same either way.
 TEST_F(Gpt2BlockTpTest, SavedActivationBytes) {
   const int64_t n = N(), c = C(), nh = cfg_.n_head;
   for (DType dt : {DType::kF32, DType::kBF16}) {
@@ -628,7 +628,7 @@ TEST_F(Gpt2BlockTpTest, SavedActivationBytes) {
         o.dtype = dt;
         const int64_t rows = sp ? n / tp : n;
         const int64_t ln_region = 4 * rows * c * e + 4 * rows * 4;
-        const int64_t tp_region = 12 * n * c / tp * e + kB * (nh / tp) * kT * kT * 4;
+        const int64_t tp_region = 12 * n * c / tp * e + kB * (nh / tp) * kT * 4;
         for (const RankResult& r : Run(o)) {
           EXPECT_EQ(r.saved_bytes, ln_region + tp_region);
           EXPECT_EQ(r.activations_after_forward, r.saved_bytes + rows * c * e);  // + the output

@@ -71,11 +71,11 @@ std::string GroupName(const BlockLayout& l) {
 
 struct BlockSaved : public SavedActivations {
   // LayerNorm/residual region, nl rows: x, ln1, ln1_mean, ln1_rstd, res2, ln2, ln2_mean, ln2_rstd.
-  // Tensor-parallel region, n rows of local width: qkv, att (local heads), atty, fch, fch_gelu.
-  Buffer x, ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
+  // Tensor-parallel region, n rows of local width: qkv, att_lse (local heads), atty, fch, fch_gelu.
+  Buffer x, ln1, ln1_mean, ln1_rstd, qkv, att_lse, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
   BlockLayout layout;  // of the forward that saved them
   int64_t bytes() const override {
-    return x.bytes() + ln1.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + qkv.bytes() + att.bytes() +
+    return x.bytes() + ln1.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + qkv.bytes() + att_lse.bytes() +
            atty.bytes() + res2.bytes() + ln2.bytes() + ln2_mean.bytes() + ln2_rstd.bytes() + fch.bytes() +
            fch_gelu.bytes();
   }
@@ -338,7 +338,7 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
   ASSIGN_OR_RETURN(s->ln1_mean, AllocateOnDevice(ctx, act, DType::kF32, nl));
   ASSIGN_OR_RETURN(s->ln1_rstd, AllocateOnDevice(ctx, act, DType::kF32, nl));
   ASSIGN_OR_RETURN(s->qkv, AllocateOnDevice(ctx, act, dt, n * l.cq));
-  ASSIGN_OR_RETURN(s->att, AllocateOnDevice(ctx, act, DType::kF32, b * l.nh * t * t));
+  ASSIGN_OR_RETURN(s->att_lse, AllocateOnDevice(ctx, act, DType::kF32, b * l.nh * t));
   ASSIGN_OR_RETURN(s->atty, AllocateOnDevice(ctx, act, dt, n * l.ca));
   ASSIGN_OR_RETURN(s->res2, AllocateOnDevice(ctx, act, dt, nl * c_));
   ASSIGN_OR_RETURN(s->ln2, AllocateOnDevice(ctx, act, dt, nl * c_));
@@ -361,7 +361,7 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
     RETURN_IF_ERROR(layers.c_attn.Forward(ctx, params[kAttnW], params[kAttnB], ln1, View(s->qkv, {n, l.cq})));
   }
   RETURN_IF_ERROR(layers.attn.Forward(ctx, View(s->qkv, {b, t, l.cq}), View(s->atty, {b, t, l.ca}),
-                                      View(s->att, {b, l.nh, t, t})));
+                                      View(s->att_lse, {b, l.nh, t})));
   RETURN_IF_ERROR(RowParallelForward(uctx, l, layers.attn_c_proj, name_ + ".attn.c_proj", params[kAttnProjW],
                                      params[kAttnProjB], View(s->atty, {n, l.ca}), res2));
   RETURN_IF_ERROR(kernels::ResidualForward(ctx.kernels, res2.data, res2.data, x.data, nl * c_, dt));
@@ -372,9 +372,10 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
     Buffer gathered;
     ASSIGN_OR_RETURN(const TensorView ln2,
                      ColumnParallelInput(uctx, l, s->ln2, &gathered, absl::StrCat(name_, ".ln_2 output")));
-    RETURN_IF_ERROR(layers.c_fc.Forward(ctx, params[kFcW], params[kFcB], ln2, View(s->fch, {n, l.cf})));
+    // c_fc and GELU in one call (one fused matmul on CUDA); fch keeps GELU's input for the backward.
+    RETURN_IF_ERROR(layers.c_fc.ForwardGelu(ctx, params[kFcW], params[kFcB], ln2, View(s->fch, {n, l.cf}),
+                                            View(s->fch_gelu, {n, l.cf})));
   }
-  RETURN_IF_ERROR(gelu_.Forward(ctx, View(s->fch, {n, l.cf}), View(s->fch_gelu, {n, l.cf})));
   RETURN_IF_ERROR(RowParallelForward(uctx, l, layers.mlp_c_proj, name_ + ".mlp.c_proj", params[kFcProjW],
                                      params[kFcProjB], View(s->fch_gelu, {n, l.cf}), y));
   RETURN_IF_ERROR(kernels::ResidualForward(ctx.kernels, y.data, y.data, res2.data, nl * c_, dt));
@@ -462,8 +463,9 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
   }
   RETURN_IF_ERROR(layers.attn_c_proj.Backward(ctx, params[kAttnProjW], View(s->atty, {n, l.ca}), dres2_all,
                                               Reshaped(dnc_all, {n, l.ca}), grads[kAttnProjW], grads[kAttnProjB]));
-  RETURN_IF_ERROR(layers.attn.Backward(ctx, View(s->qkv, {b, t, l.cq}), View(s->att, {b, l.nh, t, t}),
-                                       Reshaped(dnc_all, {b, t, l.ca}), View(dqkv, {b, t, l.cq})));
+  RETURN_IF_ERROR(layers.attn.Backward(ctx, View(s->qkv, {b, t, l.cq}), View(s->atty, {b, t, l.ca}),
+                                       View(s->att_lse, {b, l.nh, t}), Reshaped(dnc_all, {b, t, l.ca}),
+                                       View(dqkv, {b, t, l.cq})));
   {
     Buffer gathered;
     TensorView ln1 = View(s->ln1, {nl, c_});
@@ -555,8 +557,9 @@ absl::Status Gpt2BlockUnit::BackwardInput(const UnitContext& uctx, absl::Span<co
   }
   RETURN_IF_ERROR(
       layers.attn_c_proj.Backward(ctx, params[kAttnProjW], kNone, dres2, View(datty, {n, l.ca}), kNone, kNone));
-  RETURN_IF_ERROR(layers.attn.Backward(ctx, View(s->qkv, {b, t, l.cq}), View(s->att, {b, l.nh, t, t}),
-                                       View(datty, {b, t, l.ca}), View(w->dqkv, {b, t, l.cq})));
+  RETURN_IF_ERROR(layers.attn.Backward(ctx, View(s->qkv, {b, t, l.cq}), View(s->atty, {b, t, l.ca}),
+                                       View(s->att_lse, {b, l.nh, t}), View(datty, {b, t, l.ca}),
+                                       View(w->dqkv, {b, t, l.cq})));
   RETURN_IF_ERROR(
       layers.c_attn.Backward(ctx, params[kAttnW], kNone, View(w->dqkv, {n, l.cq}), l.sp ? partial : dln1, kNone, kNone));
   RETURN_IF_ERROR(SumColumnParallelInputGrad(uctx, l, l.sp ? partial : dln1, dln1,

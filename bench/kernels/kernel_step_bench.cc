@@ -64,7 +64,7 @@ struct LayerParams {
 };
 
 struct LayerActs {
-  std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, att, atty, res1, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, out;
+  std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, att_lse, atty, res1, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, out;
 };
 
 class Gpt2KernelStep {
@@ -102,14 +102,14 @@ class Gpt2KernelStep {
     acts_.resize(s.layers);
     for (auto& a : acts_) {
       a.ln1.resize(n * c), a.ln1_mean.resize(n), a.ln1_rstd.resize(n), a.qkv.resize(n * 3 * c);
-      a.att.resize(s.batch * s.heads * s.seq_len * s.seq_len), a.atty.resize(n * c), a.res1.resize(n * c);
+      a.att_lse.resize(s.batch * s.heads * s.seq_len), a.atty.resize(n * c), a.res1.resize(n * c);
       a.ln2.resize(n * c), a.ln2_mean.resize(n), a.ln2_rstd.resize(n), a.fch.resize(n * 4 * c);
       a.fch_gelu.resize(n * 4 * c), a.out.resize(n * c);
     }
     encoded_.resize(n * c), lnf_.resize(n * c), lnf_mean_.resize(n), lnf_rstd_.resize(n);
     logits_.resize(n * s.vocab), losses_.resize(n), lse_.resize(n);
     dres_.resize(n * c), dtmp_.resize(n * c), dln_.resize(n * c), dfc_.resize(n * 4 * c), dqkv_.resize(n * 3 * c);
-    scratch_.resize(s.batch * s.heads * s.seq_len * s.seq_len);
+    scratch_.resize(kernels::AttentionBackwardScratchElements(s.batch, s.seq_len, s.heads));
     std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(s.vocab - 1));
     tokens_.resize(n), targets_.resize(n);
     for (auto& t : tokens_) t = tok(gen);
@@ -138,7 +138,7 @@ class Gpt2KernelStep {
         return kernels::LinearForward(ctx, a.qkv.data(), a.ln1.data(), p.attn_w, p.attn_b, n, c, 3 * c, kF32);
       }));
       RETURN_IF_ERROR(tm.Run("attention", [&] {
-        return kernels::AttentionForward(ctx, a.atty.data(), a.att.data(), a.qkv.data(), b, t, c, nh, kF32);
+        return kernels::AttentionForward(ctx, a.atty.data(), a.att_lse.data(), a.qkv.data(), b, t, c, nh, kF32);
       }));
       RETURN_IF_ERROR(tm.Run("linear (gemm)", [&] {
         return kernels::LinearForward(ctx, a.res1.data(), a.atty.data(), p.proj_w, p.proj_b, n, c, c, kF32);
@@ -217,8 +217,8 @@ class Gpt2KernelStep {
                                        p.proj_w, n, c, c, kF32);
       }));
       RETURN_IF_ERROR(tm.Run("attention", [&] {
-        return kernels::AttentionBackward(ctx, dqkv_.data(), scratch_.data(), dln_.data(), a.qkv.data(), a.att.data(),
-                                          b, t, c, nh, kF32);
+        return kernels::AttentionBackward(ctx, dqkv_.data(), scratch_.data(), dln_.data(), a.qkv.data(),
+                                          a.atty.data(), a.att_lse.data(), b, t, c, nh, kF32);
       }));
       RETURN_IF_ERROR(tm.Run("linear (gemm)", [&] {
         return kernels::LinearBackward(ctx, dln_.data(), g(p.attn_w), g(p.attn_b), dqkv_.data(), a.ln1.data(),

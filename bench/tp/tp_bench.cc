@@ -151,7 +151,7 @@ Rows RowsOf(const Layout& l) {
 // Saved activations (docs/model.md, f32): per block the LayerNorm/residual
 // region x, ln_1, res2, ln_2 (4·rows·C) with four f32 statistics
 // (16·rows), the tensor-parallel region qkv, attention output, c_fc, GELU
-// (12·N·C/tp) and the local heads' probabilities (4·B·NH/tp·T²); the head
+// (12·N·C/tp) and the local heads' log-sum-exp (4·B·NH/tp·T); the head
 // its input rows, ln_f's output on all N rows, ln_f's statistics for its
 // rows, the local logits (N·Vp/tp) and lse (N). The peak of a step is at
 // the head's forward: every unit's saved tensors plus the head's input, the
@@ -168,7 +168,7 @@ ActivationTheory ActivationsOf(const Gpt2Config& m, const Layout& l) {
   const int64_t c = m.n_embd, e = kF32, tp = l.tp;
   ActivationTheory a;
   a.ln_residual = m.n_layer * (4 * r.local * c * e + 16 * r.local);
-  a.tp_region = m.n_layer * (12 * r.n * c / tp * e + 4 * r.b * (m.n_head / tp) * r.t * r.t);
+  a.tp_region = m.n_layer * (12 * r.n * c / tp * e + 4 * r.b * (m.n_head / tp) * r.t);
   a.head = r.local * c * e + r.n * c * e + 8 * r.local + r.n * (m.padded_vocab_size() / tp) * e + 4 * r.n +
            r.local * c * e;
   return a;
@@ -454,8 +454,8 @@ void TimeActivationsAndComm(Bench& bench, const std::vector<Layout>& layouts) {
   std::printf("\n## Peak activation bytes per rank in one step (kActivations), ZeRO %d\n\n", stage);
   std::printf("Theory (docs/model.md, f32 e = 4, N = B·T tokens per rank, rows = N/tp with sequence parallelism, "
               "else N): per block 4·rows·C·e + 16·rows (LayerNorm/residual region: x, ln_1, res2, ln_2 and their "
-              "statistics) + 12·N·C/tp·e + 4·B·(NH/tp)·T² (tensor-parallel region: qkv, attention output, c_fc, "
-              "GELU, attention probabilities); the head rows·C·e + N·C·e + 8·rows + N·(Vp/tp)·e + 4·N (input rows, "
+              "statistics) + 12·N·C/tp·e + 4·B·(NH/tp)·T (tensor-parallel region: qkv, attention output, c_fc, "
+              "GELU, attention log-sum-exp); the head rows·C·e + N·C·e + 8·rows + N·(Vp/tp)·e + 4·N (input rows, "
               "ln_f output on all rows, ln_f statistics, local logits, lse); the peak is at the head's forward, "
               "with its input (the last block's output, rows·C·e) still held. Same on all ranks: %s.\n\n",
               same.c_str());

@@ -28,46 +28,60 @@ class SingleThreadedBlas {
   int saved_;
 };
 
-// One head: att (T,T) = causal_softmax(scale * q · k^T); out (T,hs) = att · v.
-void HeadForward(int64_t t_len, int64_t hs, float scale, const float* q, const float* k, const float* v,
-                 int64_t ld_qkv, float* att, float* out, int64_t ld_out) {
-  SgemmRowMajor(Transpose::kNo, Transpose::kYes, t_len, t_len, hs, scale, q, ld_qkv, k, ld_qkv, 0.0f, att, t_len);
+// p (T,T) = the head's scaled scores scale * q · k^T; the same call in
+// forward and backward, so backward's recomputed probabilities are bitwise
+// forward's.
+void HeadScores(int64_t t_len, int64_t hs, float scale, const float* q, const float* k, int64_t ld_qkv, float* p) {
+  SgemmRowMajor(Transpose::kNo, Transpose::kYes, t_len, t_len, hs, scale, q, ld_qkv, k, ld_qkv, 0.0f, p, t_len);
+}
+
+// Scores in p become probabilities exp(score - lse[t]), exactly 0 above the
+// diagonal.
+void ScoresToProbabilities(int64_t t_len, const float* lse, float* p) {
   for (int64_t t = 0; t < t_len; ++t) {
-    float* row = att + t * t_len;
+    float* row = p + t * t_len;
+    for (int64_t j = 0; j <= t; ++j) row[j] = std::exp(row[j] - lse[t]);
+    for (int64_t j = t + 1; j < t_len; ++j) row[j] = 0.0f;
+  }
+}
+
+// One head: lse (T) of the causal scores, out (T,hs) = softmax · v; p is
+// (T,T) scratch.
+void HeadForward(int64_t t_len, int64_t hs, float scale, const float* q, const float* k, const float* v,
+                 int64_t ld_qkv, float* p, float* lse, float* out, int64_t ld_out) {
+  HeadScores(t_len, hs, scale, q, k, ld_qkv, p);
+  for (int64_t t = 0; t < t_len; ++t) {
+    const float* row = p + t * t_len;
     float mx = -INFINITY;
     for (int64_t j = 0; j <= t; ++j) mx = std::fmax(mx, row[j]);
     float sum = 0.0f;
-    for (int64_t j = 0; j <= t; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
-    for (int64_t j = t + 1; j < t_len; ++j) row[j] = 0.0f;
+    for (int64_t j = 0; j <= t; ++j) sum += std::exp(row[j] - mx);
+    lse[t] = mx + std::log(sum);
   }
-  SgemmRowMajor(Transpose::kNo, Transpose::kNo, t_len, hs, t_len, 1.0f, att, t_len, v, ld_qkv, 0.0f, out, ld_out);
+  ScoresToProbabilities(t_len, lse, p);
+  SgemmRowMajor(Transpose::kNo, Transpose::kNo, t_len, hs, t_len, 1.0f, p, t_len, v, ld_qkv, 0.0f, out, ld_out);
 }
 
-// One head's backward; datt is (T,T) scratch. dq, dk, dv are written.
+// One head's backward; p and dp are (T,T) scratch. dq, dk, dv are written.
 void HeadBackward(int64_t t_len, int64_t hs, float scale, const float* q, const float* k, const float* v,
-                  int64_t ld_qkv, const float* att, const float* dout, int64_t ld_dout, float* datt, float* dq,
-                  float* dk, float* dv, int64_t ld_dqkv) {
-  // datt = dout · v^T, then through the softmax (rows only up to the diagonal).
-  SgemmRowMajor(Transpose::kNo, Transpose::kYes, t_len, t_len, hs, 1.0f, dout, ld_dout, v, ld_qkv, 0.0f, datt,
-                t_len);
+                  int64_t ld_qkv, const float* lse, const float* dout, int64_t ld_dout, float* p, float* dp,
+                  float* dq, float* dk, float* dv, int64_t ld_dqkv) {
+  HeadScores(t_len, hs, scale, q, k, ld_qkv, p);
+  ScoresToProbabilities(t_len, lse, p);
+  // dp = dout · v^T, then through the softmax (rows only up to the diagonal).
+  SgemmRowMajor(Transpose::kNo, Transpose::kYes, t_len, t_len, hs, 1.0f, dout, ld_dout, v, ld_qkv, 0.0f, dp, t_len);
   for (int64_t t = 0; t < t_len; ++t) {
-    const float* p = att + t * t_len;
-    float* d = datt + t * t_len;
+    const float* pr = p + t * t_len;
+    float* d = dp + t * t_len;
     float dot = 0.0f;
-    for (int64_t j = 0; j <= t; ++j) dot += p[j] * d[j];
-    for (int64_t j = 0; j <= t; ++j) d[j] = SoftmaxInputGrad(p[j], d[j], dot) * scale;
+    for (int64_t j = 0; j <= t; ++j) dot += pr[j] * d[j];
+    for (int64_t j = 0; j <= t; ++j) d[j] = SoftmaxInputGrad(pr[j], d[j], dot) * scale;
     for (int64_t j = t + 1; j < t_len; ++j) d[j] = 0.0f;
   }
-  // datt now holds d(scores) scaled: dq = dS · k, dk = dS^T · q, dv = att^T · dout.
-  SgemmRowMajor(Transpose::kNo, Transpose::kNo, t_len, hs, t_len, 1.0f, datt, t_len, k, ld_qkv, 0.0f, dq, ld_dqkv);
-  SgemmRowMajor(Transpose::kYes, Transpose::kNo, t_len, hs, t_len, 1.0f, datt, t_len, q, ld_qkv, 0.0f, dk, ld_dqkv);
-  SgemmRowMajor(Transpose::kYes, Transpose::kNo, t_len, hs, t_len, 1.0f, att, t_len, dout, ld_dout, 0.0f, dv,
-                ld_dqkv);
+  // dp now holds d(scores) scaled: dq = dS · k, dk = dS^T · q, dv = p^T · dout.
+  SgemmRowMajor(Transpose::kNo, Transpose::kNo, t_len, hs, t_len, 1.0f, dp, t_len, k, ld_qkv, 0.0f, dq, ld_dqkv);
+  SgemmRowMajor(Transpose::kYes, Transpose::kNo, t_len, hs, t_len, 1.0f, dp, t_len, q, ld_qkv, 0.0f, dk, ld_dqkv);
+  SgemmRowMajor(Transpose::kYes, Transpose::kNo, t_len, hs, t_len, 1.0f, p, t_len, dout, ld_dout, 0.0f, dv, ld_dqkv);
 }
 
 // Copies a (rows, cols) block with leading dimension ld into contiguous f32.
@@ -87,7 +101,7 @@ void Scatter(const float* src, int64_t rows, int64_t cols, T* dst, int64_t ld) {
 
 }  // namespace
 
-absl::Status AttentionForward(int threads, void* out, float* att, const void* qkv, int64_t batch, int64_t seq_len,
+absl::Status AttentionForward(int threads, void* out, float* lse, const void* qkv, int64_t batch, int64_t seq_len,
                               int64_t channels, int64_t num_heads, DType dtype) {
   return DispatchFloatDType(dtype, "AttentionForward", [&](auto tag) {
     using T = decltype(tag);
@@ -97,15 +111,16 @@ absl::Status AttentionForward(int threads, void* out, float* att, const void* qk
     T* y = static_cast<T*>(out);
     SingleThreadedBlas pin;
     ParallelFor(threads, batch * nh, MinItems(4 * t_len * t_len * hs), [&](int64_t i0, int64_t i1) {
+      std::vector<float> p(t_len * t_len);
       std::vector<float> staged;  // q, k, v, out for half types
       if constexpr (!std::is_same_v<T, float>) staged.resize(4 * t_len * hs);
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t b = i / nh, h = i % nh;
         const T* q = x + b * t_len * 3 * c + h * hs;
-        float* att_bh = att + i * t_len * t_len;
+        float* lse_bh = lse + i * t_len;
         T* out_bh = y + b * t_len * c + h * hs;
         if constexpr (std::is_same_v<T, float>) {
-          HeadForward(t_len, hs, scale, q, q + c, q + 2 * c, 3 * c, att_bh, out_bh, c);
+          HeadForward(t_len, hs, scale, q, q + c, q + 2 * c, 3 * c, p.data(), lse_bh, out_bh, c);
         } else {
           float* q32 = staged.data();
           float* k32 = q32 + t_len * hs;
@@ -114,7 +129,7 @@ absl::Status AttentionForward(int threads, void* out, float* att, const void* qk
           Gather(q, 3 * c, t_len, hs, q32);
           Gather(q + c, 3 * c, t_len, hs, k32);
           Gather(q + 2 * c, 3 * c, t_len, hs, v32);
-          HeadForward(t_len, hs, scale, q32, k32, v32, hs, att_bh, o32, hs);
+          HeadForward(t_len, hs, scale, q32, k32, v32, hs, p.data(), lse_bh, o32, hs);
           Scatter(o32, t_len, hs, out_bh, c);
         }
       }
@@ -123,9 +138,8 @@ absl::Status AttentionForward(int threads, void* out, float* att, const void* qk
   });
 }
 
-absl::Status AttentionBackward(int threads, void* dqkv, float* scratch, const void* dout, const void* qkv,
-                               const float* att, int64_t batch, int64_t seq_len, int64_t channels,
-                               int64_t num_heads, DType dtype) {
+absl::Status AttentionBackward(int threads, void* dqkv, const void* dout, const void* qkv, const float* lse,
+                               int64_t batch, int64_t seq_len, int64_t channels, int64_t num_heads, DType dtype) {
   return DispatchFloatDType(dtype, "AttentionBackward", [&](auto tag) {
     using T = decltype(tag);
     const int64_t t_len = seq_len, c = channels, nh = num_heads, hs = c / nh;
@@ -135,6 +149,7 @@ absl::Status AttentionBackward(int threads, void* dqkv, float* scratch, const vo
     T* dx = static_cast<T*>(dqkv);
     SingleThreadedBlas pin;
     ParallelFor(threads, batch * nh, MinItems(4 * t_len * t_len * hs), [&](int64_t i0, int64_t i1) {
+      std::vector<float> p(t_len * t_len), dp(t_len * t_len);
       std::vector<float> staged;  // q, k, v, dout, dq, dk, dv for half types
       if constexpr (!std::is_same_v<T, float>) staged.resize(7 * t_len * hs);
       for (int64_t i = i0; i < i1; ++i) {
@@ -142,11 +157,10 @@ absl::Status AttentionBackward(int threads, void* dqkv, float* scratch, const vo
         const T* q = x + b * t_len * 3 * c + h * hs;
         const T* dout_bh = dy + b * t_len * c + h * hs;
         T* dq = dx + b * t_len * 3 * c + h * hs;
-        const float* att_bh = att + i * t_len * t_len;
-        float* datt = scratch + i * t_len * t_len;
+        const float* lse_bh = lse + i * t_len;
         if constexpr (std::is_same_v<T, float>) {
-          HeadBackward(t_len, hs, scale, q, q + c, q + 2 * c, 3 * c, att_bh, dout_bh, c, datt, dq, dq + c,
-                       dq + 2 * c, 3 * c);
+          HeadBackward(t_len, hs, scale, q, q + c, q + 2 * c, 3 * c, lse_bh, dout_bh, c, p.data(), dp.data(), dq,
+                       dq + c, dq + 2 * c, 3 * c);
         } else {
           const int64_t sz = t_len * hs;
           float* q32 = staged.data();
@@ -160,7 +174,8 @@ absl::Status AttentionBackward(int threads, void* dqkv, float* scratch, const vo
           Gather(q + c, 3 * c, t_len, hs, k32);
           Gather(q + 2 * c, 3 * c, t_len, hs, v32);
           Gather(dout_bh, c, t_len, hs, do32);
-          HeadBackward(t_len, hs, scale, q32, k32, v32, hs, att_bh, do32, hs, datt, dq32, dk32, dv32, hs);
+          HeadBackward(t_len, hs, scale, q32, k32, v32, hs, lse_bh, do32, hs, p.data(), dp.data(), dq32, dk32, dv32,
+                       hs);
           Scatter(dq32, t_len, hs, dq, 3 * c);
           Scatter(dk32, t_len, hs, dq + c, 3 * c);
           Scatter(dv32, t_len, hs, dq + 2 * c, 3 * c);

@@ -1,7 +1,8 @@
 // CPU causal self-attention (contract in kernels/attention.h).
 //
-// Each (b, h) pair is one task: three or five small sgemms on strided views
-// of qkv plus a row-wise causal softmax. Tasks are spread over the loop
+// Each (b, h) pair is one task: three or six small sgemms on strided views
+// of qkv plus a row-wise causal softmax, the head's T × T scores in a buffer
+// of the task's thread. Tasks are spread over the loop
 // threads with OpenBLAS pinned to one thread meanwhile (restored after), so
 // no task's arithmetic depends on the thread count.
 #ifndef ZEROSHARD_KERNELS_CPU_ATTENTION_CPU_H_
@@ -14,12 +15,11 @@
 
 namespace zeroshard::kernels::cpu {
 
-absl::Status AttentionForward(int threads, void* out, float* att, const void* qkv, int64_t batch, int64_t seq_len,
+absl::Status AttentionForward(int threads, void* out, float* lse, const void* qkv, int64_t batch, int64_t seq_len,
                               int64_t channels, int64_t num_heads, DType dtype);
 
-absl::Status AttentionBackward(int threads, void* dqkv, float* scratch, const void* dout, const void* qkv,
-                               const float* att, int64_t batch, int64_t seq_len, int64_t channels,
-                               int64_t num_heads, DType dtype);
+absl::Status AttentionBackward(int threads, void* dqkv, const void* dout, const void* qkv, const float* lse,
+                               int64_t batch, int64_t seq_len, int64_t channels, int64_t num_heads, DType dtype);
 
 }  // namespace zeroshard::kernels::cpu
 

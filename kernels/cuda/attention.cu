@@ -1,165 +1,256 @@
-// Causal attention, written for clarity rather than speed: one thread per
-// score or per output element, one warp per softmax row. Every output has a
-// single writer and a fixed summation order, so results are repeatable.
+// Causal attention as tiled online-softmax kernels: a block of
+// kRowsPerBlock threads per (b, h, block of rows), one row per thread in
+// registers, the other side streamed through shared memory in tiles of
+// kTileRows rows. The per-row arithmetic is kernels/attention_tiles.h,
+// which the host test replays; what is here is the indexing and the tile
+// loads. Nothing T × T is stored. The backward is three kernels (dq per
+// query row; dk and dv per key row) after a per-row D = dout · out, so each
+// output has a single writer and no atomics: results are repeatable.
+#include <type_traits>
+
+#include "kernels/attention_tiles.h"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/launchers.h"
 #include "kernels/float_types.h"
-#include "kernels/pointwise_math.h"
 
 namespace zeroshard::kernels::cuda {
 namespace {
 
-struct Dims {
-  int64_t b, t, c, nh, hs;
+using attention_tiles::kRowsPerBlock;
+using attention_tiles::kTileRows;
+
+// Layout of one (b, h): q, k, v rows of qkv (B,T,3C) and rows of out/dout
+// (B,T,C), hs channels each at offset h*hs.
+struct Head {
+  int64_t t_len, c, nh, hs;
+  int64_t b, h;
+  __device__ Head(int64_t t_len_, int64_t c_, int64_t nh_, int64_t bh)
+      : t_len(t_len_), c(c_), nh(nh_), hs(c_ / nh_), b(bh / nh_), h(bh % nh_) {}
+  // which: 0 q, 1 k, 2 v. Row stride 3C.
+  template <typename T>
+  __device__ const T* Qkv(const T* qkv, int which) const {
+    return qkv + b * t_len * 3 * c + which * c + h * hs;
+  }
+  template <typename T>
+  __device__ T* Qkv(T* qkv, int which) const {
+    return qkv + b * t_len * 3 * c + which * c + h * hs;
+  }
+  // Row stride C.
+  template <typename T>
+  __device__ T* Rows(T* x) const {
+    return x + b * t_len * c + h * hs;
+  }
+  __device__ int64_t RowValue(int64_t t) const { return (b * nh + h) * t_len + t; }
 };
 
-// Element (b, t, h, d) of q (which = 0), k (1) or v (2) in qkv (B,T,3C).
-__device__ inline int64_t QkvIndex(const Dims& d, int64_t b, int64_t t, int which, int64_t h, int64_t i) {
-  return (b * d.t + t) * 3 * d.c + which * d.c + h * d.hs + i;
+// Grid (B*NH, ceil(T / kRowsPerBlock)); thread x owns row blockIdx.y * kRowsPerBlock + x.
+template <typename T, int kHs>
+__global__ void __launch_bounds__(kRowsPerBlock)
+    ForwardKernel(T* out, float* lse, const T* qkv, int64_t t_len, int64_t c, int64_t nh, float scale) {
+  __shared__ __align__(16) float k_tile[kTileRows * kHs];
+  __shared__ __align__(16) float v_tile[kTileRows * kHs];
+  const Head hd(t_len, c, nh, blockIdx.x);
+  const int64_t row0 = int64_t{blockIdx.y} * kRowsPerBlock;
+  const int64_t t = row0 + threadIdx.x;
+  const bool active = t < t_len;
+  attention_tiles::ForwardRow<kHs> r;
+  attention_tiles::ForwardRowBegin(r);
+  if (active) attention_tiles::LoadRow<kHs>(r.q, hd.Qkv(qkv, 0) + t * 3 * c, hd.hs);
+  const int64_t last_row = (row0 + kRowsPerBlock < t_len ? row0 + kRowsPerBlock : t_len) - 1;
+  for (int64_t k0 = 0; k0 <= last_row; k0 += kTileRows) {
+    __syncthreads();  // the previous tile is consumed
+    attention_tiles::LoadTileShare<kHs>(k_tile, hd.Qkv(qkv, 1), 3 * c, k0, t_len, hd.hs, threadIdx.x, blockDim.x);
+    attention_tiles::LoadTileShare<kHs>(v_tile, hd.Qkv(qkv, 2), 3 * c, k0, t_len, hd.hs, threadIdx.x, blockDim.x);
+    __syncthreads();
+    if (active) attention_tiles::ForwardRowTile(r, k_tile, v_tile, k0, t, scale);
+  }
+  if (!active) return;
+  lse[hd.RowValue(t)] = attention_tiles::ForwardRowEnd(r);
+  attention_tiles::StoreRow<kHs>(hd.Rows(out) + t * c, r.o, hd.hs);
 }
 
-// att[b,h,t,j] = scale * q_t · k_j for j <= t (the rest is set by the softmax).
+// d[(b,h,t)] = dout_t · out_t over the head's channels; one thread per row.
 template <typename T>
-__global__ void ScoresKernel(float* att, const T* qkv, Dims d, float scale) {
-  const int64_t n = d.b * d.nh * d.t * d.t;
-  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < n; idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t j = idx % d.t, t = (idx / d.t) % d.t, h = (idx / (d.t * d.t)) % d.nh, b = idx / (d.t * d.t * d.nh);
-    if (j > t) continue;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < d.hs; ++i) {
-      acc += Load(qkv[QkvIndex(d, b, t, 0, h, i)]) * Load(qkv[QkvIndex(d, b, j, 1, h, i)]);
+__global__ void RowDotKernel(float* d, const T* dout, const T* out, int64_t batch, int64_t t_len, int64_t c,
+                             int64_t nh) {
+  const int64_t rows = batch * nh * t_len;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows; i += int64_t{gridDim.x} * blockDim.x) {
+    const Head hd(t_len, c, nh, i / t_len);
+    const int64_t t = i % t_len;
+    d[i] = attention_tiles::RowDot(hd.Rows(dout) + t * c, hd.Rows(out) + t * c, hd.hs);
+  }
+}
+
+// dq: grid and rows as ForwardKernel.
+template <typename T, int kHs>
+__global__ void __launch_bounds__(kRowsPerBlock)
+    QueryGradKernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* d, int64_t t_len, int64_t c,
+                    int64_t nh, float scale) {
+  __shared__ __align__(16) float k_tile[kTileRows * kHs];
+  __shared__ __align__(16) float v_tile[kTileRows * kHs];
+  const Head hd(t_len, c, nh, blockIdx.x);
+  const int64_t row0 = int64_t{blockIdx.y} * kRowsPerBlock;
+  const int64_t t = row0 + threadIdx.x;
+  const bool active = t < t_len;
+  attention_tiles::QueryGradRow<kHs> r;
+  attention_tiles::Zero<kHs>(r.dq);
+  if (active) {
+    attention_tiles::LoadRow<kHs>(r.q, hd.Qkv(qkv, 0) + t * 3 * c, hd.hs);
+    attention_tiles::LoadRow<kHs>(r.dout, hd.Rows(dout) + t * c, hd.hs);
+    r.lse = lse[hd.RowValue(t)];
+    r.d = d[hd.RowValue(t)];
+  }
+  const int64_t last_row = (row0 + kRowsPerBlock < t_len ? row0 + kRowsPerBlock : t_len) - 1;
+  for (int64_t k0 = 0; k0 <= last_row; k0 += kTileRows) {
+    __syncthreads();
+    attention_tiles::LoadTileShare<kHs>(k_tile, hd.Qkv(qkv, 1), 3 * c, k0, t_len, hd.hs, threadIdx.x, blockDim.x);
+    attention_tiles::LoadTileShare<kHs>(v_tile, hd.Qkv(qkv, 2), 3 * c, k0, t_len, hd.hs, threadIdx.x, blockDim.x);
+    __syncthreads();
+    if (active) attention_tiles::QueryGradRowTile(r, k_tile, v_tile, k0, t, scale);
+  }
+  if (!active) return;
+  attention_tiles::Scale<kHs>(r.dq, scale);
+  attention_tiles::StoreRow<kHs>(hd.Qkv(dqkv, 0) + t * 3 * c, r.dq, hd.hs);
+}
+
+// dk (kValues false) or dv (true): grid (B*NH, ceil(T / kRowsPerBlock)),
+// thread x owns key row blockIdx.y * kRowsPerBlock + x; query tiles from the
+// block's first key on (earlier queries see none of its keys).
+template <typename T, int kHs, bool kValues>
+__global__ void __launch_bounds__(kRowsPerBlock)
+    KeyValueGradKernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* d, int64_t t_len,
+                       int64_t c, int64_t nh, float scale) {
+  __shared__ __align__(16) float q_tile[kTileRows * kHs];
+  __shared__ __align__(16) float dout_tile[kTileRows * kHs];
+  __shared__ float lse_tile[kTileRows];
+  __shared__ float d_tile[kTileRows];
+  const Head hd(t_len, c, nh, blockIdx.x);
+  const int64_t row0 = int64_t{blockIdx.y} * kRowsPerBlock;
+  const int64_t j = row0 + threadIdx.x;
+  const bool active = j < t_len;
+  const float* lse_bh = lse + hd.RowValue(0);
+  const float* d_bh = d + hd.RowValue(0);
+  std::conditional_t<kValues, attention_tiles::ValueGradRow<kHs>, attention_tiles::KeyGradRow<kHs>> r;
+  if constexpr (kValues) {
+    attention_tiles::Zero<kHs>(r.dv);
+    if (active) attention_tiles::LoadRow<kHs>(r.k, hd.Qkv(qkv, 1) + j * 3 * c, hd.hs);
+  } else {
+    attention_tiles::Zero<kHs>(r.dk);
+    if (active) {
+      attention_tiles::LoadRow<kHs>(r.k, hd.Qkv(qkv, 1) + j * 3 * c, hd.hs);
+      attention_tiles::LoadRow<kHs>(r.v, hd.Qkv(qkv, 2) + j * 3 * c, hd.hs);
     }
-    att[idx] = acc * scale;
   }
-}
-
-// One warp per row (b,h,t): causal softmax in place, zeros above the diagonal.
-__global__ void SoftmaxKernel(float* att, int64_t rows, int64_t t_len) {
-  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const int64_t t = row % t_len;
-  float* p = att + row * t_len;
-  float mx = -INFINITY;
-  for (int64_t j = lane; j <= t; j += 32) mx = fmaxf(mx, p[j]);
-  mx = WarpMax(mx);
-  float sum = 0.0f;
-  for (int64_t j = lane; j <= t; j += 32) {
-    float e = expf(p[j] - mx);
-    p[j] = e;
-    sum += e;
-  }
-  const float inv = 1.0f / WarpSum(sum);
-  for (int64_t j = lane; j < t_len; j += 32) p[j] = j <= t ? p[j] * inv : 0.0f;
-}
-
-// out[b,t,h*hs+i] = sum_{j<=t} att[b,h,t,j] * v[b,j,h,i].
-template <typename T>
-__global__ void ValuesKernel(T* out, const float* att, const T* qkv, Dims d) {
-  const int64_t n = d.b * d.t * d.c;
-  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < n; idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ch = idx % d.c, t = (idx / d.c) % d.t, b = idx / (d.c * d.t);
-    const int64_t h = ch / d.hs, i = ch % d.hs;
-    const float* p = att + ((b * d.nh + h) * d.t + t) * d.t;
-    float acc = 0.0f;
-    for (int64_t j = 0; j <= t; ++j) acc += p[j] * Load(qkv[QkvIndex(d, b, j, 2, h, i)]);
-    out[idx] = Store<T>(acc);
-  }
-}
-
-// datt[b,h,t,j] = dout_t · v_j for j <= t, else 0.
-template <typename T>
-__global__ void DAttKernel(float* datt, const T* dout, const T* qkv, Dims d) {
-  const int64_t n = d.b * d.nh * d.t * d.t;
-  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < n; idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t j = idx % d.t, t = (idx / d.t) % d.t, h = (idx / (d.t * d.t)) % d.nh, b = idx / (d.t * d.t * d.nh);
-    float acc = 0.0f;
-    if (j <= t) {
-      for (int64_t i = 0; i < d.hs; ++i) {
-        acc += Load(dout[(b * d.t + t) * d.c + h * d.hs + i]) * Load(qkv[QkvIndex(d, b, j, 2, h, i)]);
-      }
-    }
-    datt[idx] = acc;
-  }
-}
-
-// One warp per row: dscores = p * (datt - sum p*datt) * scale, in place.
-__global__ void SoftmaxBackwardKernel(float* datt, const float* att, int64_t rows, int64_t t_len, float scale) {
-  const int64_t row = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const int64_t t = row % t_len;
-  const float* p = att + row * t_len;
-  float* d = datt + row * t_len;
-  float dot = 0.0f;
-  for (int64_t j = lane; j <= t; j += 32) dot += p[j] * d[j];
-  dot = WarpSum(dot);
-  for (int64_t j = lane; j < t_len; j += 32) d[j] = j <= t ? SoftmaxInputGrad(p[j], d[j], dot) * scale : 0.0f;
-}
-
-// dq[t] = sum_{j<=t} ds[t,j] k[j];  dk[j] = sum_{t>=j} ds[t,j] q[t];  dv[j] = sum_{t>=j} p[t,j] dout[t].
-template <typename T>
-__global__ void DQkvKernel(T* dqkv, const float* ds, const float* att, const T* dout, const T* qkv, Dims d) {
-  const int64_t n = d.b * d.t * 3 * d.c;
-  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < n; idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ch3 = idx % (3 * d.c), t = (idx / (3 * d.c)) % d.t, b = idx / (3 * d.c * d.t);
-    const int which = static_cast<int>(ch3 / d.c);
-    const int64_t ch = ch3 % d.c, h = ch / d.hs, i = ch % d.hs;
-    const int64_t base = (b * d.nh + h) * d.t * d.t;
-    float acc = 0.0f;
-    if (which == 0) {
-      for (int64_t j = 0; j <= t; ++j) acc += ds[base + t * d.t + j] * Load(qkv[QkvIndex(d, b, j, 1, h, i)]);
-    } else if (which == 1) {
-      for (int64_t s = t; s < d.t; ++s) acc += ds[base + s * d.t + t] * Load(qkv[QkvIndex(d, b, s, 0, h, i)]);
+  for (int64_t i0 = row0; i0 < t_len; i0 += kTileRows) {
+    __syncthreads();
+    attention_tiles::LoadTileShare<kHs>(q_tile, hd.Qkv(qkv, 0), 3 * c, i0, t_len, hd.hs, threadIdx.x, blockDim.x);
+    attention_tiles::LoadTileShare<kHs>(dout_tile, hd.Rows(dout), c, i0, t_len, hd.hs, threadIdx.x, blockDim.x);
+    attention_tiles::LoadRowValuesShare(lse_tile, lse_bh, i0, t_len, threadIdx.x, blockDim.x);
+    if constexpr (!kValues) attention_tiles::LoadRowValuesShare(d_tile, d_bh, i0, t_len, threadIdx.x, blockDim.x);
+    __syncthreads();
+    if (!active) continue;
+    if constexpr (kValues) {
+      attention_tiles::ValueGradRowTile(r, q_tile, dout_tile, lse_tile, i0, j, t_len, scale);
     } else {
-      for (int64_t s = t; s < d.t; ++s) acc += att[base + s * d.t + t] * Load(dout[(b * d.t + s) * d.c + h * d.hs + i]);
+      attention_tiles::KeyGradRowTile(r, q_tile, dout_tile, lse_tile, d_tile, i0, j, t_len, scale);
     }
-    dqkv[idx] = Store<T>(acc);
+  }
+  if (!active) return;
+  if constexpr (kValues) {
+    attention_tiles::StoreRow<kHs>(hd.Qkv(dqkv, 2) + j * 3 * c, r.dv, hd.hs);
+  } else {
+    attention_tiles::Scale<kHs>(r.dk, scale);
+    attention_tiles::StoreRow<kHs>(hd.Qkv(dqkv, 1) + j * 3 * c, r.dk, hd.hs);
+  }
+}
+
+absl::Status CheckShape(const char* kernel, int64_t batch, int64_t seq_len, int64_t channels, int64_t num_heads) {
+  const int64_t hs = channels / num_heads;
+  if (attention_tiles::PaddedHeadSize(hs) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": head size channels / num_heads = ", hs,
+                                                   " is above the CUDA kernels' maximum of ",
+                                                   attention_tiles::kMaxHeadSize));
+  }
+  if (batch * num_heads > int64_t{0x7fffffff}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel, ": batch * num_heads = ", batch * num_heads, " exceeds the grid's 2^31 - 1"));
+  }
+  if ((seq_len + kRowsPerBlock - 1) / kRowsPerBlock > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": seq_len = ", seq_len, " exceeds the grid's ",
+                                                   int64_t{65535} * kRowsPerBlock, " rows"));
+  }
+  return absl::OkStatus();
+}
+
+dim3 GridOf(int64_t batch, int64_t seq_len, int64_t num_heads) {
+  return dim3(static_cast<unsigned>(batch * num_heads),
+              static_cast<unsigned>((seq_len + kRowsPerBlock - 1) / kRowsPerBlock));
+}
+
+// Calls f(std::integral_constant<int, kHs>) for hs's padded head size.
+template <typename F>
+absl::Status DispatchHeadSize(int64_t hs, F&& f) {
+  switch (attention_tiles::PaddedHeadSize(hs)) {
+    case 32:
+      return f(std::integral_constant<int, 32>());
+    case 64:
+      return f(std::integral_constant<int, 64>());
+    default:
+      return f(std::integral_constant<int, attention_tiles::kMaxHeadSize>());
   }
 }
 
 }  // namespace
 
-absl::Status AttentionForward(const KernelContext& ctx, void* out, float* att, const void* qkv, int64_t batch,
+absl::Status AttentionForward(const KernelContext& ctx, void* out, float* lse, const void* qkv, int64_t batch,
                               int64_t seq_len, int64_t channels, int64_t num_heads, DType dtype) {
+  absl::Status shape = CheckShape("AttentionForward", batch, seq_len, channels, num_heads);
+  if (!shape.ok()) return shape;
+  const int64_t hs = channels / num_heads;
+  const float scale = 1.0f / sqrtf(static_cast<float>(hs));
   return DispatchFloatDType(dtype, "AttentionForward", [&](auto tag) {
     using T = decltype(tag);
-    const Dims d{batch, seq_len, channels, num_heads, channels / num_heads};
-    const float scale = 1.0f / sqrtf(static_cast<float>(d.hs));
-    cudaStream_t stream = StreamOf(ctx);
-    const int64_t rows = batch * num_heads * seq_len;
-    ScoresKernel<T><<<GridFor(rows * seq_len), kThreads, 0, stream>>>(att, static_cast<const T*>(qkv), d, scale);
-    absl::Status s = CheckLaunch("AttentionForward (scores)");
-    if (!s.ok()) return s;
-    SoftmaxKernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(att, rows, seq_len);
-    s = CheckLaunch("AttentionForward (softmax)");
-    if (!s.ok()) return s;
-    ValuesKernel<T><<<GridFor(batch * seq_len * channels), kThreads, 0, stream>>>(
-        static_cast<T*>(out), att, static_cast<const T*>(qkv), d);
-    return CheckLaunch("AttentionForward (values)");
+    return DispatchHeadSize(hs, [&](auto padded) {
+      ForwardKernel<T, decltype(padded)::value><<<GridOf(batch, seq_len, num_heads), kRowsPerBlock, 0, StreamOf(ctx)>>>(
+          static_cast<T*>(out), lse, static_cast<const T*>(qkv), seq_len, channels, num_heads, scale);
+      return CheckLaunch("AttentionForward");
+    });
   });
 }
 
 absl::Status AttentionBackward(const KernelContext& ctx, void* dqkv, float* scratch, const void* dout,
-                               const void* qkv, const float* att, int64_t batch, int64_t seq_len, int64_t channels,
-                               int64_t num_heads, DType dtype) {
+                               const void* qkv, const void* out, const float* lse, int64_t batch, int64_t seq_len,
+                               int64_t channels, int64_t num_heads, DType dtype) {
+  absl::Status shape = CheckShape("AttentionBackward", batch, seq_len, channels, num_heads);
+  if (!shape.ok()) return shape;
+  const int64_t hs = channels / num_heads;
+  const float scale = 1.0f / sqrtf(static_cast<float>(hs));
+  cudaStream_t stream = StreamOf(ctx);
   return DispatchFloatDType(dtype, "AttentionBackward", [&](auto tag) {
     using T = decltype(tag);
-    const Dims d{batch, seq_len, channels, num_heads, channels / num_heads};
-    const float scale = 1.0f / sqrtf(static_cast<float>(d.hs));
-    cudaStream_t stream = StreamOf(ctx);
-    const int64_t rows = batch * num_heads * seq_len;
-    DAttKernel<T><<<GridFor(rows * seq_len), kThreads, 0, stream>>>(scratch, static_cast<const T*>(dout),
-                                                                    static_cast<const T*>(qkv), d);
-    absl::Status s = CheckLaunch("AttentionBackward (datt)");
+    T* dx = static_cast<T*>(dqkv);
+    const T* dy = static_cast<const T*>(dout);
+    const T* x = static_cast<const T*>(qkv);
+    float* d = scratch;
+    RowDotKernel<T><<<GridFor(batch * num_heads * seq_len), kThreads, 0, stream>>>(
+        d, dy, static_cast<const T*>(out), batch, seq_len, channels, num_heads);
+    absl::Status s = CheckLaunch("AttentionBackward (dout . out)");
     if (!s.ok()) return s;
-    SoftmaxBackwardKernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(scratch, att, rows, seq_len,
-                                                                                     scale);
-    s = CheckLaunch("AttentionBackward (softmax)");
-    if (!s.ok()) return s;
-    DQkvKernel<T><<<GridFor(batch * seq_len * 3 * channels), kThreads, 0, stream>>>(
-        static_cast<T*>(dqkv), scratch, att, static_cast<const T*>(dout), static_cast<const T*>(qkv), d);
-    return CheckLaunch("AttentionBackward (dqkv)");
+    return DispatchHeadSize(hs, [&](auto padded) {
+      constexpr int kHs = decltype(padded)::value;
+      const dim3 grid = GridOf(batch, seq_len, num_heads);
+      QueryGradKernel<T, kHs><<<grid, kRowsPerBlock, 0, stream>>>(dx, dy, x, lse, d, seq_len, channels, num_heads,
+                                                                  scale);
+      absl::Status st = CheckLaunch("AttentionBackward (dq)");
+      if (!st.ok()) return st;
+      KeyValueGradKernel<T, kHs, false><<<grid, kRowsPerBlock, 0, stream>>>(dx, dy, x, lse, d, seq_len, channels,
+                                                                            num_heads, scale);
+      st = CheckLaunch("AttentionBackward (dk)");
+      if (!st.ok()) return st;
+      KeyValueGradKernel<T, kHs, true><<<grid, kRowsPerBlock, 0, stream>>>(dx, dy, x, lse, d, seq_len, channels,
+                                                                           num_heads, scale);
+      return CheckLaunch("AttentionBackward (dv)");
+    });
   });
 }
 

@@ -281,24 +281,51 @@ TEST_P(GpuKernelTest, ElementwiseKernels) {
   EXPECT_NEAR(gpu_sq, cpu_sq, 1e-12 * cpu_sq);
 }
 
+// The tiled kernels against the CPU at each padded head size (32, 64, 128),
+// with rows ending mid-tile and mid-block; the backward from each side's own
+// forward. Then bitwise repeatability.
 TEST_P(GpuKernelTest, Attention) {
   const DType dt = GetParam();
-  const int64_t b = 2, t = 37, c = 48, nh = 4;
-  HostTensor qkv = HostTensor::From(dt, rng_.Uniform(b * t * 3 * c, -2, 2));
-  HostTensor dout = HostTensor::From(dt, rng_.Uniform(b * t * c, -1, 1));
-  HostTensor out(dt, b * t * c), dqkv(dt, b * t * 3 * c);
-  std::vector<float> att(b * nh * t * t), scratch(b * nh * t * t);
-  DeviceArray gqkv(qkv), gdout(dout), gout(out), gdqkv(dqkv), gatt(att), gscratch(scratch);
-  ASSERT_TRUE(AttentionForward(cpu_, out.data(), att.data(), qkv.data(), b, t, c, nh, dt).ok());
-  ASSERT_TRUE(AttentionForward(gpu_, gout.get(), gatt.as<float>(), gqkv.get(), b, t, c, nh, dt).ok());
-  ASSERT_TRUE(AttentionBackward(cpu_, dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), b, t, c, nh, dt).ok());
-  ASSERT_TRUE(AttentionBackward(gpu_, gdqkv.get(), gscratch.as<float>(), gdout.get(), gqkv.get(), gatt.as<float>(), b, t,
-                                c, nh, dt)
-                  .ok());
-  Sync();
-  ExpectAllClose(gatt.ToDoubles<float>(), Doubles(att), 1e-6, 1e-5, "att");
-  ExpectAllClose(Fetch(gout, dt, b * t * c), out.Values(), Tol(1e-5), Tol(1e-5), "out");
-  ExpectAllClose(Fetch(gdqkv, dt, b * t * 3 * c), dqkv.Values(), Tol(1e-4), Tol(1e-4), "dqkv");
+  struct Shape {
+    int64_t b, t, c, nh;
+  };
+  for (const Shape& sh : {Shape{2, 37, 48, 4}, Shape{2, 200, 128, 2}, Shape{1, 70, 192, 2}}) {
+    const int64_t b = sh.b, t = sh.t, c = sh.c, nh = sh.nh;
+    SCOPED_TRACE(::testing::Message() << "b " << b << " t " << t << " c " << c << " nh " << nh);
+    HostTensor qkv = HostTensor::From(dt, rng_.Uniform(b * t * 3 * c, -2, 2));
+    HostTensor dout = HostTensor::From(dt, rng_.Uniform(b * t * c, -1, 1));
+    HostTensor out(dt, b * t * c), dqkv(dt, b * t * 3 * c);
+    std::vector<float> lse(b * nh * t), scratch(AttentionBackwardScratchElements(b, t, nh));
+    DeviceArray gqkv(qkv), gdout(dout), gout(out), gdqkv(dqkv), glse(lse), gscratch(scratch);
+    ASSERT_TRUE(AttentionForward(cpu_, out.data(), lse.data(), qkv.data(), b, t, c, nh, dt).ok());
+    ASSERT_TRUE(AttentionForward(gpu_, gout.get(), glse.as<float>(), gqkv.get(), b, t, c, nh, dt).ok());
+    ASSERT_TRUE(AttentionBackward(cpu_, dqkv.data(), scratch.data(), dout.data(), qkv.data(), out.data(), lse.data(), b,
+                                  t, c, nh, dt)
+                    .ok());
+    ASSERT_TRUE(AttentionBackward(gpu_, gdqkv.get(), gscratch.as<float>(), gdout.get(), gqkv.get(), gout.get(),
+                                  glse.as<float>(), b, t, c, nh, dt)
+                    .ok());
+    Sync();
+    ExpectAllClose(glse.ToDoubles<float>(), Doubles(lse), 1e-5, 1e-5, "lse");
+    ExpectAllClose(Fetch(gout, dt, b * t * c), out.Values(), Tol(1e-5), Tol(1e-5), "out");
+    // bf16: the GPU's dout · out uses the rounded output.
+    ExpectAllClose(Fetch(gdqkv, dt, b * t * 3 * c), dqkv.Values(), Tol(1e-4) + 6 * testing::Epsilon(dt),
+                   Tol(1e-4) + 6 * testing::Epsilon(dt), "dqkv");
+
+    const std::vector<double> first = Fetch(gdqkv, dt, b * t * 3 * c);
+    ASSERT_TRUE(AttentionBackward(gpu_, gdqkv.get(), gscratch.as<float>(), gdout.get(), gqkv.get(), gout.get(),
+                                  glse.as<float>(), b, t, c, nh, dt)
+                    .ok());
+    Sync();
+    EXPECT_EQ(Fetch(gdqkv, dt, b * t * 3 * c), first) << "attention backward is not repeatable";
+  }
+}
+
+TEST_F(GpuTest, AttentionRejectsHeadsAbove128) {
+  float* none = nullptr;
+  absl::Status s = AttentionForward(gpu_, &none, reinterpret_cast<float*>(&none), &none, 1, 4, 258, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "AttentionForward: head size channels / num_heads = 129 is above the CUDA kernels' maximum of 128");
 }
 
 TEST_P(GpuKernelTest, CrossEntropy) {

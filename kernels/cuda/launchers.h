@@ -58,11 +58,11 @@ absl::Status SumOfSquaresMany(const KernelContext& ctx, const void* const* xs, c
                               DType dtype, double* results);
 
 // attention.cu
-absl::Status AttentionForward(const KernelContext& ctx, void* out, float* att, const void* qkv, int64_t batch,
+absl::Status AttentionForward(const KernelContext& ctx, void* out, float* lse, const void* qkv, int64_t batch,
                               int64_t seq_len, int64_t channels, int64_t num_heads, DType dtype);
 absl::Status AttentionBackward(const KernelContext& ctx, void* dqkv, float* scratch, const void* dout,
-                               const void* qkv, const float* att, int64_t batch, int64_t seq_len, int64_t channels,
-                               int64_t num_heads, DType dtype);
+                               const void* qkv, const void* out, const float* lse, int64_t batch, int64_t seq_len,
+                               int64_t channels, int64_t num_heads, DType dtype);
 
 // cross_entropy.cu
 absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float* lse, float* loss_sums,
