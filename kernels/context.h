@@ -10,7 +10,10 @@
 // synchronizes (results returned to the host). `cublas_handle` is needed by
 // GEMM, Linear and the LM head; `cuda_workspace` (>= kMinCudaWorkspaceBytes)
 // by reductions (SumOfSquares, ScaleInPlace's finite check, cross-entropy's
-// mean). kernels/cuda/cuda_resources.h creates all three.
+// mean), and Linear's cuBLASLt matmuls use it too (stream-ordered, so the
+// sharing is safe). `cublaslt_handle` is optional: with it, Linear fuses its
+// bias (and GELU) into the matmul; without it, Linear runs cuBLAS GEMM and
+// separate kernels. kernels/cuda/cuda_resources.h creates all four.
 #ifndef ZEROSHARD_KERNELS_CONTEXT_H_
 #define ZEROSHARD_KERNELS_CONTEXT_H_
 
@@ -27,6 +30,7 @@ struct KernelContext {
   int num_threads = 0;              // CPU: threads for loops; <= 0 -> CpuThreads().
   void* cuda_stream = nullptr;      // cudaStream_t
   void* cublas_handle = nullptr;    // cublasHandle_t, bound to cuda_stream by the kernels.
+  void* cublaslt_handle = nullptr;  // cublasLtHandle_t; optional (Linear's fused epilogues).
   void* cuda_workspace = nullptr;   // device scratch for reductions
   size_t cuda_workspace_bytes = 0;
 

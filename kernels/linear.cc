@@ -2,6 +2,7 @@
 
 #include "core/status_macros.h"
 #include "kernels/checks.h"
+#include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/cuda/launchers.h"
 
@@ -9,14 +10,30 @@ namespace zeroshard::kernels {
 namespace {
 
 #ifdef ZEROSHARD_HAS_CUDA
-// CUDA: cuBLAS GEMM, then the bias in a second pass (bf16/f16 outputs are
-// rounded twice; the CPU path rounds once).
+// CUDA: with a bias, cuBLASLt's bias epilogue (one rounding of the output,
+// as on the CPU). Where cuBLASLt does not take the case, cuBLAS GEMM and the
+// bias in a second pass (bf16/f16 outputs are then rounded twice).
 absl::Status LinearForwardCuda(const KernelContext& ctx, void* out, const void* inp, const void* weight,
                                const void* bias, int64_t n, int64_t c, int64_t oc, DType dtype) {
+  if (bias != nullptr) {
+    bool fused = false;
+    RETURN_IF_ERROR(cuda::LinearLt(ctx, out, nullptr, inp, weight, bias, n, c, oc, dtype, &fused));
+    if (fused) return absl::OkStatus();
+  }
   RETURN_IF_ERROR(cuda::Gemm(ctx, Transpose::kNo, Transpose::kNo, n, oc, c, 1.0f, inp, c, weight, oc, 0.0f, out, oc,
                              dtype));
   if (bias != nullptr) RETURN_IF_ERROR(cuda::BiasAdd(ctx, out, bias, n, oc, dtype));
   return absl::OkStatus();
+}
+
+absl::Status LinearGeluForwardCuda(const KernelContext& ctx, void* out, void* pre, const void* inp,
+                                   const void* weight, const void* bias, int64_t n, int64_t c, int64_t oc,
+                                   DType dtype) {
+  bool fused = false;
+  RETURN_IF_ERROR(cuda::LinearLt(ctx, out, pre, inp, weight, bias, n, c, oc, dtype, &fused));
+  if (fused) return absl::OkStatus();
+  RETURN_IF_ERROR(LinearForwardCuda(ctx, pre, inp, weight, bias, n, c, oc, dtype));
+  return cuda::GeluForward(ctx, out, pre, n * oc, dtype);
 }
 
 absl::Status LinearBackwardCuda(const KernelContext& ctx, void* dinp, void* dweight, void* dbias, const void* dout,
@@ -33,6 +50,16 @@ absl::Status LinearBackwardCuda(const KernelContext& ctx, void* dinp, void* dwei
   return absl::OkStatus();
 }
 #endif
+
+// CPU: the two calls LinearForward and GeluForward would make, so the
+// results are bitwise theirs.
+absl::Status LinearGeluForwardCpu(const KernelContext& ctx, void* out, void* pre, const void* inp,
+                                  const void* weight, const void* bias, int64_t n, int64_t c, int64_t oc,
+                                  DType dtype) {
+  const int threads = LoopThreads(ctx);
+  RETURN_IF_ERROR(cpu::LinearForward(threads, pre, inp, weight, bias, n, c, oc, dtype));
+  return cpu::GeluForward(threads, out, pre, n * oc, dtype);
+}
 
 absl::Status CheckLinear(const char* kernel, int64_t rows, int64_t in_features, int64_t out_features, DType dtype) {
   RETURN_IF_ERROR(CheckDims(kernel, {{"rows", rows}, {"in_features", in_features}, {"out_features", out_features}}));
@@ -51,6 +78,18 @@ absl::Status LinearForward(const KernelContext& ctx, void* out, const void* inp,
       "LinearForward", ctx,
       cpu::LinearForward(LoopThreads(ctx), out, inp, weight, bias, rows, in_features, out_features, dtype),
       LinearForwardCuda(ctx, out, inp, weight, bias, rows, in_features, out_features, dtype));
+}
+
+absl::Status LinearGeluForward(const KernelContext& ctx, void* out, void* pre, const void* inp,
+                               const void* weight, const void* bias, int64_t rows, int64_t in_features,
+                               int64_t out_features, DType dtype) {
+  RETURN_IF_ERROR(CheckLinear("LinearGeluForward", rows, in_features, out_features, dtype));
+  RETURN_IF_ERROR(CheckNotNull("LinearGeluForward", {{"out", out}, {"pre", pre}, {"inp", inp}, {"weight", weight}}));
+  if (out == pre) return absl::InvalidArgumentError("LinearGeluForward: out and pre are the same buffer, expected two");
+  ZS_KERNEL_DISPATCH(
+      "LinearGeluForward", ctx,
+      LinearGeluForwardCpu(ctx, out, pre, inp, weight, bias, rows, in_features, out_features, dtype),
+      LinearGeluForwardCuda(ctx, out, pre, inp, weight, bias, rows, in_features, out_features, dtype));
 }
 
 absl::Status LinearBackward(const KernelContext& ctx, void* dinp, void* dweight, void* dbias, const void* dout,

@@ -14,9 +14,22 @@
 namespace zeroshard::kernels {
 
 // out (N,OC) = inp (N,C) · weight (C,OC) + bias (OC). bias may be null.
-// out is written (never read) and must not alias inp.
+// out is written (never read) and must not alias inp. CUDA: with a bias,
+// one cuBLASLt matmul with the bias epilogue (f32/bf16, where an algorithm
+// is found), else cuBLAS GEMM and a bias pass.
 absl::Status LinearForward(const KernelContext& ctx, void* out, const void* inp, const void* weight,
                            const void* bias, int64_t rows, int64_t in_features, int64_t out_features, DType dtype);
+
+// pre (N,OC) = inp · weight + bias and out (N,OC) = gelu(pre), GELU's tanh
+// approximation (kernels/gelu.h); bias may be null. pre is what
+// GeluBackward needs. Both are written (never read); neither may alias the
+// other or inp. CPU: bitwise LinearForward into pre, then GeluForward. CUDA:
+// one cuBLASLt matmul with the GELU epilogue where cuBLASLt takes the case
+// (f32/bf16, OC a multiple of 8, an algorithm found), else the two calls;
+// the fused results match those to rounding, not bitwise.
+absl::Status LinearGeluForward(const KernelContext& ctx, void* out, void* pre, const void* inp,
+                               const void* weight, const void* bias, int64_t rows, int64_t in_features,
+                               int64_t out_features, DType dtype);
 
 // dinp (N,C)     = dout · weight^T   WRITTEN (skipped when dinp is null)
 // dweight (C,OC) += inp^T · dout     ACCUMULATED (skipped when dweight is null)

@@ -4,6 +4,7 @@
 #include "kernels/bias.h"
 #include "kernels/context.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/gelu.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -121,6 +122,35 @@ TEST_P(LinearTest, PartialBackwardIsBitwiseTheFullCall) {
   }
 }
 
+// The fused entry point on the CPU is the two calls it replaces: pre and
+// out bitwise LinearForward's and GeluForward's, with and without a bias,
+// at 1 and 2 threads.
+TEST_P(LinearTest, GeluForwardIsBitwiseLinearThenGelu) {
+  const DType dtype = GetParam();
+  const uint64_t seed = testing::TestSeed();
+  SCOPED_TRACE(::testing::Message() << "ZS_TEST_SEED=" << seed);
+  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
+  testing::Rng rng(seed);
+  const int64_t n = 19, c = 24, oc = 36;
+  const HostTensor x = HostTensor::From(dtype, rng.Uniform(n * c, -1, 1));
+  const HostTensor w = HostTensor::From(dtype, rng.Uniform(c * oc, -1, 1));
+  const HostTensor b = HostTensor::From(dtype, rng.Uniform(oc, -1, 1));
+  for (int threads : {1, 2}) {
+    for (bool with_bias : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "threads " << threads << " bias " << with_bias);
+      const KernelContext ctx = KernelContext::Cpu(threads);
+      const void* bias = with_bias ? b.data() : nullptr;
+      HostTensor pre = HostTensor::Poisoned(dtype, n * oc), out = HostTensor::Poisoned(dtype, n * oc);
+      ASSERT_TRUE(LinearGeluForward(ctx, out.data(), pre.data(), x.data(), w.data(), bias, n, c, oc, dtype).ok());
+      HostTensor ref_pre = HostTensor::Poisoned(dtype, n * oc), ref_out = HostTensor::Poisoned(dtype, n * oc);
+      ASSERT_TRUE(LinearForward(ctx, ref_pre.data(), x.data(), w.data(), bias, n, c, oc, dtype).ok());
+      ASSERT_TRUE(GeluForward(ctx, ref_out.data(), ref_pre.data(), n * oc, dtype).ok());
+      testing::ExpectBitwiseEqual(pre, ref_pre, "pre");
+      testing::ExpectBitwiseEqual(out, ref_out, "out");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest, ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                          testing::DTypeParamName);
 
@@ -146,6 +176,20 @@ TEST(LinearErrors, NamesTheBadArgument) {
   absl::Status s = LinearForward(KernelContext::Cpu(), buf, buf, buf, nullptr, 2, 0, 2, DType::kF32);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "LinearForward: in_features = 0, expected >= 1");
+}
+
+TEST(LinearErrors, GeluForwardNeedsTwoOutputs) {
+  float buf[8] = {}, pre[4] = {}, out[4] = {};
+  const KernelContext ctx = KernelContext::Cpu();
+  absl::Status s = LinearGeluForward(ctx, out, nullptr, buf, buf, nullptr, 2, 2, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LinearGeluForward: pre is null");
+  s = LinearGeluForward(ctx, pre, pre, buf, buf, nullptr, 2, 2, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LinearGeluForward: out and pre are the same buffer, expected two");
+  s = LinearGeluForward(ctx, out, pre, buf, buf, nullptr, 0, 2, 2, DType::kF32);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "LinearGeluForward: rows = 0, expected >= 1");
 }
 
 TEST(LinearErrors, BackwardNeedsWhatItsRequestedPartsRead) {

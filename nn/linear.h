@@ -25,6 +25,13 @@ class Linear {
   absl::Status Forward(const ComputeContext& ctx, const TensorView& weight, const TensorView& bias,
                        const TensorView& x, const TensorView& y) const;
 
+  // pre (N,out) WRITTEN = x · weight + bias and y (N,out) WRITTEN =
+  // gelu(pre) (tanh approximation), in one fused kernel where the device
+  // has one (kernels/linear.h). pre is what Gelu::Backward reads. CPU:
+  // bitwise Forward into pre, then Gelu::Forward. bias.data may be null.
+  absl::Status ForwardGelu(const ComputeContext& ctx, const TensorView& weight, const TensorView& bias,
+                           const TensorView& x, const TensorView& pre, const TensorView& y) const;
+
   // dx (N,in) WRITTEN; dweight (in,out) and dbias (out) ACCUMULATED. x and
   // weight are the forward's. Each output whose data is null is skipped
   // (weight is read only for dx, x only for dweight, and may then be empty

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/gelu.h"
 #include "nn/testing/grad_check.h"
 
 namespace zeroshard {
@@ -77,6 +78,38 @@ TEST(LinearTest, ForwardWithoutBias) {
   ASSERT_TRUE(linear.Forward(ctx, HostView(w, {in, out}), TensorView{}, HostView(x, {n, in}), HostView(y, {n, out})).ok());
   ExpectAllClose(y, RefLinear(testing::ToDouble(x), testing::ToDouble(w), std::vector<double>(out, 0.0), n, in, out),
                  1e-5, 1e-5, "y");
+}
+
+// ForwardGelu (the GPT-2 MLP's c_fc then GELU) is bitwise Forward then
+// Gelu::Forward on the CPU, with and without a bias, and checks pre's shape.
+TEST(LinearTest, ForwardGeluIsBitwiseForwardThenGelu) {
+  const uint32_t seed = testing::FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  const int64_t n = 4, in = 5, out = 8;
+  ComputeContext ctx;
+  Linear linear("fc", in, out);
+  Gelu gelu;
+  auto x = testing::RandomFloats(rng, n * in, 1.0f), w = testing::RandomFloats(rng, in * out, 0.5f);
+  auto b = testing::RandomFloats(rng, out, 0.5f);
+  for (bool with_bias : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "bias " << with_bias);
+    const TensorView bias = with_bias ? HostView(b, {out}) : TensorView{};
+    auto pre = testing::Poisoned(n * out), y = testing::Poisoned(n * out);
+    ASSERT_TRUE(linear.ForwardGelu(ctx, HostView(w, {in, out}), bias, HostView(x, {n, in}), HostView(pre, {n, out}),
+                                   HostView(y, {n, out}))
+                    .ok());
+    auto ref_pre = testing::Poisoned(n * out), ref_y = testing::Poisoned(n * out);
+    ASSERT_TRUE(
+        linear.Forward(ctx, HostView(w, {in, out}), bias, HostView(x, {n, in}), HostView(ref_pre, {n, out})).ok());
+    ASSERT_TRUE(gelu.Forward(ctx, HostView(ref_pre, {n, out}), HostView(ref_y, {n, out})).ok());
+    EXPECT_EQ(std::memcmp(pre.data(), ref_pre.data(), pre.size() * sizeof(float)), 0) << "pre";
+    EXPECT_EQ(std::memcmp(y.data(), ref_y.data(), y.size() * sizeof(float)), 0) << "y";
+  }
+  auto small = testing::Poisoned(n * (out - 1)), y = testing::Poisoned(n * out);
+  EXPECT_FALSE(linear.ForwardGelu(ctx, HostView(w, {in, out}), TensorView{}, HostView(x, {n, in}),
+                                  HostView(small, {n, out - 1}), HostView(y, {n, out}))
+                   .ok());
 }
 
 // ---------------------------------------------------------------------------

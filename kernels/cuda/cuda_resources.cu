@@ -1,5 +1,6 @@
 #include "kernels/cuda/cuda_resources.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include "kernels/cuda/cuda_util.cuh"
@@ -28,6 +29,12 @@ absl::StatusOr<std::unique_ptr<CudaResources>> CudaResources::Create() {
     return absl::InternalError(absl::StrCat("cublasCreate: ", cublasGetStatusString(cs)));
   }
   r->cublas_ = handle;
+  cublasLtHandle_t lt = nullptr;
+  cs = cublasLtCreate(&lt);
+  if (cs != CUBLAS_STATUS_SUCCESS) {
+    return absl::InternalError(absl::StrCat("cublasLtCreate: ", cublasGetStatusString(cs)));
+  }
+  r->cublaslt_ = lt;
   s = CudaStatus("cudaMalloc (kernel workspace)", cudaMalloc(&r->workspace_, kMinCudaWorkspaceBytes));
   if (!s.ok()) return s;
   return r;
@@ -35,6 +42,7 @@ absl::StatusOr<std::unique_ptr<CudaResources>> CudaResources::Create() {
 
 CudaResources::~CudaResources() {
   if (cublas_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+  if (cublaslt_ != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(cublaslt_));
   if (workspace_ != nullptr) cudaFree(workspace_);
   if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
@@ -44,6 +52,7 @@ KernelContext CudaResources::context() const {
   ctx.device = Device::kCuda;
   ctx.cuda_stream = stream_;
   ctx.cublas_handle = cublas_;
+  ctx.cublaslt_handle = cublaslt_;
   ctx.cuda_workspace = workspace_;
   ctx.cuda_workspace_bytes = kMinCudaWorkspaceBytes;
   return ctx;

@@ -1,6 +1,10 @@
 // Owns what a CUDA KernelContext points to: a stream (blocking: it orders
-// with the legacy default stream that DeviceCopy uses), a cuBLAS handle and
-// a workspace of kMinCudaWorkspaceBytes on the current device.
+// with the legacy default stream that DeviceCopy uses), a cuBLAS handle, a
+// cuBLASLt handle and a workspace of kMinCudaWorkspaceBytes on the current
+// device. The cuBLASLt handle is its own object (a cublasHandle_t is not
+// documented to work as one) and lives here rather than in a process-wide
+// static because it belongs to the device current at creation, as the
+// cuBLAS handle does.
 //
 // Only defined when the build has CUDA (ZEROSHARD_HAS_CUDA); callers guard
 // their use with that macro. Not thread-safe: one owner per stream.
@@ -31,6 +35,7 @@ class CudaResources {
   CudaResources() = default;
   void* stream_ = nullptr;
   void* cublas_ = nullptr;
+  void* cublaslt_ = nullptr;
   void* workspace_ = nullptr;
 };
 

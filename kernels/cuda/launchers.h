@@ -27,6 +27,18 @@ absl::Status BiasAdd(const KernelContext& ctx, void* out, const void* bias, int6
 absl::Status BiasGrad(const KernelContext& ctx, void* dbias, const void* dout, int64_t rows, int64_t cols,
                       DType dtype);
 
+// linear_lt.cu (cuBLASLt). One cublasLtMatmul of out (N,OC) = inp (N,C) ·
+// weight (C,OC) with a fused epilogue: + bias when bias is set; with pre set,
+// also GELU (tanh approximation): pre = inp·weight (+ bias), out = gelu(pre).
+// f32 accumulation, no TF32. *fused = false with nothing enqueued when the
+// case is not one cuBLASLt takes here: no ctx.cublaslt_handle, dtype f16,
+// pre set with OC not a multiple of 8 (the aux matrix's ld rule), or no
+// algorithm from the heuristic; the caller then runs the unfused kernels.
+// Any other cuBLASLt failure is an error naming the call.
+absl::Status LinearLt(const KernelContext& ctx, void* out, void* pre, const void* inp, const void* weight,
+                      const void* bias, int64_t rows, int64_t in_features, int64_t out_features, DType dtype,
+                      bool* fused);
+
 // embedding.cu
 absl::Status EmbeddingForward(const KernelContext& ctx, void* out, const int32_t* tokens, const void* wte,
                               const void* wpe, int64_t batch, int64_t seq_len, int64_t channels, DType dtype);
