@@ -160,7 +160,8 @@ TEST_P(GpuKernelTest, Embedding) {
   ASSERT_TRUE(EmbeddingBackward(gpu_, gdwte.get(), gdwpe.get(), gdout.get(), gtok.as<int32_t>(), b, t, c, v, dt).ok());
   Sync();
   ExpectAllClose(Fetch(gout, dt, b * t * c), out.Values(), 0, 0, "out");  // one rounding of the same f32 sum
-  // GPU rounds after every scattered add for half types; CPU once per token.
+  // dwte: both add a token's rows in position order, rounding once (exact
+  // in kernels/cuda/row_kernels_gpu_test.cc); dwpe sums in another order.
   const double tol = 1e-5 + 16 * testing::Epsilon(dt);
   ExpectAllClose(Fetch(gdwte, dt, v * c), dwte.Values(), tol, tol, "dwte");
   ExpectAllClose(Fetch(gdwpe, dt, t * c), dwpe.Values(), tol, tol, "dwpe");
