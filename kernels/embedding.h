@@ -23,7 +23,10 @@ absl::Status EmbeddingForward(const KernelContext& ctx, void* out, const int32_t
 // dwte (V,C) += scatter of dout rows by token; dwpe (T,C) += sum over b of dout.
 // Both ACCUMULATE. Deterministic: every output element adds its contributions
 // in (b,t) order, on CPU (any thread count) and on CUDA alike. dwpe may be
-// null (skip). dout (B,T,C).
+// null (skip). dout (B,T,C). Tokens must be in [0, V): the CPU checks them
+// as the forward does; CUDA does not (the data loaders check tokens against
+// the vocabulary, data/token_file.h), and one out of range there writes
+// outside dwte.
 absl::Status EmbeddingBackward(const KernelContext& ctx, void* dwte, void* dwpe, const void* dout,
                                const int32_t* tokens, int64_t batch, int64_t seq_len, int64_t channels,
                                int64_t vocab, DType dtype);

@@ -7,8 +7,9 @@
 
 namespace zeroshard {
 
-absl::Status Linear::Forward(const ComputeContext& ctx, const TensorView& weight, const TensorView& bias,
-                             const TensorView& x, const TensorView& y) const {
+absl::StatusOr<int64_t> Linear::CheckForward(
+    const ComputeContext& ctx, const TensorView& weight, const TensorView& bias, const TensorView& x,
+    std::initializer_list<std::pair<const TensorView*, const char*>> outputs) const {
   const DType dt = ctx.compute_dtype;
   const Device dev = ctx.kernels.device;
   if (x.shape.size() != 2) return CheckTensor(x, absl::StrCat(name_, " input"), dt, {-1, in_}, dev);
@@ -16,22 +17,24 @@ absl::Status Linear::Forward(const ComputeContext& ctx, const TensorView& weight
   RETURN_IF_ERROR(CheckTensor(x, absl::StrCat(name_, " input"), dt, {n, in_}, dev));
   RETURN_IF_ERROR(CheckTensor(weight, absl::StrCat(name_, ".weight"), dt, {in_, out_}, dev));
   if (bias.data != nullptr) RETURN_IF_ERROR(CheckTensor(bias, absl::StrCat(name_, ".bias"), dt, {out_}, dev));
-  RETURN_IF_ERROR(CheckTensor(y, absl::StrCat(name_, " output"), dt, {n, out_}, dev));
-  return kernels::LinearForward(ctx.kernels, y.data, x.data, weight.data, bias.data, n, in_, out_, dt);
+  for (const auto& [view, what] : outputs) {
+    RETURN_IF_ERROR(CheckTensor(*view, absl::StrCat(name_, " ", what), dt, {n, out_}, dev));
+  }
+  return n;
+}
+
+absl::Status Linear::Forward(const ComputeContext& ctx, const TensorView& weight, const TensorView& bias,
+                             const TensorView& x, const TensorView& y) const {
+  ASSIGN_OR_RETURN(const int64_t n, CheckForward(ctx, weight, bias, x, {{&y, "output"}}));
+  return kernels::LinearForward(ctx.kernels, y.data, x.data, weight.data, bias.data, n, in_, out_,
+                                ctx.compute_dtype);
 }
 
 absl::Status Linear::ForwardGelu(const ComputeContext& ctx, const TensorView& weight, const TensorView& bias,
                                  const TensorView& x, const TensorView& pre, const TensorView& y) const {
-  const DType dt = ctx.compute_dtype;
-  const Device dev = ctx.kernels.device;
-  if (x.shape.size() != 2) return CheckTensor(x, absl::StrCat(name_, " input"), dt, {-1, in_}, dev);
-  const int64_t n = x.shape[0];
-  RETURN_IF_ERROR(CheckTensor(x, absl::StrCat(name_, " input"), dt, {n, in_}, dev));
-  RETURN_IF_ERROR(CheckTensor(weight, absl::StrCat(name_, ".weight"), dt, {in_, out_}, dev));
-  if (bias.data != nullptr) RETURN_IF_ERROR(CheckTensor(bias, absl::StrCat(name_, ".bias"), dt, {out_}, dev));
-  RETURN_IF_ERROR(CheckTensor(pre, absl::StrCat(name_, " output"), dt, {n, out_}, dev));
-  RETURN_IF_ERROR(CheckTensor(y, absl::StrCat(name_, " gelu output"), dt, {n, out_}, dev));
-  return kernels::LinearGeluForward(ctx.kernels, y.data, pre.data, x.data, weight.data, bias.data, n, in_, out_, dt);
+  ASSIGN_OR_RETURN(const int64_t n, CheckForward(ctx, weight, bias, x, {{&pre, "output"}, {&y, "gelu output"}}));
+  return kernels::LinearGeluForward(ctx.kernels, y.data, pre.data, x.data, weight.data, bias.data, n, in_, out_,
+                                    ctx.compute_dtype);
 }
 
 absl::Status Linear::Backward(const ComputeContext& ctx, const TensorView& weight, const TensorView& x,

@@ -4,9 +4,12 @@
 #define ZEROSHARD_NN_LINEAR_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "nn/unit.h"
 
 namespace zeroshard {
@@ -41,6 +44,11 @@ class Linear {
                         const TensorView& dbias) const;
 
  private:
+  // Checks x (N, in), weight, bias (if set) and every output (N, out);
+  // returns N.
+  absl::StatusOr<int64_t> CheckForward(const ComputeContext& ctx, const TensorView& weight, const TensorView& bias,
+                                       const TensorView& x,
+                                       std::initializer_list<std::pair<const TensorView*, const char*>> outputs) const;
   std::string name_;
   int64_t in_;
   int64_t out_;

@@ -43,12 +43,29 @@ struct Head {
   __device__ int64_t RowValue(int64_t t) const { return (b * nh + h) * t_len + t; }
 };
 
+// Streams the K and V tiles that query rows [row0, row0 + kRowsPerBlock)
+// see through shared memory and calls f(k_tile, v_tile, k0) for each, on
+// every thread. Holds barriers: every thread of the block must call it.
+template <int kHs, typename T, typename F>
+__device__ __forceinline__ void ForEachKeyTile(const Head& hd, const T* qkv, int64_t row0, F&& f) {
+  __shared__ __align__(16) float k_tile[kTileRows * kHs];
+  __shared__ __align__(16) float v_tile[kTileRows * kHs];
+  const int64_t last_row = (row0 + kRowsPerBlock < hd.t_len ? row0 + kRowsPerBlock : hd.t_len) - 1;
+  for (int64_t k0 = 0; k0 <= last_row; k0 += kTileRows) {
+    __syncthreads();  // the previous tile is consumed
+    attention_tiles::LoadTileShare<kHs>(k_tile, hd.Qkv(qkv, 1), 3 * hd.c, k0, hd.t_len, hd.hs, threadIdx.x,
+                                        blockDim.x);
+    attention_tiles::LoadTileShare<kHs>(v_tile, hd.Qkv(qkv, 2), 3 * hd.c, k0, hd.t_len, hd.hs, threadIdx.x,
+                                        blockDim.x);
+    __syncthreads();
+    f(k_tile, v_tile, k0);
+  }
+}
+
 // Grid (B*NH, ceil(T / kRowsPerBlock)); thread x owns row blockIdx.y * kRowsPerBlock + x.
 template <typename T, int kHs>
 __global__ void __launch_bounds__(kRowsPerBlock)
     ForwardKernel(T* out, float* lse, const T* qkv, int64_t t_len, int64_t c, int64_t nh, float scale) {
-  __shared__ __align__(16) float k_tile[kTileRows * kHs];
-  __shared__ __align__(16) float v_tile[kTileRows * kHs];
   const Head hd(t_len, c, nh, blockIdx.x);
   const int64_t row0 = int64_t{blockIdx.y} * kRowsPerBlock;
   const int64_t t = row0 + threadIdx.x;
@@ -56,14 +73,9 @@ __global__ void __launch_bounds__(kRowsPerBlock)
   attention_tiles::ForwardRow<kHs> r;
   attention_tiles::ForwardRowBegin(r);
   if (active) attention_tiles::LoadRow<kHs>(r.q, hd.Qkv(qkv, 0) + t * 3 * c, hd.hs);
-  const int64_t last_row = (row0 + kRowsPerBlock < t_len ? row0 + kRowsPerBlock : t_len) - 1;
-  for (int64_t k0 = 0; k0 <= last_row; k0 += kTileRows) {
-    __syncthreads();  // the previous tile is consumed
-    attention_tiles::LoadTileShare<kHs>(k_tile, hd.Qkv(qkv, 1), 3 * c, k0, t_len, hd.hs, threadIdx.x, blockDim.x);
-    attention_tiles::LoadTileShare<kHs>(v_tile, hd.Qkv(qkv, 2), 3 * c, k0, t_len, hd.hs, threadIdx.x, blockDim.x);
-    __syncthreads();
+  ForEachKeyTile<kHs>(hd, qkv, row0, [&](const float* k_tile, const float* v_tile, int64_t k0) {
     if (active) attention_tiles::ForwardRowTile(r, k_tile, v_tile, k0, t, scale);
-  }
+  });
   if (!active) return;
   lse[hd.RowValue(t)] = attention_tiles::ForwardRowEnd(r);
   attention_tiles::StoreRow<kHs>(hd.Rows(out) + t * c, r.o, hd.hs);
@@ -86,8 +98,6 @@ template <typename T, int kHs>
 __global__ void __launch_bounds__(kRowsPerBlock)
     QueryGradKernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* d, int64_t t_len, int64_t c,
                     int64_t nh, float scale) {
-  __shared__ __align__(16) float k_tile[kTileRows * kHs];
-  __shared__ __align__(16) float v_tile[kTileRows * kHs];
   const Head hd(t_len, c, nh, blockIdx.x);
   const int64_t row0 = int64_t{blockIdx.y} * kRowsPerBlock;
   const int64_t t = row0 + threadIdx.x;
@@ -100,14 +110,9 @@ __global__ void __launch_bounds__(kRowsPerBlock)
     r.lse = lse[hd.RowValue(t)];
     r.d = d[hd.RowValue(t)];
   }
-  const int64_t last_row = (row0 + kRowsPerBlock < t_len ? row0 + kRowsPerBlock : t_len) - 1;
-  for (int64_t k0 = 0; k0 <= last_row; k0 += kTileRows) {
-    __syncthreads();
-    attention_tiles::LoadTileShare<kHs>(k_tile, hd.Qkv(qkv, 1), 3 * c, k0, t_len, hd.hs, threadIdx.x, blockDim.x);
-    attention_tiles::LoadTileShare<kHs>(v_tile, hd.Qkv(qkv, 2), 3 * c, k0, t_len, hd.hs, threadIdx.x, blockDim.x);
-    __syncthreads();
+  ForEachKeyTile<kHs>(hd, qkv, row0, [&](const float* k_tile, const float* v_tile, int64_t k0) {
     if (active) attention_tiles::QueryGradRowTile(r, k_tile, v_tile, k0, t, scale);
-  }
+  });
   if (!active) return;
   attention_tiles::Scale<kHs>(r.dq, scale);
   attention_tiles::StoreRow<kHs>(hd.Qkv(dqkv, 0) + t * 3 * c, r.dq, hd.hs);
@@ -234,19 +239,16 @@ absl::Status AttentionBackward(const KernelContext& ctx, void* dqkv, float* scra
     float* d = scratch;
     RowDotKernel<T><<<GridFor(batch * num_heads * seq_len), kThreads, 0, stream>>>(
         d, dy, static_cast<const T*>(out), batch, seq_len, channels, num_heads);
-    absl::Status s = CheckLaunch("AttentionBackward (dout . out)");
-    if (!s.ok()) return s;
+    if (absl::Status s = CheckLaunch("AttentionBackward (dout . out)"); !s.ok()) return s;
     return DispatchHeadSize(hs, [&](auto padded) {
       constexpr int kHs = decltype(padded)::value;
       const dim3 grid = GridOf(batch, seq_len, num_heads);
       QueryGradKernel<T, kHs><<<grid, kRowsPerBlock, 0, stream>>>(dx, dy, x, lse, d, seq_len, channels, num_heads,
                                                                   scale);
-      absl::Status st = CheckLaunch("AttentionBackward (dq)");
-      if (!st.ok()) return st;
+      if (absl::Status s = CheckLaunch("AttentionBackward (dq)"); !s.ok()) return s;
       KeyValueGradKernel<T, kHs, false><<<grid, kRowsPerBlock, 0, stream>>>(dx, dy, x, lse, d, seq_len, channels,
                                                                             num_heads, scale);
-      st = CheckLaunch("AttentionBackward (dk)");
-      if (!st.ok()) return st;
+      if (absl::Status s = CheckLaunch("AttentionBackward (dk)"); !s.ok()) return s;
       KeyValueGradKernel<T, kHs, true><<<grid, kRowsPerBlock, 0, stream>>>(dx, dy, x, lse, d, seq_len, channels,
                                                                            num_heads, scale);
       return CheckLaunch("AttentionBackward (dv)");

@@ -283,14 +283,16 @@ TEST_P(GpuKernelTest, ElementwiseKernels) {
 }
 
 // The tiled kernels against the CPU at each padded head size (32, 64, 128),
-// with rows ending mid-tile and mid-block; the backward from each side's own
-// forward. Then bitwise repeatability.
+// padded (hs 12, 96) and exact (hs 32, 64, 128), with rows ending mid-tile
+// and mid-block; the backward from each side's own forward. Then bitwise
+// repeatability.
 TEST_P(GpuKernelTest, Attention) {
   const DType dt = GetParam();
   struct Shape {
     int64_t b, t, c, nh;
   };
-  for (const Shape& sh : {Shape{2, 37, 48, 4}, Shape{2, 200, 128, 2}, Shape{1, 70, 192, 2}}) {
+  for (const Shape& sh : {Shape{2, 37, 48, 4}, Shape{1, 50, 64, 2}, Shape{2, 200, 128, 2}, Shape{1, 70, 192, 2},
+                          Shape{1, 45, 256, 2}}) {
     const int64_t b = sh.b, t = sh.t, c = sh.c, nh = sh.nh;
     SCOPED_TRACE(::testing::Message() << "b " << b << " t " << t << " c " << c << " nh " << nh);
     HostTensor qkv = HostTensor::From(dt, rng_.Uniform(b * t * 3 * c, -2, 2));

@@ -89,6 +89,11 @@ absl::Status LinearLt(const KernelContext& ctx, void* out, void* pre, const void
   const int64_t n = rows, c = in_features, oc = out_features;
   // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: a multiple of 8, >= D's rows (OC).
   if (pre != nullptr && oc % 8 != 0) return absl::OkStatus();
+  // The heuristic's alignment preferences cover A, B, C and D only, and
+  // epilogue kernels may assume 16-byte bias and aux vectors (a misaligned
+  // one faults, losing the context): those take the unfused path.
+  if (bias != nullptr && AlignmentOf(bias) < 16) return absl::OkStatus();
+  if (pre != nullptr && AlignmentOf(pre) < 16) return absl::OkStatus();
 
   cublasLtHandle_t handle = static_cast<cublasLtHandle_t>(ctx.cublaslt_handle);
   const cudaDataType_t type = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -105,8 +110,8 @@ absl::Status LinearLt(const KernelContext& ctx, void* out, void* pre, const void
                                  cublasLtMatmulDescCreate(desc.out(), CUBLAS_COMPUTE_32F, CUDA_R_32F)));
   ZS_LT_RETURN_IF_ERROR(SetDesc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue,
                                 "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
-  // Bias and aux default to D's type (dtype), which is what they hold. The
-  // pointers are set before the heuristic, which reads their alignment.
+  // Bias and aux default to D's type (dtype), which is what they hold; both
+  // are 16-byte aligned (checked above).
   if (bias != nullptr) {
     ZS_LT_RETURN_IF_ERROR(SetDesc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias,
                                   "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
