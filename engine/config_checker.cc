@@ -20,6 +20,5 @@ void ConfigChecker::HalfOpen01(const std::string& field, double v) {
   if (!(v >= 0 && v < 1)) Add(absl::StrCat(field, ": ", v, " is out of range [0, 1)"));
 }
 
-void ConfigChecker::NotYet(const std::string& what) { Add(absl::StrCat(what, " is not supported yet")); }
 
 }  // namespace zeroshard

@@ -20,8 +20,6 @@ class ConfigChecker {
   void Positive(const std::string& field, double v);
   // 0 <= v < 1.
   void HalfOpen01(const std::string& field, double v);
-  // "<what> is not supported yet".
-  void NotYet(const std::string& what);
   void Add(std::string error) { errors_.push_back(std::move(error)); }
 
   const std::vector<std::string>& errors() const { return errors_; }

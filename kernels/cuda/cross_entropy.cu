@@ -106,8 +106,13 @@ absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float*
     return CheckLaunch("CrossEntropyForward");
   });
   if (!s.ok() || loss_sums == nullptr) return s;
-  LossSumsKernel<<<1, 1024, 0, stream>>>(losses, targets, rows, loss_sums);
-  return CheckLaunch("CrossEntropyForward (loss sums)");
+  return LossSums(ctx, loss_sums, losses, targets, rows, "CrossEntropyForward (loss sums)");
+}
+
+absl::Status LossSums(const KernelContext& ctx, float* sums, const float* losses, const int32_t* targets,
+                      int64_t rows, const char* what) {
+  LossSumsKernel<<<1, 1024, 0, StreamOf(ctx)>>>(losses, targets, rows, sums);
+  return CheckLaunch(what);
 }
 
 absl::Status CrossEntropyBackward(const KernelContext& ctx, void* dlogits, const void* logits, const float* lse,

@@ -82,6 +82,11 @@ absl::Status CrossEntropyForward(const KernelContext& ctx, float* losses, float*
                                  DType dtype);
 absl::Status CrossEntropyBackward(const KernelContext& ctx, void* dlogits, const void* logits, const float* lse,
                                   const int32_t* targets, float dloss, int64_t rows, int64_t vocab, DType dtype);
+// sums[0] = the sum of the losses of rows whose target is >= 0, sums[1] =
+// their count; one block in a fixed order (f64). Also used by
+// vocab_parallel.cu. `what` names the launch in errors.
+absl::Status LossSums(const KernelContext& ctx, float* sums, const float* losses, const int32_t* targets,
+                      int64_t rows, const char* what);
 
 // optimizer.cu
 absl::Status AdamWUpdate(const KernelContext& ctx, float* param, const float* grad, float* exp_avg,

@@ -5,6 +5,7 @@
 // (fixed-shape block reductions), one thread per logit for the gradient, the
 // loss sum by a single block in a fixed order (f64).
 #include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/launchers.h"
 #include "kernels/cuda/vocab_parallel_launchers.h"
 #include "kernels/float_types.h"
 #include "kernels/pointwise_math.h"
@@ -89,25 +90,6 @@ __global__ void LossKernel(float* losses, float* lse, const float* row_max, cons
   }
 }
 
-// sums[0] = sum of the valid rows' losses, sums[1] = their count.
-__global__ void LossSumsKernel(const float* losses, const int32_t* targets, int64_t rows, float* sums) {
-  __shared__ double shared[32];
-  __shared__ long long shared_count[32];
-  double acc = 0.0;
-  long long count = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-    if (targets[r] < 0) continue;
-    acc += losses[r];
-    ++count;
-  }
-  acc = BlockSum(acc, shared);
-  count = BlockSum(count, shared_count);
-  if (threadIdx.x == 0) {
-    sums[0] = static_cast<float>(acc);
-    sums[1] = static_cast<float>(count);
-  }
-}
-
 template <typename T>
 __global__ void CrossEntropyBackwardRangeKernel(T* dlogits, const T* logits, const float* lse, const int32_t* targets,
                                                 float dloss, int64_t rows, int64_t begin, int64_t local,
@@ -183,8 +165,7 @@ absl::Status VocabParallelLoss(const KernelContext& ctx, float* losses, float* l
   LossKernel<<<GridFor(rows), kThreads, 0, stream>>>(losses, lse, row_max, sums, targets, rows);
   absl::Status s = CheckLaunch("VocabParallelLoss");
   if (!s.ok() || loss_sums == nullptr) return s;
-  LossSumsKernel<<<1, 1024, 0, stream>>>(losses, targets, rows, loss_sums);
-  return CheckLaunch("VocabParallelLoss (loss sums)");
+  return LossSums(ctx, loss_sums, losses, targets, rows, "VocabParallelLoss (loss sums)");
 }
 
 absl::Status VocabParallelCrossEntropyBackward(const KernelContext& ctx, void* dlogits_local,
