@@ -12,48 +12,39 @@
 namespace zeroshard {
 namespace {
 
-// Page-locked blocks by size; a block is lent to one operation at a time.
+// Page-locked blocks by size; a block is lent to one operation at a time
+// and freed with the pool.
 class PinnedPool {
  public:
-  ~PinnedPool() {
-    for (auto& [bytes, blocks] : free_) {
-      for (void* p : blocks) PinnedHostFree(p);
-    }
-  }
-  absl::StatusOr<void*> Acquire(size_t bytes) {
-    if (bytes == 0) return nullptr;
+  absl::StatusOr<PinnedHostBuffer> Acquire(size_t bytes) {
+    if (bytes == 0) return PinnedHostBuffer();
     {
       absl::MutexLock lock(&mu_);
       auto it = free_.find(bytes);
       if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
+        PinnedHostBuffer b = std::move(it->second.back());
         it->second.pop_back();
-        return p;
+        return b;
       }
     }
-    return PinnedHostAlloc(bytes);
+    return PinnedHostBuffer::Allocate(bytes);
   }
-  void Release(void* p, size_t bytes) {
-    if (p == nullptr) return;
+  void Release(PinnedHostBuffer b) {
+    if (b.empty()) return;
     absl::MutexLock lock(&mu_);
-    free_[bytes].push_back(p);
+    free_[b.bytes()].push_back(std::move(b));
   }
 
  private:
   absl::Mutex mu_;
-  std::map<size_t, std::vector<void*>> free_ ABSL_GUARDED_BY(mu_);
-};
-
-struct Block {
-  void* host = nullptr;
-  size_t bytes = 0;
+  std::map<size_t, std::vector<PinnedHostBuffer>> free_ ABSL_GUARDED_BY(mu_);
 };
 
 // The host operation, then (once, on Wait or destruction) the copy of its
 // result back to the device and the return of the staging blocks.
 class StagedWork : public Work {
  public:
-  StagedWork(std::unique_ptr<Work> inner, std::shared_ptr<PinnedPool> pool, std::vector<Block> blocks,
+  StagedWork(std::unique_ptr<Work> inner, std::shared_ptr<PinnedPool> pool, std::vector<PinnedHostBuffer> blocks,
              std::function<absl::Status()> copy_out)
       : inner_(std::move(inner)), pool_(std::move(pool)), blocks_(std::move(blocks)), copy_out_(std::move(copy_out)) {}
   ~StagedWork() override {
@@ -76,7 +67,7 @@ class StagedWork : public Work {
  private:
   absl::Status Finish(absl::Status s) {
     if (s.ok() && copy_out_) s = copy_out_();
-    for (const Block& b : blocks_) pool_->Release(b.host, b.bytes);
+    for (PinnedHostBuffer& b : blocks_) pool_->Release(std::move(b));
     blocks_.clear();
     finished_ = true;
     status_ = s;
@@ -85,7 +76,7 @@ class StagedWork : public Work {
 
   std::unique_ptr<Work> inner_;
   std::shared_ptr<PinnedPool> pool_;
-  std::vector<Block> blocks_;
+  std::vector<PinnedHostBuffer> blocks_;
   std::function<absl::Status()> copy_out_;
   bool finished_ = false;
   absl::Status status_;
@@ -182,33 +173,34 @@ class StagedCommunicator : public Communicator {
   // A negative count reaches the host backend unchanged, which rejects it.
   std::unique_ptr<Work> Stage(std::vector<Span> inputs, std::vector<Span> outputs,
                               const std::function<std::unique_ptr<Work>(std::vector<void*>&)>& issue) {
-    std::vector<Block> blocks;
+    std::vector<PinnedHostBuffer> blocks;
     std::vector<void*> host;
-    auto fail = [&](absl::Status s) -> std::unique_ptr<Work> {
-      for (const Block& b : blocks) pool_->Release(b.host, b.bytes);
-      return std::make_unique<FailedWork>(std::move(s));
-    };
     for (const Span& s : inputs) {
-      absl::StatusOr<void*> h = pool_->Acquire(s.bytes);
-      if (!h.ok()) return fail(h.status());
-      blocks.push_back({*h, s.bytes});
-      host.push_back(*h);
-      absl::Status copied = DeviceCopy(*h, Device::kCpu, s.device, device_, s.bytes);
-      if (!copied.ok()) return fail(copied);
+      absl::StatusOr<PinnedHostBuffer> b = pool_->Acquire(s.bytes);
+      if (!b.ok()) return std::make_unique<FailedWork>(b.status());
+      host.push_back(b->data());
+      blocks.push_back(*std::move(b));
+      absl::Status copied = DeviceCopy(host.back(), Device::kCpu, s.device, device_, s.bytes);
+      if (!copied.ok()) return std::make_unique<FailedWork>(copied);
     }
-    std::vector<std::pair<void*, Block>> copies;
+    struct CopyBack {
+      void* device;
+      const void* host;
+      size_t bytes;
+    };
+    std::vector<CopyBack> copies;
     for (const Span& s : outputs) {
-      absl::StatusOr<void*> h = pool_->Acquire(s.bytes);
-      if (!h.ok()) return fail(h.status());
-      blocks.push_back({*h, s.bytes});
-      host.push_back(*h);
-      copies.push_back({const_cast<void*>(s.device), {*h, s.bytes}});
+      absl::StatusOr<PinnedHostBuffer> b = pool_->Acquire(s.bytes);
+      if (!b.ok()) return std::make_unique<FailedWork>(b.status());
+      host.push_back(b->data());
+      blocks.push_back(*std::move(b));
+      copies.push_back({const_cast<void*>(s.device), host.back(), s.bytes});
     }
     std::unique_ptr<Work> inner = issue(host);
     const Device device = device_;
     return std::make_unique<StagedWork>(std::move(inner), pool_, std::move(blocks), [copies, device]() {
-      for (const auto& [dst, block] : copies) {
-        absl::Status s = DeviceCopy(dst, device, block.host, Device::kCpu, block.bytes);
+      for (const CopyBack& c : copies) {
+        absl::Status s = DeviceCopy(c.device, device, c.host, Device::kCpu, c.bytes);
         if (!s.ok()) return s;
       }
       return absl::OkStatus();
@@ -218,19 +210,17 @@ class StagedCommunicator : public Communicator {
   // The same for a collective that works in place (one block, in and out).
   std::unique_ptr<Work> StageInPlace(void* buf, size_t bytes,
                                      const std::function<std::unique_ptr<Work>(void*)>& issue) {
-    absl::StatusOr<void*> h = pool_->Acquire(bytes);
-    if (!h.ok()) return std::make_unique<FailedWork>(h.status());
-    absl::Status copied = DeviceCopy(*h, Device::kCpu, buf, device_, bytes);
-    if (!copied.ok()) {
-      pool_->Release(*h, bytes);
-      return std::make_unique<FailedWork>(copied);
-    }
-    void* host = *h;
+    absl::StatusOr<PinnedHostBuffer> b = pool_->Acquire(bytes);
+    if (!b.ok()) return std::make_unique<FailedWork>(b.status());
+    void* host = b->data();
+    absl::Status copied = DeviceCopy(host, Device::kCpu, buf, device_, bytes);
+    if (!copied.ok()) return std::make_unique<FailedWork>(copied);
+    std::vector<PinnedHostBuffer> blocks;
+    blocks.push_back(*std::move(b));
     const Device device = device_;
-    return std::make_unique<StagedWork>(issue(host), pool_, std::vector<Block>{{host, bytes}},
-                                        [buf, host, bytes, device]() {
-                                          return DeviceCopy(buf, device, host, Device::kCpu, bytes);
-                                        });
+    return std::make_unique<StagedWork>(issue(host), pool_, std::move(blocks), [buf, host, bytes, device]() {
+      return DeviceCopy(buf, device, host, Device::kCpu, bytes);
+    });
   }
 
   std::unique_ptr<Communicator> host_;

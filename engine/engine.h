@@ -152,8 +152,10 @@ class Engine {
   virtual CommStats comm_stats() const = 0;
   // Counters of every data communicator this rank has, by group: "dp" (or,
   // under hybrid sharding, "dp_shard" and "dp_replica"), and
-  // "tp", "pp", "embed" where the layout has them (control traffic is not
-  // counted). A step's comm_bytes is the sum over groups of bytes_sent.
+  // "tp", "pp", "embed" and "world" (the step's world-wide sums: norm,
+  // overflow flag, loss) where the layout has them; when dp is the whole job
+  // "world" is dp itself and counted there. Control traffic is not counted.
+  // A step's comm_bytes is the sum over groups of bytes_sent.
   virtual std::map<std::string, CommStats> comm_stats_by_group() const = 0;
 
   // Timeline trace (engine.logging.trace_path; docs/metrics.md): from

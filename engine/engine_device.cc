@@ -60,8 +60,10 @@ void EngineImpl::DetachDevice() {
 #endif
 }
 
-absl::StatusOr<std::vector<Batch>> EngineImpl::BatchesOnDevice(absl::Span<const Batch> batches,
-                                                               std::vector<Buffer>* storage) {
+absl::Status EngineImpl::StageBatches(absl::Span<const Batch> batches, std::vector<Buffer>* storage,
+                                      std::vector<Batch>* copies) {
+  copies->clear();
+  if (device() == Device::kCpu) return absl::OkStatus();
   // Through pinned staging, so the copies are asynchronous on the compute
   // stream. The previous step's copies are done: its read-back came after.
   size_t total = 0;
@@ -73,7 +75,6 @@ absl::StatusOr<std::vector<Batch>> EngineImpl::BatchesOnDevice(absl::Span<const 
     ASSIGN_OR_RETURN(batch_staging_, PinnedHostBuffer::Allocate(total));
   }
   char* staged = batch_staging_.as<char>();
-  std::vector<Batch> out;
   for (const Batch& b : batches) {
     Batch copy;
     for (const NamedTensor& t : b.tensors()) {
@@ -90,9 +91,9 @@ absl::StatusOr<std::vector<Batch>> EngineImpl::BatchesOnDevice(absl::Span<const 
       copy.Add(t.name, std::move(v));
       storage->push_back(std::move(buf));
     }
-    out.push_back(std::move(copy));
+    copies->push_back(std::move(copy));
   }
-  return out;
+  return absl::OkStatus();
 }
 
 absl::Status EngineImpl::HostCollective(Communicator& comm, const float* in, int64_t in_count, float* out,

@@ -23,15 +23,11 @@ absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {
   }
   std::vector<Buffer> batch_storage;
   std::vector<Batch> device_batch;
-  if (local.ok() && device() != Device::kCpu) {
-    absl::StatusOr<std::vector<Batch>> copied = BatchesOnDevice({&batch, 1}, &batch_storage);
-    local = copied.status();
-    if (copied.ok()) device_batch = std::move(*copied);
-  }
+  if (local.ok()) local = StageBatches({&batch, 1}, &batch_storage, &device_batch);
   double nominal = 0;
   RETURN_IF_ERROR(AgreeOnBatches({&batch, 1}, local, &nominal));
   RunContext run;
-  run.batches = device_batch.empty() ? absl::Span<const Batch>(&batch, 1) : absl::MakeConstSpan(device_batch);
+  run.batches = BatchesToRun({&batch, 1}, device_batch);
   run.training = false;
   absl::Status s = RunProgram(plan_.eval, &run);
   // A tp group's ranks hold the same loss terms: counted once.
@@ -94,6 +90,9 @@ std::map<std::string, CommStats> EngineImpl::comm_stats_by_group() const {
   if (tp_ != nullptr) out["tp"] = tp_->Stats();
   if (pp_ != nullptr) out["pp"] = pp_->Stats();
   if (embedding_ != nullptr) out["embed"] = embedding_->Stats();
+  // The step's few world-wide sums (norm, overflow, loss); when dp is the
+  // whole job they travel on dp and are counted there.
+  if (world_ != nullptr && world_ != dp_) out["world"] = world_->Stats();
   return out;
 }
 

@@ -227,9 +227,15 @@ class EngineImpl final : public Engine {
   void DetachDevice();
   // Every data communicator the engine was given (those it was not are null).
   std::vector<Communicator*> DataCommunicators() const { return {dp_, replica_, world_, pp_, embedding_, tp_}; }
-  // Copies host batches to the engine's device (CUDA); `storage` owns the
-  // copies until the step ends. On CPU the batches are used as they are.
-  absl::StatusOr<std::vector<Batch>> BatchesOnDevice(absl::Span<const Batch> batches, std::vector<Buffer>* storage);
+  // On a GPU, device copies of the host batches into *copies (the units
+  // read those; the host ones still give the signature and the nominal
+  // weight), their memory owned by *storage until the step ends. On the CPU
+  // nothing: the batches are used as they are (BatchesToRun).
+  absl::Status StageBatches(absl::Span<const Batch> batches, std::vector<Buffer>* storage,
+                            std::vector<Batch>* copies);
+  static absl::Span<const Batch> BatchesToRun(absl::Span<const Batch> host, const std::vector<Batch>& copies) {
+    return copies.empty() ? host : absl::MakeConstSpan(copies);
+  }
   // A collective over host floats on a data communicator: directly when it
   // moves host buffers, through a device buffer when it moves device ones.
   // `issue` gets the input and output pointers (equal for in-place ops);

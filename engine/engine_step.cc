@@ -140,15 +140,9 @@ absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_b
   for (auto& shard : shards_) {
     if (shard != nullptr && local.ok() && options_.stage <= 1) local = shard->EnsureGradShard();
   }
-  // On a GPU the units read device copies of the batches (the host ones
-  // still give the signature and the nominal weight).
   std::vector<Buffer> batch_storage;
   std::vector<Batch> device_batches;
-  if (local.ok() && device() != Device::kCpu) {
-    absl::StatusOr<std::vector<Batch>> copied = BatchesOnDevice(micro_batches, &batch_storage);
-    local = copied.status();
-    if (copied.ok()) device_batches = std::move(*copied);
-  }
+  if (local.ok()) local = StageBatches(micro_batches, &batch_storage, &device_batches);
   double nominal = 0;
   absl::Status agreed = AgreeOnBatches(micro_batches, local, &nominal);
   if (!agreed.ok()) {
@@ -158,8 +152,7 @@ absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_b
     }
     return agreed;
   }
-  absl::Status s = RunStep(device_batches.empty() ? micro_batches : absl::MakeConstSpan(device_batches), nominal,
-                           &result);
+  absl::Status s = RunStep(BatchesToRun(micro_batches, device_batches), nominal, &result);
   if (!s.ok()) {
     broken_ = s;
     return s;

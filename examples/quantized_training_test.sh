@@ -66,7 +66,7 @@ h = [json.loads(l) for l in open(sys.argv[1])]
 g = [json.loads(l) for l in open(sys.argv[2])]
 ok = (h[0].get('shard_group_size') == 2 and h[0].get('int8_communication') == ['weights', 'gradients']
       and g[0].get('int8_communication') == ['gradients'] and 'shard_group_size' not in g[0]
-      and all(set(r['comm_bytes_by_group']) == {'dp_shard', 'dp_replica'}
+      and all(set(r['comm_bytes_by_group']) == {'dp_shard', 'dp_replica', 'world'}
               and sum(r['comm_bytes_by_group'].values()) == r['comm_bytes'] for r in h[1:])
       and all(set(r['comm_bytes_by_group']) == {'dp'} for r in g[1:]))
 print(h[0], h[-1]['comm_bytes_by_group'])
