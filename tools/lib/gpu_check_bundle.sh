@@ -7,12 +7,15 @@ repo=$(pwd)
 . tools/lib/openblas_env.sh
 . tools/lib/gpu_common.sh
 
-all_parts=(kernels comm engine parity bench)
+all_parts=(kernels comm engine parity bench sanitize)
+default_parts=(kernels comm engine parity bench)
 usage() {
   cat <<'EOF'
 usage: tools/gpu-check --bundle DIR|FILE.tar.xz [--only PART...] [--require-gpu]
                        [--deadline SECONDS] [--report FILE]
-  PART: kernels comm engine parity bench (default: all)
+  PART: kernels comm engine parity bench (the default), sanitize (only when
+        named: compute-sanitizer memcheck, racecheck and synccheck over the
+        hand-written kernels' tests)
   --require-gpu  a part whose every case skipped counts as failed
   --deadline     seconds for the whole check (default 300); runs past it fail
   --report       markdown summary (default bench/results/gpu.md)
@@ -38,7 +41,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$bundle_arg" ] || { usage >&2; exit 2; }
-[ ${#only[@]} -eq 0 ] && only=("${all_parts[@]}")
+[ ${#only[@]} -eq 0 ] && only=("${default_parts[@]}")
 for p in "${only[@]}"; do
   case " ${all_parts[*]} " in *" $p "*) ;; *) echo "gpu-check: unknown part '$p' (${all_parts[*]})" >&2; exit 2 ;; esac
 done
@@ -180,8 +183,9 @@ print("\x1f".join([str(p), str(s), str(f), skip_msg, fail_msg]))
 PY
 }
 
-# One gtest run: direct (np 0) or under the bundled mpirun (np >= 1, one XML
-# per rank merged by bazel/merge_test_xml.py).
+# One gtest run: direct (np 0; under "${runner[@]}" when set) or under the
+# bundled mpirun (np >= 1, one XML per rank merged by bazel/merge_test_xml.py).
+runner=()
 run_gtest() {  # row-name np timeout label [gtest args...]
   local name=$1 np=$2 limit=$3 label=$4
   shift 4
@@ -205,7 +209,7 @@ run_gtest() {  # row-name np timeout label [gtest args...]
   local t0=$SECONDS rc
   if [ "$np" -eq 0 ]; then
     timeout -k 10 "$t" env LD_LIBRARY_PATH="$bundle_ld" TEST_TMPDIR="$out/tmp" TEST_SRCDIR="$work/runfiles" \
-      TEST_WORKSPACE=zeroshard "$B/$file" --gtest_output="xml:$out/test.xml" "$@" >"$log" 2>&1
+      TEST_WORKSPACE=zeroshard "${runner[@]}" "$B/$file" --gtest_output="xml:$out/test.xml" "$@" >"$log" 2>&1
     rc=$?
     counts=$(xml_counts "$out/test.xml")
   else
@@ -275,6 +279,28 @@ part_engine() {
   run_gtest "engine np2" 2 150 //tests/gpu:engine_cuda_test_bin
 }
 part_parity() { run_gtest "parity np1" 1 150 //tests/gpu:gpu_cpu_parity_test_bin; }
+# compute-sanitizer (CUDA toolkit) over the tests of the tiled attention,
+# the register-row LayerNorm, the one-pass cross-entropy and the sorted
+# embedding backward: out-of-bounds and misaligned accesses, shared-memory
+# races, barrier misuse. A report fails the run (--error-exitcode).
+part_sanitize() {
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || true)
+  for dir in "${CUDA_HOME:-}" /usr/local/cuda; do
+    [ -z "$sanitizer" ] && [ -n "$dir" ] && [ -x "$dir/bin/compute-sanitizer" ] && sanitizer=$dir/bin/compute-sanitizer
+  done
+  if [ -z "$sanitizer" ]; then
+    add_row sanitize SKIPPED 0 0 0 0 "compute-sanitizer not found (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin)"; return
+  fi
+  local tool
+  for tool in memcheck racecheck synccheck; do
+    runner=("$sanitizer" --tool "$tool" --error-exitcode 1 --print-limit 20)
+    run_gtest "sanitize $tool kernels" 0 120 //kernels/cuda:kernels_gpu_test \
+      --gtest_filter='*Attention*:*LayerNorm*:*CrossEntropy*:*Embedding*'
+    run_gtest "sanitize $tool rows" 0 120 //kernels/cuda:row_kernels_gpu_test
+  done
+  runner=()
+}
 part_bench() {
   local -a args
   read -ra args <<<"${ZS_GPU_BENCH_ARGS:-}"
