@@ -49,22 +49,17 @@ class Replay {
   explicit Replay(const Shape& s) : s_(s), scale_(1.0f / std::sqrt(static_cast<float>(s.hs()))) {}
 
   void Forward(T* out, float* lse, const T* qkv) const {
-    std::vector<float> k_tile(at::kTileRows * kHs), v_tile(at::kTileRows * kHs);
     ForEachBlock([&](const HeadRows& hd, int64_t row0, int64_t last_row) {
       std::vector<at::ForwardRow<kHs>> rows(at::kRowsPerBlock);
       for (int x = 0; x < at::kRowsPerBlock; ++x) {
         at::ForwardRowBegin(rows[x]);
         if (row0 + x < s_.t) at::LoadRow<kHs>(rows[x].q, hd.Qkv(qkv, 0) + (row0 + x) * 3 * s_.c, s_.hs());
       }
-      for (int64_t k0 = 0; k0 <= last_row; k0 += at::kTileRows) {
-        for (int x = 0; x < at::kRowsPerBlock; ++x) {
-          at::LoadTileShare<kHs>(k_tile.data(), hd.Qkv(qkv, 1), 3 * s_.c, k0, s_.t, s_.hs(), x, at::kRowsPerBlock);
-          at::LoadTileShare<kHs>(v_tile.data(), hd.Qkv(qkv, 2), 3 * s_.c, k0, s_.t, s_.hs(), x, at::kRowsPerBlock);
-        }
+      ForEachKeyTile(hd, qkv, last_row, [&](const float* k_tile, const float* v_tile, int64_t k0) {
         for (int x = 0; x < at::kRowsPerBlock && row0 + x < s_.t; ++x) {
-          at::ForwardRowTile(rows[x], k_tile.data(), v_tile.data(), k0, row0 + x, scale_);
+          at::ForwardRowTile(rows[x], k_tile, v_tile, k0, row0 + x, scale_);
         }
-      }
+      });
       for (int x = 0; x < at::kRowsPerBlock && row0 + x < s_.t; ++x) {
         const int64_t t = row0 + x;
         lse[hd.RowValue(t)] = at::ForwardRowEnd(rows[x]);
@@ -99,9 +94,22 @@ class Replay {
     }
   }
 
+  // As the kernels' ForEachKeyTile: every simulated thread's share of each
+  // K and V tile, then f(k_tile, v_tile, k0).
+  template <typename F>
+  void ForEachKeyTile(const HeadRows& hd, const T* qkv, int64_t last_row, F&& f) const {
+    std::vector<float> k_tile(at::kTileRows * kHs), v_tile(at::kTileRows * kHs);
+    for (int64_t k0 = 0; k0 <= last_row; k0 += at::kTileRows) {
+      for (int x = 0; x < at::kRowsPerBlock; ++x) {
+        at::LoadTileShare<kHs>(k_tile.data(), hd.Qkv(qkv, 1), 3 * s_.c, k0, s_.t, s_.hs(), x, at::kRowsPerBlock);
+        at::LoadTileShare<kHs>(v_tile.data(), hd.Qkv(qkv, 2), 3 * s_.c, k0, s_.t, s_.hs(), x, at::kRowsPerBlock);
+      }
+      f(k_tile.data(), v_tile.data(), k0);
+    }
+  }
+
   void QueryGrads(const HeadRows& hd, int64_t row0, int64_t last_row, T* dqkv, const T* dout, const T* qkv,
                   const float* lse, const float* d) const {
-    std::vector<float> k_tile(at::kTileRows * kHs), v_tile(at::kTileRows * kHs);
     std::vector<at::QueryGradRow<kHs>> rows(at::kRowsPerBlock);
     for (int x = 0; x < at::kRowsPerBlock && row0 + x < s_.t; ++x) {
       const int64_t t = row0 + x;
@@ -111,15 +119,11 @@ class Replay {
       rows[x].lse = lse[hd.RowValue(t)];
       rows[x].d = d[hd.RowValue(t)];
     }
-    for (int64_t k0 = 0; k0 <= last_row; k0 += at::kTileRows) {
-      for (int x = 0; x < at::kRowsPerBlock; ++x) {
-        at::LoadTileShare<kHs>(k_tile.data(), hd.Qkv(qkv, 1), 3 * s_.c, k0, s_.t, s_.hs(), x, at::kRowsPerBlock);
-        at::LoadTileShare<kHs>(v_tile.data(), hd.Qkv(qkv, 2), 3 * s_.c, k0, s_.t, s_.hs(), x, at::kRowsPerBlock);
-      }
+    ForEachKeyTile(hd, qkv, last_row, [&](const float* k_tile, const float* v_tile, int64_t k0) {
       for (int x = 0; x < at::kRowsPerBlock && row0 + x < s_.t; ++x) {
-        at::QueryGradRowTile(rows[x], k_tile.data(), v_tile.data(), k0, row0 + x, scale_);
+        at::QueryGradRowTile(rows[x], k_tile, v_tile, k0, row0 + x, scale_);
       }
-    }
+    });
     for (int x = 0; x < at::kRowsPerBlock && row0 + x < s_.t; ++x) {
       at::Scale<kHs>(rows[x].dq, scale_);
       at::StoreRow<kHs>(hd.Qkv(dqkv, 0) + (row0 + x) * 3 * s_.c, rows[x].dq, s_.hs());

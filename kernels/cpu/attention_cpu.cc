@@ -28,9 +28,8 @@ class SingleThreadedBlas {
   int saved_;
 };
 
-// p (T,T) = the head's scaled scores scale * q · k^T; the same call in
-// forward and backward, so backward's recomputed probabilities are bitwise
-// forward's.
+// p (T,T) = the head's scaled scores scale * q · k^T (the same call in
+// forward and backward).
 void HeadScores(int64_t t_len, int64_t hs, float scale, const float* q, const float* k, int64_t ld_qkv, float* p) {
   SgemmRowMajor(Transpose::kNo, Transpose::kYes, t_len, t_len, hs, scale, q, ld_qkv, k, ld_qkv, 0.0f, p, t_len);
 }
@@ -46,19 +45,25 @@ void ScoresToProbabilities(int64_t t_len, const float* lse, float* p) {
 }
 
 // One head: lse (T) of the causal scores, out (T,hs) = softmax · v; p is
-// (T,T) scratch.
+// (T,T) scratch. The forward normalises exp(score - max) by the row sum (one
+// exp per score); backward's exp(score - lse) agrees to rounding.
 void HeadForward(int64_t t_len, int64_t hs, float scale, const float* q, const float* k, const float* v,
                  int64_t ld_qkv, float* p, float* lse, float* out, int64_t ld_out) {
   HeadScores(t_len, hs, scale, q, k, ld_qkv, p);
   for (int64_t t = 0; t < t_len; ++t) {
-    const float* row = p + t * t_len;
+    float* row = p + t * t_len;
     float mx = -INFINITY;
     for (int64_t j = 0; j <= t; ++j) mx = std::fmax(mx, row[j]);
     float sum = 0.0f;
-    for (int64_t j = 0; j <= t; ++j) sum += std::exp(row[j] - mx);
+    for (int64_t j = 0; j <= t; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
     lse[t] = mx + std::log(sum);
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
+    for (int64_t j = t + 1; j < t_len; ++j) row[j] = 0.0f;
   }
-  ScoresToProbabilities(t_len, lse, p);
   SgemmRowMajor(Transpose::kNo, Transpose::kNo, t_len, hs, t_len, 1.0f, p, t_len, v, ld_qkv, 0.0f, out, ld_out);
 }
 
