@@ -32,6 +32,19 @@ double RelativeL2(const Weights& a, const Weights& ref) {
   return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
 }
 
+double WorstTensorRelativeL2(const Weights& a, const Weights& ref, std::string* worst) {
+  double worst_value = 0;
+  worst->clear();
+  for (const auto& [name, r] : ref) {
+    const double d = RelativeL2(a.count(name) ? Weights{{name, a.at(name)}} : Weights{}, {{name, r}});
+    if (d > worst_value || worst->empty()) {
+      worst_value = d;
+      *worst = name;
+    }
+  }
+  return worst_value;
+}
+
 bool BitwiseEqual(const Weights& a, const Weights& b) {
   if (a.empty() || a.size() != b.size()) return false;
   for (const auto& [name, v] : a) {

@@ -21,6 +21,14 @@ Weights GatherWeights(Engine& engine);
 // `a` lacks one or has another size.
 double RelativeL2(const Weights& a, const Weights& ref);
 
+// The largest per-tensor relative L2 distance over the parameters of `ref`
+// (sqrt(Σ (a - ref)² / Σ ref²) per tensor, absolute when ref is all zero),
+// its name in *worst; infinity when `a` lacks one or has another size. For
+// runs that differ only in summation order: Adam turns the rounding of a
+// near-zero gradient element into a step of up to lr, so single elements
+// may differ by far more than the tensor does.
+double WorstTensorRelativeL2(const Weights& a, const Weights& ref, std::string* worst);
+
 // Same names, sizes and bits, and not empty (a failed gather is never equal).
 bool BitwiseEqual(const Weights& a, const Weights& b);
 

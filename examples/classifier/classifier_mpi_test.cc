@@ -22,6 +22,7 @@
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
+#include "engine/testing/shared_seed.h"
 #include "examples/classifier/classifier_data.h"
 #include "examples/classifier/classifier_model.h"
 #include "gtest/gtest.h"
@@ -63,17 +64,6 @@ BlobOptions Data(uint64_t seed, int64_t examples, double unlabeled) {
   o.noise = 1.0;
   o.unlabeled_fraction = unlabeled;
   return o;
-}
-
-// A data seed every rank agrees on: ZS_TEST_SEED if set (to replay a
-// failure), else random; the ranks' maximum, printed.
-uint64_t SharedSeed() {
-  const char* env = std::getenv("ZS_TEST_SEED");
-  int32_t seed = static_cast<int32_t>((env != nullptr ? std::strtoull(env, nullptr, 10) : std::random_device{}()) &
-                                      0x7fffffff);
-  EXPECT_TRUE(Grid().dp().AllReduce(&seed, 1, DType::kI32, ReduceOp::kMax)->Wait().ok());
-  if (Grid().dp_rank() == 0) std::printf("data seed: ZS_TEST_SEED=%d\n", seed);
-  return static_cast<uint64_t>(seed);
 }
 
 struct Case {
@@ -304,7 +294,7 @@ Parity Compare(const Weights& a, const Weights& ref, const Model& model) {
 
 TEST(ClassifierMpiTest, ShardedTrainingMatchesTheUnshardedReference) {
   ASSERT_EQ(Grid().dp().size(), 3) << "run under mpirun -np 3";
-  const uint64_t seed = SharedSeed();
+  const uint64_t seed = SharedTestSeed(Grid().dp());
   const LabeledExamples train = GenerateBlobs(Data(seed, 90, 0.25), BlobSplit::kTrain);
   const LabeledExamples held_out = GenerateBlobs(Data(seed, 100, 0), BlobSplit::kHeldOut);
   const std::unique_ptr<Model> model = std::move(BuildClassifier(ModelConfig())).value();
@@ -353,7 +343,7 @@ TEST(ClassifierMpiTest, ShardedTrainingMatchesTheUnshardedReference) {
 // 25 seeds the last five steps' loss was 0.05 to 0.54 of the first step's
 // (accuracy 0.74 to 1.0), hence the bounds 0.65 and 0.6 (chance: 1/3).
 TEST(ClassifierMpiTest, Zero3TrainingCutsTheLoss) {
-  const uint64_t seed = SharedSeed();
+  const uint64_t seed = SharedTestSeed(Grid().dp());
   const LabeledExamples train = GenerateBlobs(Data(seed, 720, 0.1), BlobSplit::kTrain);
   const LabeledExamples held_out = GenerateBlobs(Data(seed, 300, 0), BlobSplit::kHeldOut);
   const int steps = 60;

@@ -36,7 +36,9 @@
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
+#include "engine/testing/shared_seed.h"
 #include "engine/testing/tiny_gpt2.h"
+#include "engine/testing/weights.h"
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
 #include "tests/data_parallel_world.h"
@@ -104,14 +106,6 @@ std::string SharedDir(const std::string& name) {
   WorldBarrier();
   return dir;
 }
-
-int32_t SharedSeed() {
-  int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  EXPECT_TRUE(World().Broadcast(&seed, 1, DType::kI32, 0)->Wait().ok());
-  return seed;
-}
-
-using Weights = std::map<std::string, std::vector<float>>;
 
 // One engine on `comm` plus the data of every step (tokens differ per step).
 struct TrainRun {
@@ -202,7 +196,7 @@ void UseF16(TrainConfig* c) {
 TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAccumulationAndF16LossScaling) {
   const int dp = World().size();
   const std::string dir = SharedDir("resume");
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(World());
   SCOPED_TRACE(absl::StrCat("data seed ", seed));
   for (bool f16 : {false, true}) {
     for (int k : {1, 3}) {
@@ -271,7 +265,7 @@ TEST(CheckpointMpiTest, LoadReshardsBetweenEveryPairOfDpSizes) {
   const int world = World().size();
   if (world < 2) GTEST_SKIP() << "needs two ranks for two dp sizes";
   const std::string dir = SharedDir("reshard");
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(World());
   SCOPED_TRACE(absl::StrCat("data seed ", seed));
   for (int n = 1; n <= world; ++n) FirstRanks(n);  // same split order everywhere
   const Weights layout = [&] {
@@ -309,13 +303,10 @@ TEST(CheckpointMpiTest, LoadReshardsBetweenEveryPairOfDpSizes) {
         ExpectBitwiseEqual(saved, run.Gather(), "right after loading");
         ASSERT_TRUE(run.Steps(3).ok());
         for (int i = 0; i < 3; ++i) EXPECT_NEAR(run.losses[i], saved_losses[4 + i], 1e-5f) << "step " << 4 + i;
-        const Weights after = run.Gather();
-        for (const auto& [name, v] : continued) {
-          const std::vector<float>& w = after.at(name);
-          for (size_t i = 0; i < v.size(); ++i) {
-            ASSERT_NEAR(v[i], w[i], 1e-5f + 1e-4f * std::fabs(v[i])) << name << "[" << i << "]";
-          }
-        }
+        // Another dp split sums in another order: close per tensor, not per
+        // element (engine/testing/weights.h).
+        std::string worst;
+        EXPECT_LE(WorstTensorRelativeL2(run.Gather(), continued, &worst), 1e-3) << worst;
       }
       WorldBarrier();
     }
@@ -325,7 +316,7 @@ TEST(CheckpointMpiTest, LoadReshardsBetweenEveryPairOfDpSizes) {
 TEST(CheckpointMpiTest, OfflineReshardThenLoadEqualsLoadingWithResharding) {
   const int dp = World().size();
   const std::string dir = SharedDir("offline_reshard");
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(World());
   SCOPED_TRACE(absl::StrCat("data seed ", seed));
   const std::string root = JoinPath(dir, "saved"), resharded = JoinPath(dir, "resharded");
   {
@@ -352,7 +343,7 @@ TEST(CheckpointMpiTest, OfflineReshardThenLoadEqualsLoadingWithResharding) {
 
 TEST(CheckpointMpiTest, ImportOfConsolidatedWeightsIsExact) {
   const std::string dir = SharedDir("import");
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(World());
   SCOPED_TRACE(absl::StrCat("data seed ", seed));
   const std::string root = JoinPath(dir, "saved"), file = JoinPath(dir, "full.safetensors");
   const std::string imported = JoinPath(dir, "imported");
@@ -385,7 +376,7 @@ TEST(CheckpointMpiTest, ImportOfConsolidatedWeightsIsExact) {
 
 TEST(CheckpointMpiTest, SgdMomentumResumesExactlyAndWeightsOnlyLoadsIntoAdamW) {
   const std::string dir = SharedDir("sgd");
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(World());
   SCOPED_TRACE(absl::StrCat("data seed ", seed));
   const std::string root = JoinPath(dir, "sgd");
   const auto sgd = [](TrainConfig* c) {
@@ -443,7 +434,7 @@ TEST(CheckpointMpiTest, CheckpointDueFollowsIntervalAndLastStep) {
 TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {
   const int dp = World().size();
   const std::string dir = SharedDir("errors");
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(World());
   SCOPED_TRACE(absl::StrCat("data seed ", seed));
   const std::string root = JoinPath(dir, "saved");
   TrainRun run = MakeRun(&World(), 3, 1, seed);

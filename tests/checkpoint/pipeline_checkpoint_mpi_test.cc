@@ -30,6 +30,7 @@
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
+#include "engine/testing/shared_seed.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
@@ -163,17 +164,11 @@ std::string SharedDir(const std::string& name) {
   return dir;
 }
 
-int32_t SharedSeed() {
-  int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  EXPECT_TRUE(World().Broadcast(&seed, 1, DType::kI32, 0)->Wait().ok());
-  return seed;
-}
-
 TEST(PipelineCheckpointMpiTest, ResumeAtTheSavingLayoutIsBitwiseExact) {
   const int n = WorldSize();
   if (n < 2) GTEST_SKIP() << "a pipeline needs at least 2 ranks";
   const std::string dir = SharedDir("resume");
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(World());
   SCOPED_TRACE(absl::StrCat("data seed ", seed));
   std::vector<Layout> layouts;
   for (int stage = 0; stage <= 3; ++stage) layouts.push_back({1, n, stage, {}});
@@ -201,7 +196,7 @@ TEST(PipelineCheckpointMpiTest, LoadReshardsAcrossStagesPartitionsAndDp) {
   const int n = WorldSize();
   if (n < 2) GTEST_SKIP() << "a pipeline needs at least 2 ranks";
   const std::string dir = SharedDir("reshard");
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(World());
   SCOPED_TRACE(absl::StrCat("data seed ", seed));
   const Layout saving = {1, n, 2, {}};
   const std::string root = JoinPath(dir, "saved");
@@ -227,13 +222,10 @@ TEST(PipelineCheckpointMpiTest, LoadReshardsAcrossStagesPartitionsAndDp) {
     EXPECT_TRUE(BitwiseEqual(resumed.Gather(), saved)) << "right after loading";
     ASSERT_TRUE(resumed.Steps(3).ok());
     for (int i = 0; i < 3; ++i) EXPECT_NEAR(resumed.losses[i], run.losses[4 + i], 1e-5f) << "step " << 5 + i;
-    const Weights after = resumed.Gather();
-    for (const auto& [name, v] : continued) {
-      const std::vector<float>& w = after.at(name);
-      for (size_t i = 0; i < v.size(); ++i) {
-        ASSERT_NEAR(v[i], w[i], 1e-5f + 1e-4f * std::fabs(v[i])) << name << "[" << i << "]";
-      }
-    }
+    // Other stage and dp splits sum in other orders: close per tensor
+    // (engine/testing/weights.h), not per element.
+    std::string worst;
+    EXPECT_LE(WorstTensorRelativeL2(resumed.Gather(), continued, &worst), 1e-3) << worst;
   }
 }
 
@@ -244,7 +236,7 @@ TEST(PipelineCheckpointMpiTest, ConsolidateWritesTheWholeModelOnce) {
   const int n = WorldSize();
   if (n < 2) GTEST_SKIP() << "a pipeline needs at least 2 ranks";
   const std::string dir = SharedDir("consolidate");
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(World());
   const std::string root = JoinPath(dir, "saved"), file = JoinPath(dir, "full.safetensors");
   TrainRun run = MakeRun({1, n, 3, {}}, seed);
   ASSERT_TRUE(run.Steps(2).ok());

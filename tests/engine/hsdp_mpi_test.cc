@@ -32,6 +32,7 @@
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/program_check.h"
+#include "engine/testing/shared_seed.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
@@ -76,12 +77,6 @@ TrainConfig MakeConfig(const Case& c) {
   e.mutable_device()->set_threads_per_rank(1);
   e.set_seed(11);
   return t;
-}
-
-int32_t SharedSeed() {
-  int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  EXPECT_TRUE(Grid(0).world().Broadcast(&seed, 1, DType::kI32, 0)->Wait().ok());
-  return seed;
 }
 
 struct TrainRun {
@@ -151,7 +146,7 @@ int32_t Fingerprint(const float* p, int64_t n) {
 
 TEST(HsdpMpiTest, MatchesFullShardingAndIsBitwiseAcrossStages) {
   if (SkipUnlessFourRanks()) GTEST_SKIP() << "hybrid sharding at dp 4 needs 4 ranks";
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(Grid(0).world());
   TrainRun full = TrainRun::Create({0, 1}, seed);
   full.Steps(kSteps);
   const Weights reference = GatherWeights(*full.engine);
@@ -280,7 +275,7 @@ TEST(HsdpMpiTest, BytesPerStepOnShardAndReplicaGroupsMatchTheFormulas) {
 // replicas all-reduce), against full sharding of the same grid.
 TEST(HsdpMpiTest, ComposesWithPipelineAndTensorParallelism) {
   if (SkipUnlessFourRanks()) GTEST_SKIP() << "dp 2 x pp 2 / tp 2 needs 4 ranks";
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(Grid(0).world());
   for (const bool pipeline : {true, false}) {
     Weights reference;
     for (const int S : {0, 1}) {
@@ -317,7 +312,7 @@ std::string TempRoot(const std::string& name) {
 
 TEST(HsdpMpiTest, CheckpointsLoadAtAnyShardGroupSize) {
   if (SkipUnlessFourRanks()) GTEST_SKIP() << "hybrid sharding at dp 4 needs 4 ranks";
-  const int32_t seed = SharedSeed();
+  const int32_t seed = SharedTestSeed(Grid(0).world());
   const int saved_step = 4;
   // Saved at S 2 (ZeRO 3): resumed at S 2 it continues bit for bit.
   TrainRun saver = TrainRun::Create({2, 3}, seed);

@@ -31,6 +31,7 @@
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/program_check.h"
+#include "engine/testing/shared_seed.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
@@ -114,12 +115,6 @@ Weights Train(const Case& c, int steps, uint32_t seed) {
   return GatherWeights(*engine);
 }
 
-uint32_t SharedSeed() {
-  int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  EXPECT_TRUE(Grid(0).world().Broadcast(&seed, 1, DType::kI32, 0)->Wait().ok());
-  return static_cast<uint32_t>(seed);
-}
-
 CommStats OneStepDp(Engine& engine, const Case& c, uint32_t seed, int64_t* gathered_packed, int64_t* gathered_f32) {
   EngineImpl& impl = Internals(engine);
   std::vector<int64_t> before;
@@ -139,7 +134,7 @@ CommStats OneStepDp(Engine& engine, const Case& c, uint32_t seed, int64_t* gathe
 TEST(QuantizationMpiTest, BytesMatchThePackedFormulaAndAreAQuarterOfF32) {
   const int n = WorldSize();
   if (n < 2) GTEST_SKIP() << "quantized collectives need 2 or more ranks";
-  const uint32_t seed = SharedSeed();
+  const uint32_t seed = SharedTestSeed(Grid(0).world());
   int64_t packed = 0, f32 = 0;
   // The exact run: f32 gathers and reduce-scatters.
   const Case exact;
@@ -223,7 +218,7 @@ double GradientError(const Case& c, uint32_t seed) {
 
 TEST(QuantizationMpiTest, QuantizedGradientIsWithinInt8ErrorAtEveryWorldSize) {
   if (WorldSize() < 2) GTEST_SKIP() << "quantized collectives need 2 or more ranks";
-  const double err = GradientError(Case{2}, SharedSeed());
+  const double err = GradientError(Case{2}, SharedTestSeed(Grid(0).world()));
   if (Grid(0).world().rank() == 0) std::printf("np %d: reduced gradient relative L2 error %.3g\n", WorldSize(), err);
   // One int8 rounding per element (|error| <= scale/2 = amax/254, rms
   // amax/440) of each summand, averaged: about 1% of the gradient (amax a
@@ -254,7 +249,7 @@ Weights InitialWeights(const Case& c) {
 
 TEST(QuantizationMpiTest, RepeatsBitwiseAndStagesAgreeWithQuantizedGradients) {
   if (WorldSize() < 2) GTEST_SKIP() << "quantized collectives need 2 or more ranks";
-  const uint32_t seed = SharedSeed();
+  const uint32_t seed = SharedTestSeed(Grid(0).world());
   const Weights first = Train(Case{0, false, true}, 4, seed);
   for (int stage = 1; stage <= 3; ++stage) {
     EXPECT_TRUE(BitwiseEqual(Train(Case{stage, false, true}, 4, seed), first)) << "ZeRO " << stage;
@@ -346,7 +341,7 @@ TEST(QuantizationMpiTest, OverflowingF16StepIsSkippedNotAnError) {
 
 TEST(QuantizationMpiTest, HybridShardingComposesWithBothQuantizations) {
   if (WorldSize() != 4) GTEST_SKIP() << "hybrid sharding at dp 4 needs 4 ranks";
-  const uint32_t seed = SharedSeed();
+  const uint32_t seed = SharedTestSeed(Grid(0).world());
   const Weights exact = Train(Case{3}, 4, seed);
   Case h{3, true, true, false, 2};
   const Weights hybrid = Train(h, 4, seed);

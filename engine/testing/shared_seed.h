@@ -1,0 +1,18 @@
+// The data seed of a multi-rank test: every rank must draw the same data.
+#ifndef ZEROSHARD_ENGINE_TESTING_SHARED_SEED_H_
+#define ZEROSHARD_ENGINE_TESTING_SHARED_SEED_H_
+
+#include <cstdint>
+
+#include "comm/communicator.h"
+
+namespace zeroshard {
+
+// ZS_TEST_SEED when set (to replay a failure), else a random one; rank 0's
+// value on every rank of `comm` (collective), in [0, 2^31). Rank 0 prints
+// "[ seed ] ZS_TEST_SEED=<seed>" so a failure can be replayed.
+int32_t SharedTestSeed(Communicator& comm);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_ENGINE_TESTING_SHARED_SEED_H_
