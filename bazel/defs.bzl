@@ -107,7 +107,7 @@ def mpi_test(name, srcs, deps = [], ranks = [1, 2, 3, 4], size = "medium", copts
             name = "%s_np%d" % (name, n),
             srcs = ["//bazel:mpi_test.sh"],
             args = [str(n), "$(location :%s)" % binary, "$(location //bazel:merge_test_xml.py)"] + args,
-            data = [":" + binary, "//bazel:merge_test_xml.py"] + data,
+            data = [":" + binary, "//bazel:merge_test_xml.py", "//bazel:mpirun_local.sh"] + data,
             size = size,
             # Several ranks each spin a CPU: never run two MPI tests at once.
             tags = ["exclusive", "mpi"] + tags,

@@ -8,12 +8,9 @@ np=$1 binary=$2 merger=$3
 shift 3
 outdir=${TEST_TMPDIR:-$(mktemp -d)}/mpi_xml
 rm -rf "$outdir" && mkdir -p "$outdir"
-mpirun_flags=(--oversubscribe --bind-to none -np "$np" --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then mpirun_flags+=(--allow-run-as-root); fi
-# Ranks busy-poll by default; with more ranks than cores they must yield.
-export OMPI_MCA_mpi_yield_when_idle=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 export ZEROSHARD_TEST_NP=$np
-mpirun "${mpirun_flags[@]}" bash -c \
+mpirun "${mpirun_flags[@]}" -np "$np" bash -c \
   'exec "$0" --gtest_output="xml:$1/rank_${OMPI_COMM_WORLD_RANK}.xml" "${@:2}"' \
   "$binary" "$outdir" "$@"
 rc=$?

@@ -59,12 +59,10 @@ expect diff_tol 0 "" -- "$bin" ckpt diff "$tmp/imported" "$tmp/reimported" --tol
 
 # Tensor parallelism: tp2/ (dp 1 x tp 2, vocabulary 13 padded to 14 rows)
 # and tp1/ (the same model and data at dp 2 x tp 1), both at step 2.
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 tpdir=$tmp/tp
 mkdir -p "$tpdir"
-timeout 120 mpirun "${flags[@]}" -np 2 "$fixture_main" --tp2 "$tpdir" >"$tmp/tp_fixture.log" 2>&1
+timeout 120 mpirun "${mpirun_flags[@]}" -np 2 "$fixture_main" --tp2 "$tpdir" >"$tmp/tp_fixture.log" 2>&1
 rc=$?
 record_case tp_fixture $((rc == 0)) "rc=$rc: $(cat "$tmp/tp_fixture.log")"
 tp2=$tpdir/tp2 tp1=$tpdir/tp1

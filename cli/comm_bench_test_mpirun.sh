@@ -3,11 +3,9 @@
 # table: a header per op, a row per size with a ratio, and the latency line.
 set -u
 bench=$1
-flags=(--oversubscribe --bind-to none -np 2 --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 out=${TEST_TMPDIR:-$(mktemp -d)}/bench.txt
-timeout 60 mpirun "${flags[@]}" "$bench" --min-bytes=8 --max-bytes=128 --iters=3 --warmup=1 >"$out" 2>&1
+timeout 60 mpirun "${mpirun_flags[@]}" -np 2 "$bench" --min-bytes=8 --max-bytes=128 --iters=3 --warmup=1 >"$out" 2>&1
 rc=$?
 cat "$out"
 fail() { echo "FAIL: $*"; exit 1; }

@@ -10,9 +10,7 @@ set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 bin=$1 config=$2 corpus=$3
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 # lr 1e-3 instead of the config's 3e-3: at 3e-3 every run (the unquantized
 # one too) hits a loss spike at step 62 and the runs leave it on paths a few
 # percent apart, which would measure the spike, not the quantization
@@ -24,7 +22,7 @@ common=(--set "data.train_path=$corpus" --set "data.val_path=$corpus" --set engi
 run() {  # run NP NAME STEPS ARGS...: metrics in $tmp/NAME.jsonl, output in $tmp/NAME.log
   local np=$1 name=$2 steps=$3
   shift 3
-  timeout 600 mpirun "${flags[@]}" -np "$np" "$bin" --config "$config" "${common[@]}" --set "steps=$steps" \
+  timeout 600 mpirun "${mpirun_flags[@]}" -np "$np" "$bin" --config "$config" "${common[@]}" --set "steps=$steps" \
     --set "engine.parallel.dp=$np" --set "engine.logging.metrics_path=$tmp/$name.jsonl" "$@" >"$tmp/$name.log" 2>&1
   record_case "${name}_trains" $(($? == 0)) "$(tail -5 "$tmp/$name.log")"
 }

@@ -7,9 +7,7 @@ set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 bin=$1 config=$2 corpus=$3 zeroshard=$4
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 common=(--set "data.train_path=$corpus" --set "data.val_path=$corpus" --set engine.device.type=CUDA)
 
 if ldd "$bin" | grep -q 'libcuda\.so'; then
@@ -31,7 +29,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q 
 fi
 
 # Each rank records its own exit code (mpirun must not kill the others first).
-timeout 120 mpirun "${flags[@]}" --mca orte_abort_on_non_zero_status 0 -np 3 sh -c '"$@"; r=$?; echo "rank $OMPI_COMM_WORLD_RANK exit $r" >>"'"$tmp"'/ranks.txt"; exit $r' \
+timeout 120 mpirun "${mpirun_flags[@]}" --mca orte_abort_on_non_zero_status 0 -np 3 sh -c '"$@"; r=$?; echo "rank $OMPI_COMM_WORLD_RANK exit $r" >>"'"$tmp"'/ranks.txt"; exit $r' \
   sh "$bin" --config "$config" "${common[@]}" --set engine.parallel.dp=3 --set data.batch_size=6 --steps 2 >"$tmp/run.log" 2>&1
 rc=$?
 codes=$(sort "$tmp/ranks.txt" 2>/dev/null | tr '\n' ' ')

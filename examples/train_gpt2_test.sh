@@ -4,15 +4,13 @@ set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 bin=$1 config=$2 corpus=$3 zeroshard=$4
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 common=(--set "data.train_path=$corpus" --set "data.val_path=$corpus" --set engine.logging.interval=5)
 
 run() {  # run NP LOGNAME ARGS...  -> sets rc; output in $tmp/LOGNAME.log
   local np=$1 name=$2
   shift 2
-  timeout 300 mpirun "${flags[@]}" -np "$np" "$bin" --config "$config" "${common[@]}" "$@" >"$tmp/$name.log" 2>&1
+  timeout 300 mpirun "${mpirun_flags[@]}" -np "$np" "$bin" --config "$config" "${common[@]}" "$@" >"$tmp/$name.log" 2>&1
   rc=$?
 }
 

@@ -11,13 +11,11 @@ set -u
 mode=$1 driver=$2
 np=4
 timeout_s=3
-flags=(--oversubscribe --bind-to none -np "$np" --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 log=${TEST_TMPDIR:-$(mktemp -d)}/fault_$mode.log
 
 # The outer bound: nothing here may hang.
-timeout 60 mpirun "${flags[@]}" "$driver" "$mode" "$timeout_s" >"$log" 2>&1
+timeout 60 mpirun "${mpirun_flags[@]}" -np "$np" "$driver" "$mode" "$timeout_s" >"$log" 2>&1
 rc=$?
 end_ms=$(date +%s%3N)
 echo "--- mpirun exited with $rc; output:"

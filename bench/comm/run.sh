@@ -13,13 +13,10 @@ bazel_cmd=(bazel)
 if [ -n "${BAZEL_OUTPUT_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_OUTPUT_ROOT"); fi
 "${bazel_cmd[@]}" build --symlink_prefix=/ //cli:comm_bench_main >&2
 bin=$("${bazel_cmd[@]}" info bazel-bin 2>/dev/null)/cli/comm_bench_main
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-# More ranks than cores: ranks waiting inside MPI must yield the CPU.
-export OMPI_MCA_mpi_yield_when_idle=1
+. bazel/mpirun_local.sh
 echo "# $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
 for np in "${nps[@]}"; do
   echo "## mpirun -np $np comm_bench_main $*"
-  mpirun "${flags[@]}" -np "$np" "$bin" "$@"
+  mpirun "${mpirun_flags[@]}" -np "$np" "$bin" "$@"
   echo
 done

@@ -10,9 +10,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do sizes+=("$1"); shift; done
 [ ${#sizes[@]} -eq 0 ] && sizes=(2)
 bazel build //bench/pipeline:pipeline_bench >&2
 bin="$(bazel info bazel-bin 2>/dev/null)/bench/pipeline/pipeline_bench"
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
+. bazel/mpirun_local.sh
 for np in "${sizes[@]}"; do
-  mpirun "${flags[@]}" -np "$np" "$bin" "$@"
+  mpirun "${mpirun_flags[@]}" -np "$np" "$bin" "$@"
 done

@@ -26,9 +26,7 @@ svg=${LOSS_CURVES_SVG:-bench/results/quantization_loss.svg}
 mkdir -p "$out" "$(dirname "$svg")"
 steps=500
 
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1  # 4 ranks may share fewer cores: poll politely
+. bazel/mpirun_local.sh
 common=(--config examples/configs/tiny.pbtxt --set "data.train_path=$corpus" --set "data.val_path=$corpus"
         --set "steps=$steps" --set engine.parallel.dp=4 --set engine.zero.stage=3 --set eval_interval=0
         --set engine.device.threads_per_rank=1 --set engine.logging.interval=100)
@@ -44,7 +42,7 @@ for entry in "${runs[@]}"; do
   IFS='|' read -r name title run_flags <<< "$entry"
   read -r -a run_flags <<< "$run_flags"
   echo "loss_curves: $title ($out/$name.log)" >&2
-  mpirun "${flags[@]}" -np 4 "$bin_dir/examples/train_gpt2" "${common[@]}" "${run_flags[@]}" \
+  mpirun "${mpirun_flags[@]}" -np 4 "$bin_dir/examples/train_gpt2" "${common[@]}" "${run_flags[@]}" \
     --set "engine.logging.metrics_path=$out/$name.jsonl" "$@" >"$out/$name.log" 2>&1 ||
     { tail -20 "$out/$name.log" >&2; exit 1; }
 done

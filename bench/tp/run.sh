@@ -15,7 +15,5 @@ if [ -n "${BAZEL_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_ROOT");
 read -r -a extra <<< "${BAZEL_FLAGS:-}"
 "${bazel_cmd[@]}" build "${extra[@]}" //bench/tp:tp_bench >&2
 bin="$("${bazel_cmd[@]}" info "${extra[@]}" bazel-bin 2>/dev/null)/bench/tp/tp_bench"
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
-mpirun "${flags[@]}" -np "$np" "$bin" "$@"
+. bazel/mpirun_local.sh
+mpirun "${mpirun_flags[@]}" -np "$np" "$bin" "$@"

@@ -11,17 +11,15 @@ if [ -n "${BAZEL_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_ROOT");
 read -r -a extra <<< "${BAZEL_FLAGS:-}"
 "${bazel_cmd[@]}" build --symlink_prefix=/ "${extra[@]}" //bench/zero:zero_bench >&2
 bin="$("${bazel_cmd[@]}" info "${extra[@]}" bazel-bin 2>/dev/null)/bench/zero/zero_bench"
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
+. bazel/mpirun_local.sh
 for np in 1 2 4; do
   echo "# dp = $np"
   # Step time at dp = 2 only: RESULTS.md compares the stages there.
   time_flag=--time=false
   if [ "$np" = 2 ]; then time_flag=--time=true; fi
-  mpirun "${flags[@]}" -np "$np" "$bin" "$time_flag" "$@"
+  mpirun "${mpirun_flags[@]}" -np "$np" "$bin" "$time_flag" "$@"
 done
 for np in 4 8; do
   echo "# dp x tp x pp = $np"
-  mpirun "${flags[@]}" -np "$np" "$bin" --memory=false --precision_memory=false --time=false --grid_memory "$@"
+  mpirun "${mpirun_flags[@]}" -np "$np" "$bin" --memory=false --precision_memory=false --time=false --grid_memory "$@"
 done

@@ -8,13 +8,11 @@ source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 driver=$1 zeroshard=$2
 tmp=${TEST_TMPDIR:-$(mktemp -d)}/ckpt_kill
 rm -rf "$tmp" && mkdir -p "$tmp"
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 run() {  # run NP LOG ARGS...: mpirun bounded to 60 s; returns mpirun's status
   local np=$1 log=$2
   shift 2
-  timeout 60 mpirun "${flags[@]}" -np "$np" "$driver" "$@" >"$log" 2>&1
+  timeout 60 mpirun "${mpirun_flags[@]}" -np "$np" "$driver" "$@" >"$log" 2>&1
 }
 check() {  # check NAME CONDITION_STATUS MESSAGE
   if [ "$2" = 0 ]; then record_case "$1" 1; else record_case "$1" 0 "$3"; fi

@@ -16,9 +16,8 @@ source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 driver=$1 check=$2 zeroshard=$3
 tmp=${TEST_TMPDIR:-$(mktemp -d)}/layout_faults
 rm -rf "$tmp" && mkdir -p "$tmp"
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 seed=${ZEROSHARD_LAYOUT_SEED:-$((RANDOM * 32768 + RANDOM + 1))}
 echo "data and corruption seed $seed (repeat with --test_env=ZEROSHARD_LAYOUT_SEED=$seed)"
 layout=2,2,2,3
@@ -26,7 +25,7 @@ layout=2,2,2,3
 run() {  # run LOG ARGS...: one 8-rank mpirun bounded to 60 s; sets rc
   local log=$1
   shift
-  timeout 60 mpirun "${flags[@]}" -np 8 "$driver" --seed "$seed" "$@" >"$log" 2>&1
+  timeout 60 mpirun "${mpirun_flags[@]}" -np 8 "$driver" --seed "$seed" "$@" >"$log" 2>&1
   rc=$?
 }
 check() {  # check NAME CONDITION_STATUS MESSAGE

@@ -19,9 +19,8 @@ source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 driver=$1 check=$2 zeroshard=$3
 tmp=${TEST_TMPDIR:-$(mktemp -d)}/layouts
 rm -rf "$tmp" && mkdir -p "$tmp"
-flags=(--oversubscribe --bind-to none --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 seed=${ZEROSHARD_LAYOUT_SEED:-$((RANDOM * 32768 + RANDOM + 1))}
 echo "data seed $seed (repeat with --test_env=ZEROSHARD_LAYOUT_SEED=$seed)"
 # Two layouts after 4 steps (46 seeds): per-tensor max |a - b| / max |a| up
@@ -34,7 +33,7 @@ tol_weights=1e-2 tol_optimizer=1e-2 tol_l2=1e-4
 run() {  # run NP LOG JOB...: one mpirun (bounded); records its status
   local np=$1 log=$2
   shift 2
-  timeout 240 mpirun "${flags[@]}" -np "$np" "$driver" --seed "$seed" "$@" >"$log" 2>&1
+  timeout 240 mpirun "${mpirun_flags[@]}" -np "$np" "$driver" --seed "$seed" "$@" >"$log" 2>&1
   local rc=$?
   record_case "mpirun_np$np" $((rc == 0)) "rc=$rc: $(tail -20 "$log")"
 }

@@ -7,12 +7,10 @@
 set -u
 driver=$1
 timeout_s=3
-flags=(--oversubscribe --bind-to none -np 4 --mca btl self,vader)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-export OMPI_MCA_mpi_yield_when_idle=1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 log=${TEST_TMPDIR:-$(mktemp -d)}/pipeline_fault.log
 
-timeout 60 mpirun "${flags[@]}" "$driver" "$timeout_s" >"$log" 2>&1
+timeout 60 mpirun "${mpirun_flags[@]}" -np 4 "$driver" "$timeout_s" >"$log" 2>&1
 rc=$?
 end_ms=$(date +%s%3N)
 echo "--- mpirun exited with $rc; output:"

@@ -125,8 +125,7 @@ echo "gpu-check: $gpu_line"
 work=$repo/bench/results/tmp/gpu_check
 rm -rf "$work" && mkdir -p "$work/runfiles"
 ln -s "$repo" "$work/runfiles/zeroshard"  # TEST_SRCDIR: data files from the checkout
-mpirun_flags=(--oversubscribe --bind-to none --mca btl self,vader)
-[ "$(id -u)" = 0 ] && mpirun_flags+=(--allow-run-as-root)
+. bazel/mpirun_local.sh
 
 # --- runs -----------------------------------------------------------------------
 row_part=() row_status=() row_p=() row_s=() row_f=() row_sec=() row_note=()
