@@ -148,8 +148,9 @@ ZS_TILE_FN float RowDot(const T* a, const T* b, int64_t hs) {
   return acc;
 }
 
-// The recomputed probability of one (query, key) pair and its score grad
-// ds = p (dp - D) (unscaled: callers multiply by `scale` once at the end).
+// The recomputed probability of one (query, key) pair. The backward's score
+// grads ds = p (dp - D) are unscaled: callers multiply by `scale` once at
+// the end.
 ZS_TILE_FN float Probability(float dot, float scale, float lse) { return expf(dot * scale - lse); }
 
 // dq of query row t: dq = scale · sum_{j <= t} ds_j k_j.

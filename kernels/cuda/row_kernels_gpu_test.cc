@@ -55,13 +55,13 @@ class RowKernelsGpuTest : public testing::GpuTestBase<::testing::Test>, public :
   testing::Rng rng_{testing::TestSeed()};
 };
 
-// C = 8 (lanes 8..31 idle), 64, 128, 512 (2, 4 and 16 per lane), 768 (24
-// per lane, exact), 1000 (32 per lane, not a multiple of 32) and 1536 (loop
-// kernels); 37 rows leave a partial block.
+// C = 8 (lanes 8..31 idle), 64, 128, 512 (2, 4 and 16 per lane), 200 (8
+// per lane, partly idle), 768 (24 per lane, exact), 1000 (32 per lane, not
+// a multiple of 32) and 1536 (loop kernels); 37 rows leave a partial block.
 TEST_P(RowKernelsGpuTest, LayerNormMatchesCpu) {
   const DType dt = GetParam();
   const int64_t n = 37;
-  for (int64_t c : {8, 64, 128, 512, 768, 1000, 1536}) {
+  for (int64_t c : {8, 64, 128, 200, 512, 768, 1000, 1536}) {
     SCOPED_TRACE(::testing::Message() << "C = " << c);
     HostTensor x = HostTensor::From(dt, rng_.Uniform(n * c, -2, 2));
     HostTensor w = HostTensor::From(dt, rng_.Uniform(c, 0.5, 1.5)), b = HostTensor::From(dt, rng_.Uniform(c, -1, 1));
