@@ -4,10 +4,21 @@
 #   expect NAME WANT_RC WANT_SUBSTRING -- COMMAND...
 #                                            -- runs COMMAND, checks its exit code and output
 #   finish_cases                             -- writes $XML_OUTPUT_FILE, exits 1 if any failed
+#   test_seed SCOPE                          -- prints the script's seed: fixed per SCOPE unless
+#                                               ZS_TEST_SEED is "random" or a number (as the
+#                                               C++ tests' core/testing/test_seed.h)
 # Bazel reads the XML instead of inventing one case for the whole script.
 _zs_cases=()
 _zs_failed=0
 _zs_suite=${TEST_TARGET:-shell_test}
+
+test_seed() {
+  case "${ZS_TEST_SEED:-}" in
+    "") echo $(( $(printf '%s' "$1" | cksum | cut -d' ' -f1) % 2147483647 + 1 )) ;;
+    random) echo $(( RANDOM * 32768 + RANDOM + 1 )) ;;
+    *) echo "$ZS_TEST_SEED" ;;
+  esac
+}
 
 _zs_xml_escape() {
   local s=$1

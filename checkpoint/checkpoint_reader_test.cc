@@ -6,12 +6,12 @@
 
 #include <cmath>
 #include <fstream>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/testing/checkpoint_fixture.h"
 #include "core/file_io.h"
+#include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -31,7 +31,7 @@ Written Write(const std::string& name, int dp) {
   Written w;
   w.root = testing::FreshTempDir(name);
   w.manifest = FixtureManifest(dp, 9);
-  w.seed = std::random_device{}();
+  w.seed = TestSeed();
   w.values = testing::RandomFlatValues(w.manifest, w.seed);
   absl::StatusOr<std::string> dir = testing::WriteFixture(w.root, w.manifest, w.values);
   EXPECT_TRUE(dir.ok()) << dir.status();

@@ -8,7 +8,8 @@
 //     steps at dp 1 x tp 2, sequence parallel, ZeRO 3, then saved),
 //     tp2_gathered.safetensors (every parameter's GatherParam at the save,
 //     whole and unpadded) and tp1/ (the same model and data at dp 2 x tp 1).
-// The random seeds are printed, so they are in the log of a failed test.
+// The seeds are fixed unless ZS_TEST_SEED says otherwise
+// (core/testing/test_seed.h) and printed, so they are in a failed test's log.
 #include <cstring>
 #include <iostream>
 #include <random>
@@ -23,6 +24,7 @@
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
 #include "core/file_io.h"
+#include "core/testing/test_seed.h"
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
 #include "nn/gpt2.h"
@@ -109,7 +111,7 @@ int TensorParallelFixture(const std::string& out) {
     if (s.ok() && (*world)->size() != 2) {
       s = absl::InvalidArgumentError(absl::StrCat("--tp2 runs on 2 ranks (mpirun -np 2), not ", (*world)->size()));
     }
-    int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
+    int32_t seed = static_cast<int32_t>(TestSeedFor("ckpt_test_fixture_main --tp2", SeedLog::kQuiet));
     if (s.ok()) s = (*world)->Broadcast(&seed, 1, DType::kI32, 0)->Wait();
     if (s.ok()) {
       rank = (*world)->rank();
@@ -135,7 +137,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[1];
-  const uint32_t values_seed = std::random_device{}(), weights_seed = std::random_device{}();
+  const uint32_t values_seed = static_cast<uint32_t>(TestSeedFor("ckpt_test_fixture_main"));
+  const uint32_t weights_seed = static_cast<uint32_t>(TestSeedFor("ckpt_test_fixture_main", SeedLog::kQuiet));
   std::cout << "fixture values seed " << values_seed << ", gpt2 weights seed " << weights_seed << std::endl;
   const CheckpointManifest m = testing::FixtureManifest(4, 9);
   absl::StatusOr<std::string> dir =

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -33,7 +34,7 @@ class TokenFileTest : public ::testing::Test {
   }
 
   // A fresh seed per test, traced in every failure message of the test.
-  const uint32_t seed_ = std::random_device{}();
+  const uint32_t seed_ = TestSeed();
   const ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, ::testing::Message() << "seed " << seed_};
   std::mt19937 rng_{seed_};
 };

@@ -3,6 +3,7 @@
 // memory and communication accounting, errors. The same claims for GPT-2
 // under mpirun live in tests/engine/.
 #include "comm/status_agreement.h"
+#include "core/testing/test_seed.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "sharding/flat_param_layout.h"
@@ -10,7 +11,6 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -222,7 +222,7 @@ void ExpectStages1To3BitwiseEqual(RunSpec spec, const std::vector<int32_t>& toke
 }
 
 TEST(EngineTest, ParityStagesDpAccumulation) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   RunSpec ref_spec;  // single rank, stage 0, no accumulation
@@ -283,7 +283,7 @@ Sizes LayoutSizes(int dp) {
 }
 
 TEST(EngineTest, MemoryAfterFirstStepMatchesStageFormulas) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   for (int dp : {1, 3, 4}) {
@@ -316,7 +316,7 @@ TEST(EngineTest, MemoryAfterFirstStepMatchesStageFormulas) {
 }
 
 TEST(EngineTest, CommBytesPerStepMatchTheory) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   for (int dp : {2, 3, 4}) {
@@ -359,7 +359,7 @@ TEST(EngineTest, CommBytesPerStepMatchTheory) {
 }
 
 TEST(EngineTest, DeferEqualsAcrossStagesAndMatchesAccumulate) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   RunSpec spec;
@@ -374,7 +374,7 @@ TEST(EngineTest, DeferEqualsAcrossStagesAndMatchesAccumulate) {
 }
 
 TEST(EngineTest, SgdNesterovStagesBitwiseEqual) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   RunSpec spec;
@@ -387,7 +387,7 @@ TEST(EngineTest, SgdNesterovStagesBitwiseEqual) {
 }
 
 TEST(EngineTest, PersistentUnitsGatherOncePerStep) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   const int dp = 2;
@@ -430,7 +430,7 @@ TEST(EngineTest, PersistentUnitsGatherOncePerStep) {
 // bucket per unit, so the owner's bucket would close before the borrower's
 // backward if the closing rule ignored borrowers).
 TEST(EngineTest, BorrowingFromAnEarlierOrALaterUnitTrainsTheSameAtEveryStage) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   RunSpec spec;
@@ -447,7 +447,7 @@ TEST(EngineTest, BorrowingFromAnEarlierOrALaterUnitTrainsTheSameAtEveryStage) {
 }
 
 TEST(EngineTest, BucketSizeDoesNotChangeStageEquality) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   RunSpec spec;
@@ -495,7 +495,7 @@ TEST(EngineTest, DifferentConfigsFailCreateOnEveryRank) {
 // model does not count its saved tensors in the tracker; the activation
 // memory claim is tested on GPT-2 in tests/engine/precision_mpi_test.cc.)
 TEST(EngineTest, CheckpointingKeepsWeightsBitwise) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   for (int stage = 0; stage <= 3; ++stage) {
@@ -618,7 +618,7 @@ TEST(EngineTest, DpSizeMismatchIsInvalidArgumentOnEveryRank) {
 }
 
 TEST(EngineTest, BadBatchFailsOnEveryRankAndEngineRecovers) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   OnRanks(2, [&](int rank, Communicator* comm) {
@@ -685,7 +685,7 @@ TEST(EngineTest, UnknownParamNameIsNotFoundOnEveryRank) {
 }
 
 TEST(EngineTest, ReportsLossNormAndLr) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   RunSpec spec;
@@ -708,7 +708,7 @@ TEST(EngineTest, ReportsLossNormAndLr) {
 }
 
 TEST(EngineTest, EvaluateMatchesFirstStepLossAndReleasesGathers) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   OnRanks(3, [&](int rank, Communicator* comm) {
@@ -733,7 +733,7 @@ TEST(EngineTest, EvaluateMatchesFirstStepLossAndReleasesGathers) {
 // A non-finite gradient norm skips the update on every rank: no weight
 // moves, the step is not counted, and the next clean step is step 1.
 TEST(EngineTest, NonFiniteGradientSkipsTheStepEverywhere) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   OnRanks(2, [&](int rank, Communicator* comm) {
@@ -773,7 +773,7 @@ TEST(EngineTest, NonFiniteGradientSkipsTheStepEverywhere) {
 
 // A unit that owns no parameter (P = S = 0) takes part in every stage.
 TEST(EngineTest, UnitWithoutParametersWorksInEveryStage) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   ToyModelConfig cfg = kToy;
@@ -804,7 +804,7 @@ TEST(EngineTest, UnitWithoutParametersWorksInEveryStage) {
 // A unit failing mid-step (here on every rank, so nobody is left in a
 // collective) leaves the engine refusing further work.
 TEST(EngineTest, FailureInsideAStepMakesTheEngineRefuseWork) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   OnRanks(2, [&](int rank, Communicator* comm) {
@@ -953,7 +953,7 @@ TEST(EngineTest, Stage2ReducesDuringBackwardStage1AfterIt) {
 // Clipping scales the gradient by clip / (norm + 1e-6): with plain SGD that
 // equals an unclipped run at lr * coefficient (up to one rounding per step).
 TEST(EngineTest, ClippingAppliesTheCoefficient) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));
   const std::vector<int32_t> tokens = RandomTokens(seed);
   auto run = [&](double clip, double lr, StepResult* result) {

@@ -31,7 +31,7 @@ double RefLossSum(const std::vector<double>& logits, const std::vector<int32_t>&
 }
 
 TEST(CrossEntropyTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t n = 6, v = 11;

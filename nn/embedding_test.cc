@@ -9,7 +9,7 @@ using testing::ExpectAllClose;
 using testing::HostView;
 
 TEST(EmbeddingTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t b = 2, t = 3, v = 10, max_t = 5, c = 4;

@@ -13,7 +13,7 @@ using testing::HostView;
 double RefGelu(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 
 TEST(GeluTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t n = 64;

@@ -417,7 +417,7 @@ class Gpt2BlockTpTest : public ::testing::Test {
     return worst;
   }
 
-  const uint32_t seed_ = testing::FreshSeed();
+  const uint32_t seed_ = testing::TestSeed();
   const ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, ::testing::Message() << "seed " << seed_};
   std::mt19937 rng_{seed_};
   const Gpt2Config cfg_{2, 12, 48, 64, 16, /*vocab_multiple=*/12};  // the vocabulary splits at tp 2, 3, 4

@@ -144,7 +144,7 @@ class Gpt2SplitBackwardTest : public ::testing::TestWithParam<DType> {
     b = Filled(b.dtype(), std::vector<float>(static_cast<size_t>(b.numel()), std::numeric_limits<float>::quiet_NaN()));
   }
 
-  const uint32_t seed_ = testing::FreshSeed();
+  const uint32_t seed_ = testing::TestSeed();
   const ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__,
                                            ::testing::Message() << DTypeName(GetParam()) << " seed " << seed_};
   std::mt19937 rng_{seed_};

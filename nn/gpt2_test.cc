@@ -107,7 +107,7 @@ class Gpt2GradientTest : public ::testing::Test {
   zeroshard::Batch MakeBatch() { return Gpt2Batch(HostView(tokens_, {kB, kT}), HostView(targets_, {kB, kT})); }
 
   // A fresh seed per test, traced in every failure message of the test.
-  const uint32_t seed_ = testing::FreshSeed();
+  const uint32_t seed_ = testing::TestSeed();
   const ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, ::testing::Message() << "seed " << seed_};
   std::mt19937 rng_{seed_};
   MemoryTracker tracker_;
@@ -273,7 +273,7 @@ TEST(Gpt2ThreadsTest, GradientsAreBitwiseIndependentOfThreadCount) {
   auto model = BuildGpt2(cfg).value();
   ComputeContext ctx;
   auto rm = ResidentModel::Create(model.get(), ctx).value();
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   ASSERT_TRUE(rm.InitParams(seed).ok());
   std::mt19937 rng(seed);
@@ -305,7 +305,7 @@ TEST(Gpt2InitTest, InitialLossIsNearLnVocab) {
   auto model = BuildGpt2(cfg).value();
   ComputeContext ctx;
   auto rm = ResidentModel::Create(model.get(), ctx).value();
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   ASSERT_TRUE(rm.InitParams(seed).ok());
   std::mt19937 rng(seed);
@@ -338,7 +338,7 @@ class Gpt2MixedPrecisionTest : public ::testing::TestWithParam<PrecisionCase> {}
 
 TEST_P(Gpt2MixedPrecisionTest, LossAndGradientsTrackF32) {
   const PrecisionCase pc = GetParam();
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << DTypeName(pc.dtype) << " seed " << seed);
   const Gpt2Config cfg{2, 4, 32, 96, 16};
   const int64_t b = 2, t = 16;

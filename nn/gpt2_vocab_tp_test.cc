@@ -458,7 +458,7 @@ class Gpt2VocabTpTest : public ::testing::TestWithParam<std::tuple<int, bool>> {
   int tp() const { return std::get<0>(GetParam()); }
   bool sp() const { return std::get<1>(GetParam()); }
 
-  const uint32_t seed_ = testing::FreshSeed();
+  const uint32_t seed_ = testing::TestSeed();
   const ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, ::testing::Message() << "seed " << seed_};
   std::mt19937 rng_{seed_};
   const Globals g_ = MakeGlobals(rng_);
@@ -511,7 +511,7 @@ TEST_P(Gpt2VocabTpTest, MatchesTheUnsplitUnits) {
 // At tp 1 a padded vocabulary (vocab_multiple 4) computes the same values
 // with no communicator at all.
 TEST(Gpt2VocabTp, PaddingAtTpOneMatchesTheUnpaddedModel) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const Globals g = MakeGlobals(rng);
@@ -548,7 +548,7 @@ class Gpt2VocabTpSplitTest : public ::testing::TestWithParam<std::tuple<DType, b
 TEST_P(Gpt2VocabTpSplitTest, SplitBackwardIsBitwiseBackward) {
   const DType dt = std::get<0>(GetParam());
   const bool sp = std::get<1>(GetParam());
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const Globals g = MakeGlobals(rng);
@@ -589,7 +589,7 @@ class Gpt2VocabTpBf16Test : public ::testing::TestWithParam<bool> {};
 
 TEST_P(Gpt2VocabTpBf16Test, MatchesTheUnsplitUnitsLoosely) {
   const bool sp = GetParam();
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const Globals g = MakeGlobals(rng);

@@ -33,7 +33,7 @@ double Dot(const std::vector<double>& a, const std::vector<float>& b) {
 }
 
 TEST(LayerNormTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t n = 4, c = 8;
@@ -65,7 +65,7 @@ TEST(LayerNormTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
 // dweight.data and dbias.data null: the input gradient only. Both bitwise
 // the full call's.
 TEST(LayerNormTest, NullOutputsAreSkippedAndThePartsAreBitwiseTheFullCall) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t n = 4, c = 8;

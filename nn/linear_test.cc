@@ -36,7 +36,7 @@ double Dot(const std::vector<double>& a, const std::vector<float>& b) {
 }
 
 TEST(LinearTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t n = 5, in = 7, out = 6;
@@ -67,7 +67,7 @@ TEST(LinearTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
 // A null bias: y = x · W (a row-parallel layer adds its bias after the tp
 // reduction).
 TEST(LinearTest, ForwardWithoutBias) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t n = 4, in = 5, out = 3;
@@ -83,7 +83,7 @@ TEST(LinearTest, ForwardWithoutBias) {
 // ForwardGelu (the GPT-2 MLP's c_fc then GELU) is bitwise Forward then
 // Gelu::Forward on the CPU, with and without a bias, and checks pre's shape.
 TEST(LinearTest, ForwardGeluIsBitwiseForwardThenGelu) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t n = 4, in = 5, out = 8;
@@ -213,7 +213,7 @@ class ParallelLinearTest : public ::testing::TestWithParam<int> {
 
   int tp() const { return GetParam(); }
 
-  const uint32_t seed_ = testing::FreshSeed();
+  const uint32_t seed_ = testing::TestSeed();
   const ::testing::ScopedTrace seed_trace_{__FILE__, __LINE__, ::testing::Message() << "seed " << seed_};
   std::mt19937 rng_{seed_};
   std::vector<float> x_, w_, b_, dy_, dw0_, db0_;
@@ -308,7 +308,7 @@ INSTANTIATE_TEST_SUITE_P(Tp, ParallelLinearTest, ::testing::Values(2, 3),
 // computed are bitwise the full call's; an input only a skipped part reads
 // may be an empty view.
 TEST(LinearTest, NullOutputsAreSkippedAndThePartsAreBitwiseTheFullCall) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t n = 5, in = 7, out = 6;

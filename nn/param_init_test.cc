@@ -1,9 +1,9 @@
 #include "nn/param_init.h"
 
 #include <cmath>
-#include <random>
 #include <vector>
 
+#include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -19,7 +19,7 @@ ParamSpec Normal(const std::string& name, int64_t n, float std) {
 }
 
 TEST(ParamInitTest, NormalHasTheRequestedMomentsAndIsDeterministic) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   const int64_t n = 200001;  // odd: the last element is half of a Box-Muller pair
   const ParamSpec spec = Normal("h.0.attn.c_attn.weight", n, 0.02f);

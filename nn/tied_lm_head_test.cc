@@ -20,7 +20,7 @@ std::vector<double> RefLogits(const std::vector<double>& x, const std::vector<do
 }
 
 TEST(TiedLmHeadTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t n = 4, c = 6, v = 9;
@@ -51,7 +51,7 @@ TEST(TiedLmHeadTest, ForwardAndBackwardMatchF64ReferenceAndFiniteDifferences) {
 // A null dx or dwte skips that GEMM: the other output is bitwise the full
 // call's, and the input only the skipped part reads is not needed.
 TEST(TiedLmHeadTest, NullOutputIsSkippedAndTheOtherIsBitwiseTheFullCall) {
-  const uint32_t seed = testing::FreshSeed();
+  const uint32_t seed = testing::TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const int64_t n = 5, c = 8, v = 11;

@@ -5,13 +5,14 @@
 #include <random>
 #include <vector>
 
+#include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
 namespace {
 
 TEST(GradClipTest, SumOfSquaresMatchesDirectSum) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist;

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
 #include "kernels/optimizer.h"
 
@@ -49,7 +50,7 @@ OptimizerOptions SgdNesterov() {
 // The whole padded buffer updated by one optimizer equals, bitwise, the
 // shards updated by dp optimizers, and the padding is never written.
 void ExpectShardsMatchWhole(const OptimizerOptions& options) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const FlatParamLayout layout = MakeLayout();
@@ -90,7 +91,7 @@ TEST(ShardedOptimizerTest, SgdNesterovShardsEqualWholeBitwise) { ExpectShardsMat
 
 TEST(ShardedOptimizerTest, WeightDecayOnlyOnDecayedParameters) {
   // With zero gradients AdamW moves nothing but the decay: p *= 1 - lr*wd.
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const FlatParamLayout layout = MakeLayout();
@@ -113,7 +114,7 @@ TEST(ShardedOptimizerTest, AdamWFirstStepMatchesFormula) {
   // Step 1: m = (1-b1) g, v = (1-b2) g^2, update = lr * g/|g| (up to eps).
   const FlatParamLayout layout = MakeLayout();
   const int64_t P = layout.padded_numel();
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   std::vector<float> p = RandomVector(&rng, P), g = RandomVector(&rng, P);
@@ -159,7 +160,7 @@ TEST(ShardedOptimizerTest, RejectsBadRegionsAndOptions) {
 // parameter: each parameter updates exactly as alone with lr * lr_mult and
 // weight_decay * weight_decay_mult.
 TEST(ShardedOptimizerTest, ParameterGroupsScaleLrAndWeightDecay) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const FlatParamLayout layout = MakeLayout();  // weight [7,5], bias [5], ln_1.weight [5]

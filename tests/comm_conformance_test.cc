@@ -17,7 +17,6 @@
 #include <cstring>
 #include <functional>
 #include <optional>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -30,6 +29,7 @@
 #include "core/device.h"
 #include "core/memory_tracker.h"
 #include "core/dtype.h"
+#include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -160,9 +160,9 @@ class CommConformanceTest : public testing::TestWithParam<Backend> {
   void SetUp() override {
     comm_ = Create(CommOptions{});
     if (comm_ == nullptr) return;
-    // A fresh seed per test, the same on every rank, traced in every failure
+    // The test's seed, rank 0's on every rank, traced in every failure
     // message of the test.
-    seed_ = std::random_device{}();
+    seed_ = TestSeed();
     MPI_Bcast(&seed_, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     RecordProperty("seed", std::to_string(seed_));
     seed_trace_.emplace(__FILE__, __LINE__, ::testing::Message() << "seed " << seed_);

@@ -4,6 +4,8 @@
 // splices). A crash or abort in the target fails the run; otherwise it
 // prints what it did and exits 0.
 //   FUZZER [--iterations=N] [--seconds=S] [--seed=X] FILE...
+// The mutation seed is fixed per fuzzer unless --seed or ZS_TEST_SEED
+// (core/testing/test_seed.h) sets it.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +15,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "core/testing/test_seed.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -68,7 +72,9 @@ void Mutate(std::mt19937_64& rng, const std::vector<std::string>& corpus, std::s
 
 int main(int argc, char** argv) {
   long long iterations = 10000, seconds = 10;
-  unsigned long long seed = std::random_device{}();
+  // Fixed per fuzzer unless ZS_TEST_SEED says otherwise; --seed overrides.
+  const char* slash = std::strrchr(argv[0], '/');
+  unsigned long long seed = zeroshard::TestSeedFor(slash != nullptr ? slash + 1 : argv[0], zeroshard::SeedLog::kQuiet);
   std::vector<std::string> corpus;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--iterations=", 13) == 0) {

@@ -8,9 +8,9 @@
 
 namespace zeroshard {
 
-// ZS_TEST_SEED when set (to replay a failure), else a random one; rank 0's
-// value on every rank of `comm` (collective), in [0, 2^31). Rank 0 prints
-// "[ seed ] ZS_TEST_SEED=<seed>" so a failure can be replayed.
+// The test's next seed (core/testing/test_seed.h: fixed per test unless
+// ZS_TEST_SEED says otherwise), rank 0's value on every rank of `comm`
+// (collective), in [0, 2^31). Rank 0 prints the test's replay line.
 int32_t SharedTestSeed(Communicator& comm);
 
 }  // namespace zeroshard

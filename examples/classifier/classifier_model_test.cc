@@ -4,10 +4,9 @@
 #include "examples/classifier/classifier_model.h"
 
 #include <cmath>
-#include <cstdio>
-#include <random>
 #include <set>
 
+#include "core/testing/test_seed.h"
 #include "examples/classifier/classifier_config.h"
 #include "examples/classifier/classifier_data.h"
 #include "gtest/gtest.h"
@@ -49,12 +48,6 @@ ComputeContext Cpu() {
   ComputeContext ctx;
   ctx.kernels = kernels::KernelContext::Cpu(1);
   return ctx;
-}
-
-uint64_t TestSeed() {
-  const uint64_t seed = std::random_device{}();
-  std::printf("data seed %llu\n", static_cast<unsigned long long>(seed));
-  return seed;
 }
 
 TEST(ClassifierModelTest, GradientsMatchFiniteDifferences) {

@@ -314,8 +314,12 @@ TEST(ClassifierMpiTest, ShardedTrainingMatchesTheUnshardedReference) {
     const EngineRun run = RunEngine(c, kSteps, train, held_out);
     ASSERT_EQ(run.results.size(), static_cast<size_t>(kSteps));
     const Parity parity = Compare(run.weights, ref.weights, *model);
-    EXPECT_LE(parity.whole, 1e-6);
-    EXPECT_LE(parity.worst_tensor, 1e-5) << parity.worst_name;
+    // The reference sums the gradient in another order, and AdamW turns that
+    // rounding into steps of up to lr where a gradient is near zero: over 300
+    // seeds the whole model's relative L2 had median 5e-8 and reached 1.2e-5
+    // (worst tensor 7.5e-5, hidden.0.bias); a mishandled shard gives > 1e-2.
+    EXPECT_LE(parity.whole, 1e-4);
+    EXPECT_LE(parity.worst_tensor, 1e-3) << parity.worst_name;
     for (int s = 0; s < kSteps; ++s) {
       EXPECT_NEAR(run.results[s].loss, ref.losses[s], 1e-5 * ref.losses[s]) << "step " << s + 1;
       EXPECT_EQ(run.results[s].metrics.size(), 1u);

@@ -1,4 +1,4 @@
-// Test helpers for kernels: fresh random inputs (the seed is printed so a
+// Test helpers for kernels: seeded random inputs (the seed is printed so a
 // failure can be replayed with ZS_TEST_SEED), NaN-poisoned outputs, typed
 // host tensors, mixed-tolerance comparison against f64 references, and
 // central finite differences.
@@ -17,17 +17,14 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard::kernels::testing {
 
-// A seed from ZS_TEST_SEED if set, else from std::random_device; logged.
-inline uint64_t TestSeed() {
-  const char* env = std::getenv("ZS_TEST_SEED");
-  uint64_t seed = env != nullptr ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-  std::cout << "[ seed ] ZS_TEST_SEED=" << seed << "\n";
-  return seed;
-}
+// The test's next seed: fixed per test, replayable with ZS_TEST_SEED
+// (core/testing/test_seed.h).
+using ::zeroshard::TestSeed;
 
 class Rng {
  public:

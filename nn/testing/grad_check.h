@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard::testing {
 
-// A generator seeded fresh each run; the seed is printed on failure by
-// SCOPED_TRACE in the caller (Seed()).
-inline uint32_t FreshSeed() { return std::random_device{}(); }
+// The test's next seed: fixed per test, replayable with ZS_TEST_SEED
+// (core/testing/test_seed.h).
+using ::zeroshard::TestSeed;
 
 inline std::vector<float> RandomFloats(std::mt19937& rng, size_t n, float stddev, float mean = 0.0f) {
   std::normal_distribution<float> dist(mean, stddev);

@@ -9,8 +9,8 @@
 #   * a resume from a corrupt shard fails on all 8 ranks (DATA_LOSS, the
 #     reading rank naming the file and tensor), promptly.
 # Usage: layout_fault_test.sh DRIVER CHECK ZEROSHARD
-# The data seed (also the corruption sample's) is random and printed;
-# ZEROSHARD_LAYOUT_SEED=N (bazel --test_env) repeats a run.
+# The data seed (also the corruption sample's) is fixed and printed; ZS_TEST_SEED=random or =N
+# (bazel --test_env) draws a fresh one or replays one.
 set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 driver=$1 check=$2 zeroshard=$3
@@ -18,8 +18,8 @@ tmp=${TEST_TMPDIR:-$(mktemp -d)}/layout_faults
 rm -rf "$tmp" && mkdir -p "$tmp"
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-seed=${ZEROSHARD_LAYOUT_SEED:-$((RANDOM * 32768 + RANDOM + 1))}
-echo "data and corruption seed $seed (repeat with --test_env=ZEROSHARD_LAYOUT_SEED=$seed)"
+seed=$(test_seed layout_fault_test)
+echo "data and corruption seed $seed (replay with --test_env=ZS_TEST_SEED=$seed)"
 layout=2,2,2,3
 
 run() {  # run LOG ARGS...: one 8-rank mpirun bounded to 60 s; sets rc

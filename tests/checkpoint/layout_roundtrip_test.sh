@@ -12,8 +12,8 @@
 #      --dp 1 --tp 4 --pp 1` of the step-5 checkpoint: bitwise the resume
 #      from the step-5 checkpoint itself.
 # One mpirun per world size. Usage: layout_roundtrip_test.sh DRIVER CHECK ZEROSHARD
-# The data seed is random (printed); ZEROSHARD_LAYOUT_SEED=N (bazel
-# --test_env) repeats a run.
+# The data seed is fixed and printed; ZS_TEST_SEED=random or =N
+# (bazel --test_env) draws a fresh one or replays one.
 set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 driver=$1 check=$2 zeroshard=$3
@@ -21,8 +21,8 @@ tmp=${TEST_TMPDIR:-$(mktemp -d)}/layouts
 rm -rf "$tmp" && mkdir -p "$tmp"
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-seed=${ZEROSHARD_LAYOUT_SEED:-$((RANDOM * 32768 + RANDOM + 1))}
-echo "data seed $seed (repeat with --test_env=ZEROSHARD_LAYOUT_SEED=$seed)"
+seed=$(test_seed layout_roundtrip_test)
+echo "data seed $seed (replay with --test_env=ZS_TEST_SEED=$seed)"
 # Two layouts after 4 steps (46 seeds): per-tensor max |a - b| / max |a| up
 # to 1.2e-3 for weights and 6.2e-4 for optimizer state (mostly ~1e-4 and
 # ~5e-6: AdamW's first step scales rounding noise up where |grad| ~ eps,

@@ -18,6 +18,7 @@
 #include "checkpoint/testing/checkpoint_fixture.h"
 #include "checkpoint/verify.h"
 #include "core/file_io.h"
+#include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
 
@@ -38,7 +39,7 @@ Fixture WriteFixture(const std::string& name, int dp) {
   Fixture f;
   f.root = testing::FreshTempDir(name);
   f.manifest = FixtureManifest(dp, 9);
-  f.seed = std::random_device{}();
+  f.seed = TestSeed();
   f.values = testing::RandomFlatValues(f.manifest, f.seed);
   EXPECT_TRUE(testing::WriteFixture(f.root, f.manifest, f.values).ok());
   return f;
@@ -227,7 +228,7 @@ TEST(OfflineToolsTest, ImportOfAConsolidatedFileReproducesTheWeightsExactly) {
   const std::string root = testing::FreshTempDir("tools_import");
   const std::string in = JoinPath(root, "in.safetensors");
   const TrainConfig config = TinyConfig(3);
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "weights seed " << seed);
   std::map<std::string, std::vector<float>> weights = WriteRandomWeights(in, config, seed);
   absl::StatusOr<std::string> dir = Import(in, config, JoinPath(root, "ckpt"));
@@ -257,7 +258,7 @@ TEST(OfflineToolsTest, ImportOfAConsolidatedFileReproducesTheWeightsExactly) {
 TEST(OfflineToolsTest, ImportErrorsNameTheTensor) {
   const std::string root = testing::FreshTempDir("tools_import_errors");
   const std::string in = JoinPath(root, "in.safetensors");
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "weights seed " << seed);
   WriteRandomWeights(in, TinyConfig(1), seed, "h.0.attn.extra");
   absl::StatusOr<std::string> d = Import(in, TinyConfig(1), JoinPath(root, "a"));

@@ -33,6 +33,7 @@
 #include "sharding/lr_schedule.h"
 #include "sharding/weight_decay_policy.h"
 #include "engine/testing/weights.h"
+#include "engine/testing/shared_seed.h"
 
 namespace zeroshard {
 namespace {
@@ -74,11 +75,7 @@ ProcessGrid& Grid() { return DataParallelWorld(); }
 // Tokens every rank agrees on, from a random seed every rank agrees on (the
 // largest of the ranks' draws), stored in *seed for the caller's SCOPED_TRACE.
 std::vector<int32_t> SharedTokens(int32_t* seed) {
-  // ZEROSHARD_TOKEN_SEED replays a seed a failure printed.
-  const char* replay = std::getenv("ZEROSHARD_TOKEN_SEED");
-  *seed = replay != nullptr ? std::atoi(replay) : static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  EXPECT_TRUE(Grid().dp().AllReduce(seed, 1, DType::kI32, ReduceOp::kMax)->Wait().ok());
-  std::printf("token seed %d\n", *seed);
+  *seed = SharedTestSeed(Grid().dp());
   return RandomTokens(static_cast<uint32_t>(*seed), kGlobalBatch, Tiny().seq_len, Tiny().vocab_size);
 }
 
@@ -234,7 +231,7 @@ TEST(EngineMpiTest, Gpt2ParityStageEqualityRepeatability) {
       // Per tensor the bound only has to catch a tensor handled wrongly
       // (relative error near 1): small tensors see the summation-order
       // differences of accumulation amplified by AdamW — token seed
-      // 384521591 (ZEROSHARD_TOKEN_SEED) gives 7.9e-5 on h.1.attn.c_proj.bias
+      // 384521591 (ZS_TEST_SEED) gives 7.9e-5 on h.1.attn.c_proj.bias
       // at k 3, while the whole model stays at 3.4e-7.
       EXPECT_LE(parity.worst_tensor, 1e-3) << parity.worst_name;
       EXPECT_LE(parity.key_bias_max, 1e-5);

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,6 +28,7 @@
 #include "nn/gpt2.h"
 #include "sharding/testing/thread_communicator.h"
 #include "engine/testing/weights.h"
+#include "engine/testing/shared_seed.h"
 
 namespace zeroshard {
 namespace {
@@ -113,9 +113,7 @@ struct Outcome {
 
 // Tokens every rank agrees on (rank 0's draw, returned for the trace).
 std::vector<int32_t> SharedTokens(int rows, uint32_t* seed_out) {
-  int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  ProcessGrid& g = Grid(WorldSize(), 1);
-  EXPECT_TRUE(g.world().Broadcast(&seed, 1, DType::kI32, 0)->Wait().ok());
+  const int32_t seed = SharedTestSeed(Grid(WorldSize(), 1).world());
   *seed_out = static_cast<uint32_t>(seed);
   return RandomTokens(static_cast<uint32_t>(seed), rows, Model().seq_len, Model().vocab_size);
 }

@@ -31,6 +31,7 @@
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
+#include "engine/testing/shared_seed.h"
 #include "gtest/gtest.h"
 #include "tests/data_parallel_world.h"
 #include "nn/gpt2.h"
@@ -108,12 +109,10 @@ EngineConfig MakeConfig(const Spec& s, int dp) {
 
 ProcessGrid& Grid() { return DataParallelWorld(); }
 
-// Tokens every rank agrees on, from a random seed every rank agrees on (the
-// largest of the ranks' draws), stored in *seed for the caller's SCOPED_TRACE.
+// Tokens every rank agrees on, from the test's seed (rank 0's), stored in
+// *seed for the caller's SCOPED_TRACE.
 std::vector<int32_t> SharedTokens(int32_t* seed) {
-  *seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  EXPECT_TRUE(Grid().dp().AllReduce(seed, 1, DType::kI32, ReduceOp::kMax)->Wait().ok());
-  std::printf("token seed %d\n", *seed);
+  *seed = SharedTestSeed(Grid().dp());
   return RandomTokens(static_cast<uint32_t>(*seed), kGlobalBatch, Tiny().seq_len, Tiny().vocab_size);
 }
 

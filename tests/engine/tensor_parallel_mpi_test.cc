@@ -19,7 +19,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,6 +38,7 @@
 #include "sharding/flat_param_layout.h"
 #include "sharding/testing/thread_communicator.h"
 #include "engine/testing/weights.h"
+#include "engine/testing/shared_seed.h"
 
 namespace zeroshard {
 namespace {
@@ -125,8 +125,7 @@ struct Outcome {
 };
 
 std::vector<int32_t> SharedTokens(int rows, const Gpt2Config& m, uint32_t* seed_out) {
-  int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  EXPECT_TRUE(Grid(WorldSize(), 1).world().Broadcast(&seed, 1, DType::kI32, 0)->Wait().ok());
+  const int32_t seed = SharedTestSeed(Grid(WorldSize(), 1).world());
   *seed_out = static_cast<uint32_t>(seed);
   return RandomTokens(static_cast<uint32_t>(seed), rows, m.seq_len, m.vocab_size);
 }

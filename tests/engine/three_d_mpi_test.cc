@@ -21,7 +21,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -36,6 +35,7 @@
 #include "nn/gpt2.h"
 #include "sharding/testing/thread_communicator.h"
 #include "engine/testing/weights.h"
+#include "engine/testing/shared_seed.h"
 
 namespace zeroshard {
 namespace {
@@ -132,8 +132,7 @@ struct Outcome {
 };
 
 std::vector<int32_t> SharedTokens(uint32_t* seed_out) {
-  int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  EXPECT_TRUE(Grid(WorldSize(), 1, 1).world().Broadcast(&seed, 1, DType::kI32, 0)->Wait().ok());
+  const int32_t seed = SharedTestSeed(Grid(WorldSize(), 1, 1).world());
   *seed_out = static_cast<uint32_t>(seed);
   const Gpt2Config m = TestModel(1);
   return RandomTokens(static_cast<uint32_t>(seed), kRows, m.seq_len, m.vocab_size);

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
+#include "engine/testing/shared_seed.h"
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
 #include "nn/resident_model.h"
@@ -32,8 +32,7 @@ ProcessGrid& Grid() { return DataParallelWorld(); }
 // Random tokens every rank agrees on: rank 0's seed is broadcast (and
 // printed on failure).
 std::vector<int32_t> SharedTokens(std::vector<int>* mask_seed_out) {
-  int32_t seed = static_cast<int32_t>(std::random_device{}() & 0x7fffffff);
-  EXPECT_TRUE(Grid().dp().AllReduce(&seed, 1, DType::kI32, ReduceOp::kMax)->Wait().ok());
+  const int32_t seed = SharedTestSeed(Grid().dp());
   mask_seed_out->push_back(seed);
   return RandomTokens(static_cast<uint32_t>(seed), kGlobalBatch, TinyGpt2().seq_len, TinyGpt2().vocab_size);
 }
