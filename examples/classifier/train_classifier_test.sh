@@ -5,12 +5,11 @@ set -u
 source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/sh_test_cases.sh"
 bin=$1 config=$2
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
-flags=(--oversubscribe --bind-to none -np 3)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 run() {  # run OUT ERR ARGS...: train_classifier on 3 ranks
   local out=$1 err=$2
   shift 2
-  OMPI_MCA_mpi_yield_when_idle=1 timeout 120 mpirun "${flags[@]}" "$bin" "$@" >"$out" 2>"$err"
+  timeout 120 mpirun "${mpirun_flags[@]}" -np 3 "$bin" "$@" >"$out" 2>"$err"
 }
 
 run "$tmp/out" "$tmp/err" --config "$config" --steps 5 --set engine.logging.interval=2

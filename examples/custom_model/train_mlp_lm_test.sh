@@ -15,9 +15,8 @@ engine {
   logging { trace_path: "$tmp/trace.json" trace_steps: 5 }
 }
 PB
-flags=(--oversubscribe --bind-to none -np 2)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-OMPI_MCA_mpi_yield_when_idle=1 timeout 120 mpirun "${flags[@]}" "$bin" "$tmp/mlp.pbtxt" "$tmp/ckpt" >"$tmp/log" 2>&1
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
+timeout 120 mpirun "${mpirun_flags[@]}" -np 2 "$bin" "$tmp/mlp.pbtxt" "$tmp/ckpt" >"$tmp/log" 2>&1
 rc=$?
 record_case trains_under_mpirun $((rc == 0)) "rc=$rc: $(tail -5 "$tmp/log")"
 first=$(awk '/^step 10 /{print $4}' "$tmp/log")

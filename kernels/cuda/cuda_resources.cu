@@ -20,8 +20,7 @@ absl::StatusOr<std::unique_ptr<CudaResources>> CudaResources::Create() {
   // A blocking stream: it orders with the legacy default stream, which
   // core/device.h's DeviceCopy/DeviceMemset use, so copies and kernels of
   // one thread never race.
-  absl::Status s = CudaStatus("cudaStreamCreate", cudaStreamCreate(&stream));
-  if (!s.ok()) return s;
+  if (absl::Status s = CudaStatus("cudaStreamCreate", cudaStreamCreate(&stream)); !s.ok()) return s;
   r->stream_ = stream;
   cublasHandle_t handle = nullptr;
   cublasStatus_t cs = cublasCreate(&handle);
@@ -35,8 +34,10 @@ absl::StatusOr<std::unique_ptr<CudaResources>> CudaResources::Create() {
     return absl::InternalError(absl::StrCat("cublasLtCreate: ", cublasGetStatusString(cs)));
   }
   r->cublaslt_ = lt;
-  s = CudaStatus("cudaMalloc (kernel workspace)", cudaMalloc(&r->workspace_, kMinCudaWorkspaceBytes));
-  if (!s.ok()) return s;
+  if (absl::Status s = CudaStatus("cudaMalloc (kernel workspace)", cudaMalloc(&r->workspace_, kMinCudaWorkspaceBytes));
+      !s.ok()) {
+    return s;
+  }
   return r;
 }
 

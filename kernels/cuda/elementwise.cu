@@ -138,20 +138,27 @@ absl::Status ScaleInPlace(const KernelContext& ctx, void* x, int64_t n, DType dt
   if (!ws.ok()) return ws;
   int* flag = static_cast<int*>(ctx.cuda_workspace);
   cudaStream_t stream = StreamOf(ctx);
-  absl::Status s = CudaStatus("ScaleInPlace (clear flag)", cudaMemsetAsync(flag, 0, sizeof(int), stream));
-  if (!s.ok()) return s;
-  s = DispatchFloatDType(dtype, "ScaleInPlace", [&](auto tag) {
-    using T = decltype(tag);
-    ScaleKernel<T><<<GridFor(n), kThreads, 0, stream>>>(static_cast<T*>(x), n, scale, flag);
-    return CheckLaunch("ScaleInPlace");
-  });
-  if (!s.ok()) return s;
+  if (absl::Status s = CudaStatus("ScaleInPlace (clear flag)", cudaMemsetAsync(flag, 0, sizeof(int), stream));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = DispatchFloatDType(dtype, "ScaleInPlace",
+                                          [&](auto tag) {
+                                            using T = decltype(tag);
+                                            ScaleKernel<T><<<GridFor(n), kThreads, 0, stream>>>(
+                                                static_cast<T*>(x), n, scale, flag);
+                                            return CheckLaunch("ScaleInPlace");
+                                          });
+      !s.ok()) {
+    return s;
+  }
   int host_flag = 0;
-  s = CudaStatus("ScaleInPlace (read flag)",
-                 cudaMemcpyAsync(&host_flag, flag, sizeof(int), cudaMemcpyDeviceToHost, stream));
-  if (!s.ok()) return s;
-  s = CudaStatus("ScaleInPlace (sync)", cudaStreamSynchronize(stream));
-  if (!s.ok()) return s;
+  if (absl::Status s = CudaStatus("ScaleInPlace (read flag)", cudaMemcpyAsync(&host_flag, flag, sizeof(int),
+                                                                              cudaMemcpyDeviceToHost, stream));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CudaStatus("ScaleInPlace (sync)", cudaStreamSynchronize(stream)); !s.ok()) return s;
   *found_nonfinite = host_flag != 0;
   return absl::OkStatus();
 }
@@ -185,14 +192,14 @@ absl::Status SumOfSquaresOfSpans(const KernelContext& ctx, const void* const* xs
       });
       if (!s.ok()) return s;
       SumPartialsKernel<<<1, 1, 0, stream>>>(partial, kSumBlocks, totals + i);
-      s = at("total", cudaGetLastError());
-      if (!s.ok()) return s;
+      if (absl::Status total = at("total", cudaGetLastError()); !total.ok()) return total;
     }
-    absl::Status s = at("read", cudaMemcpyAsync(results + first, totals, count * sizeof(double),
-                                                cudaMemcpyDeviceToHost, stream));
-    if (!s.ok()) return s;
-    s = at("sync", cudaStreamSynchronize(stream));
-    if (!s.ok()) return s;
+    if (absl::Status s = at("read", cudaMemcpyAsync(results + first, totals, count * sizeof(double),
+                                                    cudaMemcpyDeviceToHost, stream));
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = at("sync", cudaStreamSynchronize(stream)); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -97,14 +97,19 @@ absl::Status NonFiniteError(const KernelContext& ctx, const T* x, const float* r
   cudaStream_t stream = StreamOf(ctx);
   T value;
   float r = 0.0f;
-  absl::Status s = CudaStatus("QuantizeInt8Blocks (read element)",
-                              cudaMemcpyAsync(&value, x + i, sizeof(T), cudaMemcpyDeviceToHost, stream));
-  if (s.ok() && residual != nullptr) {
-    s = CudaStatus("QuantizeInt8Blocks (read residual)",
-                   cudaMemcpyAsync(&r, residual + i, sizeof(float), cudaMemcpyDeviceToHost, stream));
+  if (absl::Status s = CudaStatus("QuantizeInt8Blocks (read element)",
+                                  cudaMemcpyAsync(&value, x + i, sizeof(T), cudaMemcpyDeviceToHost, stream));
+      !s.ok()) {
+    return s;
   }
-  if (s.ok()) s = CudaStatus("QuantizeInt8Blocks (sync)", cudaStreamSynchronize(stream));
-  if (!s.ok()) return s;
+  if (residual != nullptr) {
+    if (absl::Status s = CudaStatus("QuantizeInt8Blocks (read residual)",
+                                    cudaMemcpyAsync(&r, residual + i, sizeof(float), cudaMemcpyDeviceToHost, stream));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = CudaStatus("QuantizeInt8Blocks (sync)", cudaStreamSynchronize(stream)); !s.ok()) return s;
   const float c = residual == nullptr ? Load(value) : QuantAdd(Load(value), r);
   return QuantNonFiniteError(i, n, c, i / block);
 }
@@ -137,10 +142,14 @@ absl::Status QuantizeInt8Blocks(const KernelContext& ctx, void* packed, const vo
     if (first_bad != nullptr) {
       // Read the mark before writing anything of residual: a rejected call leaves it untouched.
       unsigned long long bad = kNoElement;
-      s = CudaStatus("QuantizeInt8Blocks (read flag)",
-                     cudaMemcpyAsync(&bad, first_bad, sizeof(bad), cudaMemcpyDeviceToHost, stream));
-      if (s.ok()) s = CudaStatus("QuantizeInt8Blocks (sync)", cudaStreamSynchronize(stream));
-      if (!s.ok()) return s;
+      if (absl::Status read = CudaStatus("QuantizeInt8Blocks (read flag)", cudaMemcpyAsync(&bad, first_bad, sizeof(bad),
+                                                                                        cudaMemcpyDeviceToHost, stream));
+          !read.ok()) {
+        return read;
+      }
+      if (absl::Status sync = CudaStatus("QuantizeInt8Blocks (sync)", cudaStreamSynchronize(stream)); !sync.ok()) {
+        return sync;
+      }
       if (bad != kNoElement) return NonFiniteError(ctx, x, residual, static_cast<int64_t>(bad), n, block);
     }
     ValuesKernel<T><<<GridFor(Int8ScalesOffset(n)), kThreads, 0, stream>>>(static_cast<int8_t*>(packed), scales, x,
