@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -24,12 +23,12 @@
 #include "checkpoint/consolidate.h"
 #include "checkpoint/engine_checkpoint.h"
 #include "checkpoint/safetensors_file.h"
-#include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "core/file_io.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
+#include "engine/testing/mpi_grids.h"
 #include "engine/testing/shared_seed.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
@@ -44,29 +43,10 @@ constexpr int kLayers = 4;
 
 Gpt2Config Tiny() { return TinyGpt2(kLayers); }
 
-int WorldSize() {
-  static const int n = [] {
-    auto world = CreateMpiWorld(CommOptions{});
-    return world.ok() ? (*world)->size() : 1;
-  }();
-  return n;
-}
+int WorldSize() { return MpiWorldSize(); }
 
 // One grid per (dp, pp), created in the same order on every rank.
-ProcessGrid& Grid(int dp, int pp) {
-  static std::map<std::pair<int, int>, std::unique_ptr<ProcessGrid>> grids;
-  auto& g = grids[{dp, pp}];
-  if (g == nullptr) {
-    CommOptions options;
-    options.timeout = absl::Seconds(120);
-    auto world = CreateMpiWorld(options);
-    EXPECT_TRUE(world.ok()) << world.status();
-    auto grid = ProcessGrid::Create(std::move(world).value(), {dp, 1, pp});
-    EXPECT_TRUE(grid.ok()) << grid.status();
-    g = std::make_unique<ProcessGrid>(std::move(grid).value());
-  }
-  return *g;
-}
+ProcessGrid& Grid(int dp, int pp) { return CachedGrid({dp, 1, pp}); }
 
 Communicator& World() { return Grid(WorldSize(), 1).world(); }
 

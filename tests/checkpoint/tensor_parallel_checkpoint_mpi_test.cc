@@ -22,7 +22,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -37,12 +36,12 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/reshard.h"
 #include "checkpoint/safetensors_file.h"
-#include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "core/file_io.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
+#include "engine/testing/mpi_grids.h"
 #include "engine/testing/shared_seed.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/weights.h"
@@ -63,29 +62,10 @@ Gpt2Config Model(int tp, int vocab = 67) {
   return c;
 }
 
-int WorldSize() {
-  static const int n = [] {
-    auto world = CreateMpiWorld(CommOptions{});
-    return world.ok() ? (*world)->size() : 1;
-  }();
-  return n;
-}
+int WorldSize() { return MpiWorldSize(); }
 
 // One grid per (dp, tp), created in the same order on every rank.
-ProcessGrid& Grid(int dp, int tp) {
-  static std::map<std::pair<int, int>, std::unique_ptr<ProcessGrid>> grids;
-  auto& g = grids[{dp, tp}];
-  if (g == nullptr) {
-    CommOptions options;
-    options.timeout = absl::Seconds(120);
-    auto world = CreateMpiWorld(options);
-    EXPECT_TRUE(world.ok()) << world.status();
-    auto grid = ProcessGrid::Create(std::move(world).value(), {dp, tp, 1});
-    EXPECT_TRUE(grid.ok()) << grid.status();
-    g = std::make_unique<ProcessGrid>(std::move(grid).value());
-  }
-  return *g;
-}
+ProcessGrid& Grid(int dp, int tp) { return CachedGrid({dp, tp, 1}); }
 
 Communicator& World() { return Grid(WorldSize(), 1).world(); }
 

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -18,11 +17,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
+#include "engine/testing/mpi_grids.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
@@ -40,29 +39,10 @@ using Schedule = ParallelConfig::PipelineSchedule;
 // 6 blocks: 8 units, enough for 4 stages x 2 virtual stages.
 Gpt2Config Model() { return TinyGpt2(6); }
 
-int WorldSize() {
-  static const int n = [] {
-    auto world = CreateMpiWorld(CommOptions{});
-    return world.ok() ? (*world)->size() : 1;
-  }();
-  return n;
-}
+int WorldSize() { return MpiWorldSize(); }
 
 // One grid per shape for the whole binary.
-ProcessGrid& Grid(int dp, int pp) {
-  static std::map<std::pair<int, int>, std::unique_ptr<ProcessGrid>> grids;
-  auto& g = grids[{dp, pp}];
-  if (g == nullptr) {
-    CommOptions options;
-    options.timeout = absl::Seconds(120);
-    auto world = CreateMpiWorld(options);
-    EXPECT_TRUE(world.ok()) << world.status();
-    auto grid = ProcessGrid::Create(std::move(world).value(), {dp, 1, pp});
-    EXPECT_TRUE(grid.ok()) << grid.status();
-    g = std::make_unique<ProcessGrid>(std::move(grid).value());
-  }
-  return *g;
-}
+ProcessGrid& Grid(int dp, int pp) { return CachedGrid({dp, 1, pp}); }
 
 struct Case {
   int dp = 1, pp = 1, v = 1, m = 1, stage = 0;

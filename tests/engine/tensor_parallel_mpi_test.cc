@@ -25,7 +25,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
@@ -37,6 +36,7 @@
 #include "nn/param_spec.h"
 #include "sharding/flat_param_layout.h"
 #include "sharding/testing/thread_communicator.h"
+#include "engine/testing/mpi_grids.h"
 #include "engine/testing/weights.h"
 #include "engine/testing/shared_seed.h"
 
@@ -58,28 +58,9 @@ Gpt2Config TestModel(int tp) {
   return c;
 }
 
-int WorldSize() {
-  static const int n = [] {
-    auto world = CreateMpiWorld(CommOptions{});
-    return world.ok() ? (*world)->size() : 1;
-  }();
-  return n;
-}
+int WorldSize() { return MpiWorldSize(); }
 
-ProcessGrid& Grid(int dp, int tp) {
-  static std::map<std::pair<int, int>, std::unique_ptr<ProcessGrid>> grids;
-  auto& g = grids[{dp, tp}];
-  if (g == nullptr) {
-    CommOptions options;
-    options.timeout = absl::Seconds(120);
-    auto world = CreateMpiWorld(options);
-    EXPECT_TRUE(world.ok()) << world.status();
-    auto grid = ProcessGrid::Create(std::move(world).value(), {dp, tp, 1});
-    EXPECT_TRUE(grid.ok()) << grid.status();
-    g = std::make_unique<ProcessGrid>(std::move(grid).value());
-  }
-  return *g;
-}
+ProcessGrid& Grid(int dp, int tp) { return CachedGrid({dp, tp, 1}); }
 
 struct Case {
   int dp = 1, tp = 1, stage = 0, m = 2;

@@ -19,14 +19,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
@@ -34,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
 #include "sharding/testing/thread_communicator.h"
+#include "engine/testing/mpi_grids.h"
 #include "engine/testing/weights.h"
 #include "engine/testing/shared_seed.h"
 
@@ -63,29 +61,10 @@ Gpt2Config TestModel(int tp) {
   return c;
 }
 
-int WorldSize() {
-  static const int n = [] {
-    auto world = CreateMpiWorld(CommOptions{});
-    return world.ok() ? (*world)->size() : 1;
-  }();
-  return n;
-}
+int WorldSize() { return MpiWorldSize(); }
 
 // One grid per shape for the whole binary.
-ProcessGrid& Grid(int dp, int tp, int pp) {
-  static std::map<std::tuple<int, int, int>, std::unique_ptr<ProcessGrid>> grids;
-  auto& g = grids[{dp, tp, pp}];
-  if (g == nullptr) {
-    CommOptions options;
-    options.timeout = absl::Seconds(120);
-    auto world = CreateMpiWorld(options);
-    EXPECT_TRUE(world.ok()) << world.status();
-    auto grid = ProcessGrid::Create(std::move(world).value(), {dp, tp, pp});
-    EXPECT_TRUE(grid.ok()) << grid.status();
-    g = std::make_unique<ProcessGrid>(std::move(grid).value());
-  }
-  return *g;
-}
+ProcessGrid& Grid(int dp, int tp, int pp) { return CachedGrid({dp, tp, pp}); }
 
 struct Case {
   int dp = 1, tp = 1, pp = 1, v = 1, stage = 0;
