@@ -85,11 +85,14 @@ absl::Status ResolveCheckpointedUnits(const Model& model, const ActivationCheckp
   return absl::OkStatus();
 }
 
-// Staging slot of each bucket: walking the program, a REDUCE takes the
-// lowest slot no bucket in flight holds, and its WAIT_REDUCE frees it.
+}  // namespace
+
 std::vector<int> StagingSlots(const StepProgram& program, int num_buckets) {
   std::vector<int> slot_of(num_buckets, 0);
   std::vector<bool> busy;
+  std::vector<bool> replicated(num_buckets, false);
+  int in_flight = 0;
+  int pending = -1;  // the bucket whose replica all-reduce is still running
   for (const Action& a : program.actions) {
     if (a.kind == ActionKind::kReduce) {
       int s = 0;
@@ -97,14 +100,21 @@ std::vector<int> StagingSlots(const StepProgram& program, int num_buckets) {
       if (s == static_cast<int>(busy.size())) busy.push_back(false);
       busy[s] = true;
       slot_of[a.bucket] = s;
+      ++in_flight;
+      for (const IssuedCollective& c : a.issues) replicated[a.bucket] = replicated[a.bucket] || c.group == "dp_replica";
     } else if (a.kind == ActionKind::kWaitReduce) {
-      busy[slot_of[a.bucket]] = false;
+      if (pending >= 0) busy[slot_of[pending]] = false;
+      pending = -1;
+      --in_flight;
+      if (replicated[a.bucket] && in_flight > 0) {
+        pending = a.bucket;
+      } else {
+        busy[slot_of[a.bucket]] = false;
+      }
     }
   }
   return slot_of;
 }
-
-}  // namespace
 
 std::vector<IssuedCollective> OptimizerCollectives(const StepPlan& plan, const EngineOptions& options) {
   std::vector<IssuedCollective> issues;

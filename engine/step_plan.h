@@ -66,6 +66,13 @@ struct StepPlan {
   std::vector<int> staging_slots;
 };
 
+// The staging slot of each of `num_buckets` buckets of `program`: a REDUCE
+// takes the lowest free slot; its WAIT_REDUCE frees it, or, for a bucket
+// whose REDUCE lists a "dp_replica" all-reduce (hybrid sharding), the next
+// WAIT_REDUCE does unless no other bucket is in flight, as GradReducer
+// completes replica all-reduces (sharding/grad_reducer.h).
+std::vector<int> StagingSlots(const StepProgram& program, int num_buckets);
+
 // Errors: the model fails Model::Validate, a NAMED checkpointing unit does
 // not exist (kInvalidArgument naming engine.activation_checkpointing.units),
 // a layout cannot be made.

@@ -182,7 +182,7 @@ void GradReducer::FreeStaging() {
 
 absl::Status GradReducer::Launch(int bucket) {
   Bucket& b = buckets_[bucket];
-  if (b.work != nullptr) {
+  if (b.work != nullptr || b.replica_work != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("gradient bucket ", bucket, " is already in flight"));
   }
   const Device device = dp_->device();
@@ -256,8 +256,11 @@ absl::Status GradReducer::Launch(int bucket) {
 }
 
 absl::Status GradReducer::Finish(int bucket) {
+  // The previous bucket's replica all-reduce ran behind this bucket's
+  // reduce-scatter and the compute before it: complete it first.
+  absl::Status first = CompleteReplica();
   Bucket& b = buckets_[bucket];
-  if (b.work == nullptr) return absl::OkStatus();
+  if (b.work == nullptr) return first;
   const int64_t bytes = quantized() ? b.packed_chunk * dp_->size()
                                     : b.shard_numel * dp_->size() * static_cast<int64_t>(DTypeSize(reduce_dtype_));
   absl::Status s =
@@ -271,24 +274,40 @@ absl::Status GradReducer::Finish(int bucket) {
   b.staging_in.Reset();
   if (quantized()) b.staging_out.Reset();
   // In reduce_dtype_ either way (f32 when quantized: Create checks).
-  void* reduced = quantized() ? static_cast<void*>(b.sum) : b.out;
+  b.reduced = quantized() ? static_cast<void*>(b.sum) : b.out;
+  if (s.ok() && replicated()) {
+    b.replica_issued = std::chrono::steady_clock::now();
+    b.replica_work = reduction_.replica->AllReduce(b.reduced, b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
+    replica_pending_ = bucket;
+    // The pass's last reduction has nothing left to hide behind.
+    if (launched_.empty()) s = CompleteReplica();
+    return first.ok() ? s : first;
+  }
+  if (s.ok()) s = Accumulate(b);
+  DropStaging(b);
+  return first.ok() ? s : first;
+}
+
+absl::Status GradReducer::CompleteReplica() {
+  if (replica_pending_ < 0) return absl::OkStatus();
+  Bucket& b = buckets_[replica_pending_];
+  replica_pending_ = -1;
+  absl::Status s = WaitTracedOn(*b.replica_work, kernels_.cuda_stream, timeline_, "allreduce",
+                                "AllReduce grads over replicas", b.label, b.replica_issued,
+                                b.shard_numel * static_cast<int64_t>(DTypeSize(reduce_dtype_)));
+  b.replica_work.reset();
+  if (s.ok()) s = Accumulate(b);
+  DropStaging(b);
+  return s;
+}
+
+absl::Status GradReducer::Accumulate(Bucket& b) {
   const int64_t out_size = static_cast<int64_t>(DTypeSize(reduce_dtype_));
-  if (s.ok() && reduction_.replica != nullptr && reduction_.replica->size() > 1) {
-    const std::chrono::steady_clock::time_point issued = std::chrono::steady_clock::now();
-    std::unique_ptr<Work> replicas = reduction_.replica->AllReduce(reduced, b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
-    s = WaitTracedOn(*replicas, kernels_.cuda_stream, timeline_, "allreduce", "AllReduce grads over replicas",
-                     b.label, issued, b.shard_numel * out_size);
-  }
-  if (!s.ok()) {
-    b.staging_out.Reset();
-    b.staging_sum.Reset();
-    return s;
-  }
   int64_t at = 0;
   for (int u : b.units) {
     UnitShard* unit = units_[u];
     const int64_t S = unit->layout().shard_numel();
-    const char* src = static_cast<const char*>(reduced) + at * out_size;
+    const char* src = static_cast<const char*>(b.reduced) + at * out_size;
     RETURN_IF_ERROR(kernels::AccumulateInto(kernels_, unit->grad_shard(), src, reduce_dtype_, S));
     at += S;
     if (unit->stage() >= 2) {
@@ -297,11 +316,14 @@ absl::Status GradReducer::Finish(int bucket) {
       RETURN_IF_ERROR(unit->ZeroFullGrads());
     }
   }
+  return absl::OkStatus();
+}
+
+void GradReducer::DropStaging(Bucket& b) {
   b.staging_out.Reset();
   b.staging_sum.Reset();
-  b.in = b.out = nullptr;
+  b.in = b.out = b.reduced = nullptr;
   b.sum = nullptr;
-  return absl::OkStatus();
 }
 
 absl::Status GradReducer::LaunchQuantized(Bucket& b) {
@@ -354,7 +376,8 @@ absl::Status GradReducer::FinishAll() {
     absl::Status s = Finish(launched_.front());
     if (first.ok()) first = s;
   }
-  return first;
+  absl::Status s = CompleteReplica();
+  return first.ok() ? s : first;
 }
 
 }  // namespace zeroshard

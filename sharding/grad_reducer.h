@@ -11,15 +11,22 @@
 // dtype, never on the ZeRO stage, so every stage issues the same
 // reduce-scatters: the sums are bitwise equal.
 //
-// Launch(b): one ReduceScatter(kAvg over dp) of the bucket (under hybrid
-// sharding dp is the shard group, and Finish first averages the reduced
-// shard over the replica group with one AllReduce). A one-unit bucket
+// Launch(b): one ReduceScatter(kAvg over dp) of the bucket. A one-unit bucket
 // reduces straight from the unit's full gradients; a fused one first copies
 // the units' slices rank-major into a staging buffer (kCommBuffers) so rank r
 // receives [unit u's shard r for u in bucket]. Finish(b): waits, adds each
 // unit's part into its gradient shard (+=, so micro-batches accumulate, by
 // kernels/accumulate.h), then frees (stages 2-3) or zeroes (stages 0-1) the
 // full grads.
+//
+// Hybrid sharding (a replica group of more than one rank): dp is the shard
+// group, and Finish(b) waits for the reduce-scatter, then issues the
+// AllReduce(kAvg) of the reduced shard over the replica group and returns;
+// the next Finish (of any bucket) or FinishAll first waits for it and
+// accumulates. So bucket b's replica all-reduce runs while later units
+// compute and the next bucket reduces, and its staging stays in use until
+// then (engine/step_plan.cc plans the staging slots to match). When no other
+// bucket is in flight (the pass's last Finish) it completes at once.
 //
 // Staging: by default each Launch allocates its bucket's staging and Finish
 // frees it. With a slot plan (SetStagingSlots), ReserveStaging allocates one
@@ -123,9 +130,13 @@ class GradReducer {
 
   // Preconditions: every unit of the bucket has full grads and a grad shard.
   absl::Status Launch(int bucket);
-  // Waits for a launched bucket and accumulates; no-op if not launched.
+  // Completes a pending replica all-reduce (hybrid sharding), then waits
+  // for a launched bucket and accumulates it (or, under hybrid sharding,
+  // issues its replica all-reduce; see above). Only the first of those does
+  // anything for a bucket not launched.
   absl::Status Finish(int bucket);
-  // Finish for every launched bucket, in launch order.
+  // Finish for every launched bucket, in launch order, then the last
+  // replica all-reduce: afterwards every reduction has landed.
   absl::Status FinishAll();
   // Draw each reduction's wait on `timeline` ("ReduceScatter grads <units>",
   // comm/traced_wait.h); null stops it. Must outlive the reducer.
@@ -149,6 +160,11 @@ class GradReducer {
     float* sum = nullptr;
     std::unique_ptr<Work> work;
     std::chrono::steady_clock::time_point issued;
+    // The reduced shard (in the reduce dtype) and, under hybrid sharding,
+    // its replica all-reduce in flight.
+    void* reduced = nullptr;
+    std::unique_ptr<Work> replica_work;
+    std::chrono::steady_clock::time_point replica_issued;
     std::string label;
   };
   struct Slot {
@@ -163,14 +179,24 @@ class GradReducer {
   bool quantized() const { return reduction_.quantization_block > 0; }
   // The dtype of the staging buffers: i8 (packed bytes) when quantized.
   DType staging_dtype() const { return quantized() ? DType::kI8 : reduce_dtype_; }
+  bool replicated() const { return reduction_.replica != nullptr && reduction_.replica->size() > 1; }
   // Quantized Launch / Finish halves.
   absl::Status LaunchQuantized(Bucket& b);
   absl::Status SumQuantized(Bucket& b);
+  // Waits for the pending replica all-reduce, if any, and accumulates its
+  // bucket.
+  absl::Status CompleteReplica();
+  // Adds b.reduced into the units' gradient shards; frees (stages 2-3) or
+  // zeroes (0-1) their full grads.
+  absl::Status Accumulate(Bucket& b);
+  // Releases b's own output staging and clears its pointers.
+  void DropStaging(Bucket& b);
 
   std::vector<UnitShard*> units_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;
   std::vector<int> launched_;  // bucket ids in launch order, not yet finished
+  int replica_pending_ = -1;   // the bucket whose replica all-reduce is in flight
   Communicator* dp_ = nullptr;
   ReductionOptions reduction_;
   MemoryTracker* tracker_ = nullptr;

@@ -208,6 +208,69 @@ TEST(GradReducerTest, StagingSlotsAreReservedOnceAndShared) {
   EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, 0);
 }
 
+// Hybrid sharding on 4 ranks: shard groups {0, 1} and {2, 3}, replica
+// groups {0, 2} and {1, 3}. Each bucket's replica all-reduce is issued by
+// its Finish and completed by the next Finish, or at once when no bucket is
+// left in flight; the shards then hold the average over all 4 ranks
+// (integers and quarters: exact).
+TEST(GradReducerTest, ReplicaAllReduceLandsAtTheNextFinish) {
+  std::vector<std::vector<std::unique_ptr<Communicator>>> shard_groups, replica_groups;
+  for (int g = 0; g < 2; ++g) shard_groups.push_back(CreateThreadGroup(2, "dp_shard"));
+  for (int g = 0; g < 2; ++g) replica_groups.push_back(CreateThreadGroup(2, "dp_replica"));
+  std::vector<FlatParamLayout> layouts = Layouts(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      Communicator* shard = shard_groups[r / 2][r % 2].get();
+      Communicator* replica = replica_groups[r % 2][r / 2].get();
+      MemoryTracker tracker;
+      std::vector<std::unique_ptr<UnitShard>> shards;
+      std::vector<UnitShard*> raw;
+      for (auto& l : layouts) {
+        shards.push_back(*UnitShard::Create(&l, 2, shard, &tracker));
+        raw.push_back(shards.back().get());
+      }
+      ReductionOptions reduction;
+      reduction.replica = replica;
+      // 300-byte buckets at dp 2 (512, 128, 128, 896 bytes): {3}, {1, 2}, {0}.
+      auto reducer = GradReducer::Create(raw, 300, shard, &tracker, DType::kF32, kernels::KernelContext::Cpu(1),
+                                         reduction);
+      ASSERT_TRUE(reducer.ok()) << reducer.status();
+      ASSERT_EQ((*reducer)->num_buckets(), 3);
+      for (int u = 0; u < 4; ++u) {
+        ASSERT_TRUE(shards[u]->EnsureFullGrads().ok());
+        float* g = static_cast<float*>(shards[u]->full_grads());
+        for (int64_t i = 0; i < layouts[u].padded_numel(); ++i) g[i] = static_cast<float>(r * 1000 + u * 100 + i);
+      }
+      const auto landed = [&](int u) {
+        const int64_t S = layouts[u].shard_numel();
+        for (int64_t i = 0; i < S; ++i) {
+          const int64_t flat = (r % 2) * S + i;
+          // The average of r * 1000 over r = 0..3 is 1500.
+          if (shards[u]->grad_shard()[i] != static_cast<float>(1500 + u * 100 + flat)) return false;
+        }
+        return true;
+      };
+      ASSERT_TRUE((*reducer)->Launch(0).ok());
+      ASSERT_TRUE((*reducer)->Launch(1).ok());
+      ASSERT_TRUE((*reducer)->Finish(0).ok());
+      EXPECT_FALSE(landed(3)) << "bucket 0's replica all-reduce is still pending";
+      EXPECT_NE(shards[3]->full_grads(), nullptr) << "its full grads stay until it lands";
+      ASSERT_TRUE((*reducer)->Launch(2).ok());
+      ASSERT_TRUE((*reducer)->Finish(1).ok());
+      EXPECT_TRUE(landed(3));
+      EXPECT_EQ(shards[3]->full_grads(), nullptr);
+      EXPECT_FALSE(landed(1));
+      ASSERT_TRUE((*reducer)->Finish(2).ok());  // the last one: lands at once, and so does the pending one
+      for (int u = 0; u < 4; ++u) EXPECT_TRUE(landed(u)) << "unit " << u;
+      ASSERT_TRUE((*reducer)->FinishAll().ok());
+      EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, 0);
+      EXPECT_EQ(replica->Stats()[CommOp::kAllReduce].calls, 3);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 }  // namespace
 }  // namespace zeroshard
 
