@@ -273,6 +273,9 @@ absl::Status GradReducer::Finish(int bucket) {
   if (s.ok() && quantized()) s = SumQuantized(b);
   b.staging_in.Reset();
   if (quantized()) b.staging_out.Reset();
+  // Everything after this reads the reduced shard only: the full grads go
+  // now (freed at stages 2-3, zeroed at 0-1), not after a replica all-reduce.
+  if (s.ok()) s = ReleaseFullGrads(b);
   // In reduce_dtype_ either way (f32 when quantized: Create checks).
   b.reduced = quantized() ? static_cast<void*>(b.sum) : b.out;
   if (s.ok() && replicated()) {
@@ -301,6 +304,17 @@ absl::Status GradReducer::CompleteReplica() {
   return s;
 }
 
+absl::Status GradReducer::ReleaseFullGrads(Bucket& b) {
+  for (int u : b.units) {
+    if (units_[u]->stage() >= 2) {
+      units_[u]->FreeFullGrads();
+    } else {
+      RETURN_IF_ERROR(units_[u]->ZeroFullGrads());
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GradReducer::Accumulate(Bucket& b) {
   const int64_t out_size = static_cast<int64_t>(DTypeSize(reduce_dtype_));
   int64_t at = 0;
@@ -310,11 +324,6 @@ absl::Status GradReducer::Accumulate(Bucket& b) {
     const char* src = static_cast<const char*>(b.reduced) + at * out_size;
     RETURN_IF_ERROR(kernels::AccumulateInto(kernels_, unit->grad_shard(), src, reduce_dtype_, S));
     at += S;
-    if (unit->stage() >= 2) {
-      unit->FreeFullGrads();
-    } else {
-      RETURN_IF_ERROR(unit->ZeroFullGrads());
-    }
   }
   return absl::OkStatus();
 }

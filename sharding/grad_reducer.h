@@ -16,8 +16,8 @@
 // the units' slices rank-major into a staging buffer (kCommBuffers) so rank r
 // receives [unit u's shard r for u in bucket]. Finish(b): waits, adds each
 // unit's part into its gradient shard (+=, so micro-batches accumulate, by
-// kernels/accumulate.h), then frees (stages 2-3) or zeroes (stages 0-1) the
-// full grads.
+// kernels/accumulate.h); the full grads are freed (stages 2-3) or zeroed
+// (stages 0-1) as soon as the reduce-scatter has finished.
 //
 // Hybrid sharding (a replica group of more than one rank): dp is the shard
 // group, and Finish(b) waits for the reduce-scatter, then issues the
@@ -186,8 +186,9 @@ class GradReducer {
   // Waits for the pending replica all-reduce, if any, and accumulates its
   // bucket.
   absl::Status CompleteReplica();
-  // Adds b.reduced into the units' gradient shards; frees (stages 2-3) or
-  // zeroes (0-1) their full grads.
+  // Frees (stages 2-3) or zeroes (0-1) the units' full grads.
+  absl::Status ReleaseFullGrads(Bucket& b);
+  // Adds b.reduced into the units' gradient shards.
   absl::Status Accumulate(Bucket& b);
   // Releases b's own output staging and clears its pointers.
   void DropStaging(Bucket& b);
