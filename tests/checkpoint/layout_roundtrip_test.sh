@@ -23,12 +23,15 @@ source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/mpirun_local.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 seed=$(test_seed layout_roundtrip_test)
 echo "data seed $seed (replay with --test_env=ZS_TEST_SEED=$seed)"
-# Two layouts after 4 steps (46 seeds): per-tensor max |a - b| / max |a| up
-# to 1.2e-3 for weights and 6.2e-4 for optimizer state (mostly ~1e-4 and
-# ~5e-6: AdamW's first step scales rounding noise up where |grad| ~ eps,
-# e.g. the key third of c_attn.bias, whose true gradient is 0); whole-model
-# ||a - b|| / ||a|| of the weights up to 1.0e-5 (mostly ~1e-6).
-tol_weights=1e-2 tol_optimizer=1e-2 tol_l2=1e-4
+# Two layouts after 4 steps: AdamW (lr 1e-2) turns summation-order noise
+# into steps of up to lr where |grad| is near its rounding (e.g. the key
+# third of c_attn.bias, whose true gradient is 0). Over 38 seeds the
+# per-tensor max |a - b| / max |a| was mostly ~1e-4 for weights (~5e-6 for
+# optimizer state) and whole-model ||a - b|| / ||a|| ~1e-6, but two seeds
+# (883322762, 493469462) reached 1.1e-2 (4.5e-3) and 2.7e-4 in the tp
+# layouts, with losses still within 1e-7. A mishandled tensor moves by
+# ~lr per step against weights of ~0.02: > 0.1 per tensor, > 1e-2 whole.
+tol_weights=5e-2 tol_optimizer=5e-2 tol_l2=1e-3
 
 run() {  # run NP LOG JOB...: one mpirun (bounded); records its status
   local np=$1 log=$2
