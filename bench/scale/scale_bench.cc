@@ -450,9 +450,9 @@ int Main(int argc, char** argv) {
     std::printf("\nPhases of the same steps (medians, rank 0): forward and backward include everything between "
                 "their units' computations; gather wait (stage-3 WaitGather: the all-gather, and with int8 weights "
                 "the dequantization of every part) and reduce wait (each bucket's Finish: the reduce-scatter or "
-                "all-to-all, the int8 parts' dequantized sum, under HSDP the replica all-reduce that follows it, "
-                "the accumulation into the shard) are parts of them; quantizing is in forward/backward. Optimizer "
-                "includes the norm all-reduce.\n\n");
+                "all-to-all, the int8 parts' dequantized sum, the accumulation into the shard; under HSDP the wait "
+                "for the previous bucket's replica all-reduce, its accumulation, and this bucket's issue, the "
+                "pass's last bucket also waiting for its own) are parts of them; quantizing is in forward/backward. Optimizer includes the norm all-reduce.\n\n");
     std::printf("| variant | forward | backward | optimizer | gather wait | reduce wait | tokens/s |\n"
                 "|---|---|---|---|---|---|---|\n");
     const int64_t tokens = int64_t{batch} * m.seq_len;
