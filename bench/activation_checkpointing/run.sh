@@ -9,6 +9,5 @@ if [ -n "${BAZEL_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_ROOT");
 read -r -a extra <<< "${BAZEL_FLAGS:-}"
 "${bazel_cmd[@]}" build --symlink_prefix=/ "${extra[@]}" //bench/activation_checkpointing:ac_bench >&2
 bin="$("${bazel_cmd[@]}" info "${extra[@]}" bazel-bin 2>/dev/null)/bench/activation_checkpointing/ac_bench"
-flags=(--oversubscribe --bind-to none -np 1)
-if [ "$(id -u)" = 0 ]; then flags+=(--allow-run-as-root); fi
-mpirun "${flags[@]}" "$bin" "$@"
+. bazel/mpirun_local.sh
+mpirun "${mpirun_flags[@]}" -np 1 "$bin" "$@"
