@@ -4,10 +4,8 @@
 # BAZEL_ROOT picks the Bazel output root; BAZEL_FLAGS adds build flags.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bazel_cmd=(bazel)
-if [ -n "${BAZEL_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_ROOT"); fi
-read -r -a extra <<< "${BAZEL_FLAGS:-}"
-"${bazel_cmd[@]}" build --symlink_prefix=/ "${extra[@]}" //bench/activation_checkpointing:ac_bench >&2
-bin="$("${bazel_cmd[@]}" info "${extra[@]}" bazel-bin 2>/dev/null)/bench/activation_checkpointing/ac_bench"
+. bench/common/build_bench.sh
+build_bench //bench/activation_checkpointing:ac_bench
+bin=$bench_bin
 . bazel/mpirun_local.sh
 mpirun "${mpirun_flags[@]}" -np 1 "$bin" "$@"

@@ -11,15 +11,13 @@
 # Usage: bench/scale/loss_curves.sh [extra train_gpt2 flags, given to every
 # run]. Metrics and logs go to $LOSS_CURVES_DIR (default: a new temporary
 # directory), the picture to $LOSS_CURVES_SVG (default the one above).
-# BAZEL_ROOT and BAZEL_FLAGS as in bench/scale/run.sh.
+# BAZEL_ROOT and BAZEL_FLAGS as in bench/common/build_bench.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tools/lib/openblas_env.sh
-bazel_cmd=(bazel)
-if [ -n "${BAZEL_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_ROOT"); fi
-read -r -a extra <<< "${BAZEL_FLAGS:-}"
-"${bazel_cmd[@]}" build "${extra[@]}" //examples:train_gpt2 //data:corpus/tiny_corpus.bin >&2
-bin_dir="$("${bazel_cmd[@]}" info "${extra[@]}" bazel-bin 2>/dev/null)"
+. bench/common/build_bench.sh
+build_bench //examples:train_gpt2 //data:corpus/tiny_corpus.bin
+bin_dir=$bench_bin_dir
 corpus="$bin_dir/data/corpus/tiny_corpus.bin"
 out=${LOSS_CURVES_DIR:-$(mktemp -d)}
 svg=${LOSS_CURVES_SVG:-bench/results/quantization_loss.svg}

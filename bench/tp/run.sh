@@ -10,10 +10,8 @@ cd "$(dirname "$0")/../.."
 np=4
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then np=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
-bazel_cmd=(bazel)
-if [ -n "${BAZEL_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_ROOT"); fi
-read -r -a extra <<< "${BAZEL_FLAGS:-}"
-"${bazel_cmd[@]}" build "${extra[@]}" //bench/tp:tp_bench >&2
-bin="$("${bazel_cmd[@]}" info "${extra[@]}" bazel-bin 2>/dev/null)/bench/tp/tp_bench"
+. bench/common/build_bench.sh
+build_bench //bench/tp:tp_bench
+bin=$bench_bin
 . bazel/mpirun_local.sh
 mpirun "${mpirun_flags[@]}" -np "$np" "$bin" "$@"

@@ -6,11 +6,9 @@
 # adds build flags (e.g. --//bazel:cuda=false to skip nvcc).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bazel_cmd=(bazel)
-if [ -n "${BAZEL_ROOT:-}" ]; then bazel_cmd+=(--output_user_root="$BAZEL_ROOT"); fi
-read -r -a extra <<< "${BAZEL_FLAGS:-}"
-"${bazel_cmd[@]}" build --symlink_prefix=/ "${extra[@]}" //bench/zero:zero_bench >&2
-bin="$("${bazel_cmd[@]}" info "${extra[@]}" bazel-bin 2>/dev/null)/bench/zero/zero_bench"
+. bench/common/build_bench.sh
+build_bench //bench/zero:zero_bench
+bin=$bench_bin
 . bazel/mpirun_local.sh
 for np in 1 2 4; do
   echo "# dp = $np"
