@@ -22,14 +22,16 @@ std::string CurrentTestName() {
   return absl::StrCat(info->test_suite_name(), ".", info->name());
 }
 
-// ZS_TEST_SEED: unset -> from the scope's name; "random" -> drawn; N -> N.
+// ZS_TEST_SEED: "random" -> drawn; N -> N; unset -> from the scope's name.
 uint64_t BaseSeed(absl::string_view scope) {
   const char* env = std::getenv("ZS_TEST_SEED");
-  if (env == nullptr || *env == '\0') return Mix64(Fnv1a64(scope)) & kSeedMask;
-  if (absl::string_view(env) == "random") return std::random_device{}() & kSeedMask;
+  const absl::string_view value = env == nullptr ? "" : env;
   uint64_t replay = 0;
-  if (absl::SimpleAtoi(env, &replay)) return replay;
-  std::fprintf(stderr, "ZS_TEST_SEED=%s is neither a number nor \"random\"; using the fixed seed\n", env);
+  if (value == "random") return std::random_device{}() & kSeedMask;
+  if (absl::SimpleAtoi(value, &replay)) return replay;
+  if (!value.empty()) {
+    std::fprintf(stderr, "ZS_TEST_SEED=%s is neither a number nor \"random\"; using the fixed seed\n", env);
+  }
   return Mix64(Fnv1a64(scope)) & kSeedMask;
 }
 

@@ -10,7 +10,8 @@
 // "[ seed ] ZS_TEST_SEED=<base>", the value that replays the whole test; later
 // calls in the same test return seeds mixed from the base and the call's
 // index, so two generators seeded by two calls draw different streams.
-// Every seed is in [0, 2^31), so it fits the int32 and uint32 seeds tests use.
+// Every seed drawn or derived is in [0, 2^31), so it fits the int32 and
+// uint32 seeds tests use; a replayed N is returned as given.
 #ifndef ZEROSHARD_CORE_TESTING_TEST_SEED_H_
 #define ZEROSHARD_CORE_TESTING_TEST_SEED_H_
 

@@ -7,9 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <functional>
 #include <limits>
 #include <random>
