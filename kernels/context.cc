@@ -5,8 +5,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include <cblas.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace zeroshard::kernels {
 namespace {
@@ -44,7 +48,8 @@ int DefaultCpuThreads() {
 void SetCpuThreads(int n) {
   if (n < 1) n = 1;
   g_cpu_threads.store(n);
-  openblas_set_num_threads(n);
+  // GEMM threads over fixed tiles, each one single-threaded OpenBLAS call.
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 int CpuThreads() {
@@ -57,5 +62,20 @@ int CpuThreads() {
 }
 
 int LoopThreads(const KernelContext& ctx) { return ctx.num_threads > 0 ? ctx.num_threads : CpuThreads(); }
+
+CpuBlasInfo DescribeCpuBlas() {
+  CpuBlasInfo info;
+  // openblas_get_config() starts with "OpenBLAS <version>", then build options.
+  const std::vector<std::string> words = absl::StrSplit(openblas_get_config(), ' ', absl::SkipEmpty());
+  info.library = words.size() >= 2 ? absl::StrCat(words[0], " ", words[1]) : std::string(openblas_get_config());
+  info.core = openblas_get_corename();
+  info.threads = CpuThreads();
+  return info;
+}
+
+std::string CpuBlasSummary() {
+  const CpuBlasInfo info = DescribeCpuBlas();
+  return absl::StrCat(info.library, ", ", info.core, " kernels, ", info.threads, info.threads == 1 ? " thread" : " threads");
+}
 
 }  // namespace zeroshard::kernels

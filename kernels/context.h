@@ -18,6 +18,7 @@
 #define ZEROSHARD_KERNELS_CONTEXT_H_
 
 #include <cstddef>
+#include <string>
 
 #include "core/device.h"
 
@@ -47,14 +48,25 @@ struct KernelContext {
 // ranks to cores), the number of CPUs it may run on instead.
 int DefaultCpuThreads();
 
-// Sets the process-wide CPU thread count (kernels' loops and OpenBLAS via
-// openblas_set_num_threads). n < 1 is clamped to 1. Not thread-safe with
-// respect to kernels running concurrently; call it at start-up.
+// Sets the process-wide CPU thread count of the kernels' loops and GEMM
+// tiles. n < 1 is clamped to 1. OpenBLAS itself is kept single-threaded
+// (kernels/cpu/gemm_tiles.h says why). Not thread-safe with respect to
+// kernels running concurrently; call it at start-up.
 void SetCpuThreads(int n);
 
-// The configured count; DefaultCpuThreads() until SetCpuThreads is called
-// (the first call of CpuThreads() also applies it to OpenBLAS).
+// The configured count; DefaultCpuThreads() until SetCpuThreads is called.
 int CpuThreads();
+
+// What the CPU kernels run on, for start-up lines and metrics headers.
+struct CpuBlasInfo {
+  std::string library;  // e.g. "OpenBLAS 0.3.21" (the loaded library's own word)
+  std::string core;     // the kernels it picked, e.g. "Haswell", "Zen", "SkylakeX"
+  int threads = 1;      // CpuThreads()
+};
+CpuBlasInfo DescribeCpuBlas();
+
+// "OpenBLAS 0.3.21, Haswell kernels, 2 threads".
+std::string CpuBlasSummary();
 
 // ctx.num_threads if > 0, else CpuThreads().
 int LoopThreads(const KernelContext& ctx);

@@ -48,7 +48,9 @@ TEST(Context, BoundProcessUsesItsCpus) {
   ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
 }
 
-TEST(Context, SetCpuThreadsAppliesToOpenBlasAndClamps) {
+// The kernels thread themselves; OpenBLAS stays at one thread whatever the
+// count (kernels/cpu/gemm_tiles.h).
+TEST(Context, SetCpuThreadsClampsAndKeepsOpenBlasSingleThreaded) {
   SetCpuThreads(1);
   EXPECT_EQ(CpuThreads(), 1);
   EXPECT_EQ(openblas_get_num_threads(), 1);
@@ -56,8 +58,21 @@ TEST(Context, SetCpuThreadsAppliesToOpenBlasAndClamps) {
   EXPECT_EQ(CpuThreads(), 1);
   SetCpuThreads(2);
   EXPECT_EQ(CpuThreads(), 2);
+  EXPECT_EQ(openblas_get_num_threads(), 1);
   EXPECT_EQ(LoopThreads(KernelContext::Cpu()), 2);
   EXPECT_EQ(LoopThreads(KernelContext::Cpu(5)), 5);
+}
+
+TEST(Context, DescribeCpuBlasNamesLibraryCoreAndThreads) {
+  SetCpuThreads(3);
+  const CpuBlasInfo info = DescribeCpuBlas();
+  EXPECT_EQ(info.library.rfind("OpenBLAS ", 0), 0u) << info.library;
+  EXPECT_EQ(info.core, std::string(openblas_get_corename()));
+  EXPECT_FALSE(info.core.empty());
+  EXPECT_EQ(info.threads, 3);
+  EXPECT_EQ(CpuBlasSummary(), info.library + ", " + info.core + " kernels, 3 threads");
+  SetCpuThreads(1);
+  EXPECT_EQ(CpuBlasSummary(), info.library + ", " + info.core + " kernels, 1 thread");
 }
 
 }  // namespace

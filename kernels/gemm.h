@@ -20,8 +20,10 @@
 //   dx = dlogits · wte is Gemm(kNo, kNo, N, C, V, ...),
 //   dwte += dlogits^T · x is Gemm(kYes, kNo, V, C, N, ..., beta=1, ...).
 //
-// Determinism: OpenBLAS partitions C among its threads and never splits K, so
-// results are bitwise repeatable and (tested) equal for 1 and 2 threads.
+// Determinism: on the CPU, C is cut into tiles fixed by (M, N, K) alone
+// (kernels/cpu/gemm_tiles.h), each one single-threaded OpenBLAS call, so
+// results are bitwise repeatable and equal for every thread count on every
+// OpenBLAS core type. Different core types round differently.
 #ifndef ZEROSHARD_KERNELS_GEMM_H_
 #define ZEROSHARD_KERNELS_GEMM_H_
 

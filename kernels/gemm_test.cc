@@ -1,10 +1,12 @@
 #include "kernels/gemm.h"
 
+#include <cblas.h>
+
 #include <tuple>
 
 #include "gtest/gtest.h"
 #include "kernels/context.h"
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/gemm_tiles.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -32,15 +34,14 @@ std::vector<double> RefGemm(Transpose ta, Transpose tb, int64_t m, int64_t n, in
   return out;
 }
 
-class GemmTest : public ::testing::TestWithParam<std::tuple<DType, Transpose, Transpose>> {};
-
 // Strided operands (ld = cols + 3), alpha/beta != 1, and a NaN-poisoned C
 // for beta == 0 so unwritten elements fail; the gaps between C's rows must
 // come back unchanged.
-TEST_P(GemmTest, MatchesF64Reference) {
-  const auto [dtype, ta, tb] = GetParam();
+// `atol` covers f32 accumulation over k terms of size <= 1.5; then one
+// rounding to dtype.
+void ExpectMatchesF64Reference(DType dtype, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k,
+                               int threads, double atol) {
   testing::Rng rng(testing::TestSeed());
-  const int64_t m = 13, n = 17, k = 19;
   const int64_t a_rows = ta == Transpose::kNo ? m : k, a_cols = ta == Transpose::kNo ? k : m;
   const int64_t b_rows = tb == Transpose::kNo ? k : n, b_cols = tb == Transpose::kNo ? n : k;
   const int64_t lda = a_cols + 3, ldb = b_cols + 3, ldc = n + 3;
@@ -54,13 +55,29 @@ TEST_P(GemmTest, MatchesF64Reference) {
       for (int64_t j = n; j < ldc; ++j) c.Set(i * ldc + j, 7.0);
     }
     const std::vector<double> c_before = c.Values();
-    ASSERT_TRUE(Gemm(KernelContext::Cpu(), ta, tb, m, n, k, 1.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc,
-                     dtype)
+    ASSERT_TRUE(Gemm(KernelContext::Cpu(threads), ta, tb, m, n, k, 1.5f, a.data(), lda, b.data(), ldb, beta,
+                     c.data(), ldc, dtype)
                     .ok());
     std::vector<double> expected = RefGemm(ta, tb, m, n, k, 1.5, a.Values(), lda, b.Values(), ldb, beta, c_before, ldc);
-    // f32 accumulation over k = 19 terms of size <= 1.5, then one rounding to dtype.
-    ExpectAllClose(c.Values(), expected, 1e-5 + 2 * testing::Epsilon(dtype), 2 * testing::Epsilon(dtype), "C");
+    ExpectAllClose(c.Values(), expected, atol + 2 * testing::Epsilon(dtype), 2 * testing::Epsilon(dtype), "C");
   }
+}
+
+class GemmTest : public ::testing::TestWithParam<std::tuple<DType, Transpose, Transpose>> {};
+
+TEST_P(GemmTest, MatchesF64Reference) {
+  const auto [dtype, ta, tb] = GetParam();
+  ExpectMatchesF64Reference(dtype, ta, tb, 13, 17, 19, /*threads=*/2, /*atol=*/1e-5);
+}
+
+// 2 x 2 tiles (kernels/cpu/gemm_tiles.h) on 3 threads: every tile's operand
+// offsets are right for every transpose.
+TEST_P(GemmTest, TiledProductMatchesF64Reference) {
+  const auto [dtype, ta, tb] = GetParam();
+  const cpu::GemmTiles tiles = cpu::PlanGemmTiles(600, 1040, 32);
+  ASSERT_EQ(tiles.row_tiles, 2);
+  ASSERT_EQ(tiles.col_tiles, 2);
+  ExpectMatchesF64Reference(dtype, ta, tb, 600, 1040, 32, /*threads=*/3, /*atol=*/2e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllLayouts, GemmTest,
@@ -68,24 +85,46 @@ INSTANTIATE_TEST_SUITE_P(AllLayouts, GemmTest,
                                             ::testing::Values(Transpose::kNo, Transpose::kYes),
                                             ::testing::Values(Transpose::kNo, Transpose::kYes)));
 
-TEST(GemmThreads, OneAndTwoThreadsGiveIdenticalBits) {
-  cpu::ScopedMinWorkPerThread force_threads(1);  // thread even these small inputs
+// The bitwise contract of gemm.h, on products of several tiles and of one,
+// for every transpose and with accumulation (beta = 1). It holds on every
+// OpenBLAS core type; tools/test --determinism runs it under each.
+TEST(GemmThreads, EveryThreadCountGivesIdenticalBits) {
   testing::Rng rng(testing::TestSeed());
-  const int64_t m = 96, n = 200, k = 150;
-  HostTensor a = HostTensor::From(DType::kF32, rng.Uniform(m * k, -1, 1));
-  HostTensor b = HostTensor::From(DType::kF32, rng.Uniform(k * n, -1, 1));
-  std::vector<std::vector<double>> results;
-  const int saved = CpuThreads();
-  for (int threads : {1, 2}) {
-    SetCpuThreads(threads);
-    HostTensor c = HostTensor::Poisoned(DType::kF32, m * n);
-    ASSERT_TRUE(Gemm(KernelContext::Cpu(threads), Transpose::kNo, Transpose::kYes, m, n, k, 1.0f, a.data(), k,
-                     b.data(), k, 0.0f, c.data(), n, DType::kF32)
-                    .ok());
-    results.push_back(c.Values());
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape& shape : {Shape{600, 1040, 32}, Shape{96, 200, 150}, Shape{1030, 260, 48}}) {
+    const auto [m, n, k] = shape;
+    for (Transpose ta : {Transpose::kNo, Transpose::kYes}) {
+      for (Transpose tb : {Transpose::kNo, Transpose::kYes}) {
+        SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " ta " << (ta == Transpose::kYes)
+                                          << " tb " << (tb == Transpose::kYes));
+        HostTensor a = HostTensor::From(DType::kF32, rng.Uniform(m * k, -1, 1));
+        HostTensor b = HostTensor::From(DType::kF32, rng.Uniform(k * n, -1, 1));
+        const std::vector<double> c0 = rng.Uniform(m * n, -1, 1);
+        std::vector<std::vector<double>> results;
+        for (int threads : {1, 2, 3, 4}) {
+          HostTensor c = HostTensor::From(DType::kF32, c0);
+          ASSERT_TRUE(Gemm(KernelContext::Cpu(threads), ta, tb, m, n, k, 1.0f, a.data(),
+                           ta == Transpose::kNo ? k : m, b.data(), tb == Transpose::kNo ? n : k, 1.0f, c.data(), n,
+                           DType::kF32)
+                          .ok());
+          results.push_back(c.Values());
+        }
+        for (size_t i = 1; i < results.size(); ++i) EXPECT_EQ(results[0], results[i]) << "threads " << i + 1;
+      }
+    }
   }
+}
+
+// OpenBLAS stays single-threaded whatever the kernel thread count: its own
+// threading is what made bits depend on the thread count.
+TEST(GemmThreads, OpenBlasRunsSingleThreaded) {
+  const int saved = CpuThreads();
+  SetCpuThreads(4);
+  EXPECT_EQ(CpuThreads(), 4);
+  EXPECT_EQ(openblas_get_num_threads(), 1);
   SetCpuThreads(saved);
-  EXPECT_EQ(results[0], results[1]);
 }
 
 TEST(GemmErrors, RejectsBadArguments) {

@@ -1,7 +1,10 @@
 // GPT-2 training step on one rank on CPU: forward + backward + AdamW update,
 // against the time cblas_sgemm needs for the step's matrix multiplications
 // measured in the same run: each repeat times a full step and then the step's
-// GEMMs alone, back to back, so a busy machine slows both alike.
+// GEMMs alone, back to back, so a busy machine slows both alike. The floor is
+// OpenBLAS threading one call itself (the reference); the step's own GEMMs
+// run OpenBLAS single-threaded over fixed tiles (kernels/cpu/gemm_tiles.h),
+// timed alongside so the cost of bitwise thread independence shows.
 //
 //   single_rank_step_bench [--threads=N] [--repeats=5] [--batch=4] [--seq=64]
 //
@@ -26,6 +29,7 @@
 #include "bench/single_rank/step_gemm_shapes.h"
 #include "core/buffer.h"
 #include "kernels/context.h"
+#include "kernels/gemm.h"
 #include "kernels/optimizer.h"
 #include "nn/gpt2.h"
 #include "nn/resident_model.h"
@@ -76,11 +80,19 @@ struct GemmOperands {
     for (float& x : a) x = u(rng);
     for (float& x : b) x = u(rng);
   }
+  // OpenBLAS's own threading (the caller sets its thread count).
   void Call() {
     cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
                 static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, a.data(),
                 static_cast<int>(g.trans_a ? g.m : g.k), b.data(), static_cast<int>(g.trans_b ? g.k : g.n), 0.0f,
                 c.data(), static_cast<int>(g.n));
+  }
+  // What the step runs: kernels::Gemm over its fixed tiles.
+  void CallTiled() {
+    Check(kernels::Gemm(kernels::KernelContext::Cpu(), g.trans_a ? kernels::Transpose::kYes : kernels::Transpose::kNo,
+                        g.trans_b ? kernels::Transpose::kYes : kernels::Transpose::kNo, g.m, g.n, g.k, 1.0f, a.data(),
+                        g.trans_a ? g.m : g.k, b.data(), g.trans_b ? g.k : g.n, 0.0f, c.data(), g.n, DType::kF32),
+          "Gemm");
   }
   GemmShape g;
   std::vector<float> a, b, c;
@@ -138,7 +150,8 @@ int Run() {
   // Each repeat times one full step, then the step's GEMMs on their own (every
   // shape, as many calls as the step makes), back to back, so both see the same
   // machine; the ratio is taken per repeat. Repeat 0 is a warm-up.
-  std::vector<double> step_s, zero_s, fb_s, opt_s, gemm_total_s, ratio, cpu_ratio, step_cpu_s, gemm_cpu_s;
+  std::vector<double> step_s, zero_s, fb_s, opt_s, gemm_total_s, tiled_total_s, ratio, tiled_ratio, cpu_ratio,
+      step_cpu_s, gemm_cpu_s;
   std::vector<std::vector<double>> gemm_s(gemms.size());
   float first_loss = 0;
   for (int r = 0; r <= repeats; ++r) {
@@ -159,6 +172,7 @@ int Run() {
     const auto t3 = Clock::now();
     const double c1 = ProcessCpuSeconds();
     double gemm_total = 0;
+    openblas_set_num_threads(threads);
     for (size_t i = 0; i < gemms.size(); ++i) {
       const auto g0 = Clock::now();
       for (int64_t c = 0; c < gemms[i].g.count; ++c) gemms[i].Call();
@@ -167,7 +181,15 @@ int Run() {
       if (r > 0) gemm_s[i].push_back(sec);
     }
     const double c2 = ProcessCpuSeconds();
+    kernels::SetCpuThreads(threads);  // OpenBLAS back to one thread
+    const auto g1 = Clock::now();
+    for (size_t i = 0; i < gemms.size(); ++i) {
+      for (int64_t c = 0; c < gemms[i].g.count; ++c) gemms[i].CallTiled();
+    }
+    const double tiled_total = Seconds(g1, Clock::now());
     if (r == 0) continue;
+    tiled_total_s.push_back(tiled_total);
+    tiled_ratio.push_back(Seconds(t0, t3) / tiled_total);
     step_cpu_s.push_back(c1 - c0);
     gemm_cpu_s.push_back(c2 - c1);
     cpu_ratio.push_back((c1 - c0) / (c2 - c1));
@@ -210,6 +232,10 @@ int Run() {
   std::printf("| same, best repeat of each | %.2f |\n",
               *std::min_element(step_s.begin(), step_s.end()) /
                   *std::min_element(gemm_total_s.begin(), gemm_total_s.end()));
+  std::printf("| zeroshard's tiled GEMM (the step's own) on the same shapes | %.1f GFLOP/s |\n",
+              gemm_flops / Median(tiled_total_s) / 1e9);
+  std::printf("| tiled GEMM time / OpenBLAS-threaded GEMM time | %.3f |\n", Median(tiled_total_s) / gemm_time);
+  std::printf("| step time / tiled GEMM time (median of per-repeat ratios) | %.2f |\n", Median(tiled_ratio));
   std::printf("| CPU time: step / its GEMMs (all threads; %.0f / %.0f ms) | %.2f |\n", 1e3 * Median(step_cpu_s),
               1e3 * Median(gemm_cpu_s), Median(cpu_ratio));
   std::printf("| first step's loss (random tokens; ln V = %.2f) | %.3f |\n", std::log(static_cast<double>(cfg.vocab_size)),

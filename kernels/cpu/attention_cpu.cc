@@ -1,7 +1,5 @@
 #include "kernels/cpu/attention_cpu.h"
 
-#include <cblas.h>
-
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -13,20 +11,6 @@
 
 namespace zeroshard::kernels::cpu {
 namespace {
-
-// Pins OpenBLAS to one thread while (b, h) tasks run on the loop threads.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas() : saved_(openblas_get_num_threads()) {
-    if (saved_ != 1) openblas_set_num_threads(1);
-  }
-  ~SingleThreadedBlas() {
-    if (saved_ != 1) openblas_set_num_threads(saved_);
-  }
-
- private:
-  int saved_;
-};
 
 // p (T,T) = the head's scaled scores scale * q · k^T (the same call in
 // forward and backward).
@@ -114,7 +98,7 @@ absl::Status AttentionForward(int threads, void* out, float* lse, const void* qk
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const T* x = static_cast<const T*>(qkv);
     T* y = static_cast<T*>(out);
-    SingleThreadedBlas pin;
+    UseSingleThreadedBlas();  // heads run on the loop threads, each sgemm on one
     ParallelFor(threads, batch * nh, MinItems(4 * t_len * t_len * hs), [&](int64_t i0, int64_t i1) {
       std::vector<float> p(t_len * t_len);
       std::vector<float> staged;  // q, k, v, out for half types
@@ -152,7 +136,7 @@ absl::Status AttentionBackward(int threads, void* dqkv, const void* dout, const 
     const T* x = static_cast<const T*>(qkv);
     const T* dy = static_cast<const T*>(dout);
     T* dx = static_cast<T*>(dqkv);
-    SingleThreadedBlas pin;
+    UseSingleThreadedBlas();  // heads run on the loop threads, each sgemm on one
     ParallelFor(threads, batch * nh, MinItems(4 * t_len * t_len * hs), [&](int64_t i0, int64_t i1) {
       std::vector<float> p(t_len * t_len), dp(t_len * t_len);
       std::vector<float> staged;  // q, k, v, dout, dq, dk, dv for half types

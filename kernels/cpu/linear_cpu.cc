@@ -41,7 +41,7 @@ absl::Status LinearForward(int threads, void* out, const void* inp, const void* 
       });
       beta = 1.0f;
     }
-    SgemmRowMajor(Transpose::kNo, Transpose::kNo, n, oc, c, 1.0f, x.get(), c, w.get(), oc, beta, y.get(), oc);
+    TiledSgemm(threads, Transpose::kNo, Transpose::kNo, n, oc, c, 1.0f, x.get(), c, w.get(), oc, beta, y.get(), oc);
     y.Commit();
     return absl::OkStatus();
   });
@@ -57,13 +57,13 @@ absl::Status LinearBackward(int threads, void* dinp, void* dweight, void* dbias,
     if (dinp != nullptr) {
       F32Input<T> w(threads, static_cast<const T*>(weight), c * oc);
       F32Output<T> dx(threads, static_cast<T*>(dinp), n * c, /*load=*/false);
-      SgemmRowMajor(Transpose::kNo, Transpose::kYes, n, c, oc, 1.0f, dy.get(), oc, w.get(), oc, 0.0f, dx.get(), c);
+      TiledSgemm(threads, Transpose::kNo, Transpose::kYes, n, c, oc, 1.0f, dy.get(), oc, w.get(), oc, 0.0f, dx.get(), c);
       dx.Commit();
     }
     if (dweight != nullptr) {
       F32Input<T> x(threads, static_cast<const T*>(inp), n * c);
       F32Output<T> dw(threads, static_cast<T*>(dweight), c * oc, /*load=*/true);
-      SgemmRowMajor(Transpose::kYes, Transpose::kNo, c, oc, n, 1.0f, x.get(), c, dy.get(), oc, 1.0f, dw.get(), oc);
+      TiledSgemm(threads, Transpose::kYes, Transpose::kNo, c, oc, n, 1.0f, x.get(), c, dy.get(), oc, 1.0f, dw.get(), oc);
       dw.Commit();
     }
     if (dbias != nullptr) {
