@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/run_config.h"
 #include "engine/config_validation.h"
+#include "kernels/context.h"
 
 namespace zeroshard::cli {
 namespace {
@@ -74,6 +75,13 @@ std::string ConfigSummary(const RunConfig& c, int world_size) {
                   "\n");
   absl::StrAppend(&out, "kind       ", c.kind, " (", c.message_name, ")\n");
   absl::StrAppend(&out, "model      ", c.model_summary, "\n");
+  // What each rank's CPU kernels would run on here: the library, the core type
+  // it picks on this machine, and engine.device.threads_per_rank or the default.
+  const kernels::CpuBlasInfo blas = kernels::DescribeCpuBlas();
+  const int threads =
+      e.device().threads_per_rank() > 0 ? e.device().threads_per_rank() : kernels::DefaultCpuThreads();
+  absl::StrAppendFormat(&out, "cpu        %s, %s kernels, %d thread%s per rank\n", blas.library, blas.core, threads,
+                        threads == 1 ? "" : "s");
   absl::StrAppendFormat(&out, "parallel   dp=%d tp=%d pp=%d\n", p.dp(), p.tp(), p.pp());
   if (p.pp() > 1) {
     absl::StrAppend(&out, "pipeline   ", ParallelConfig::PipelineSchedule_Name(p.pipeline_schedule()), ", ",

@@ -5,6 +5,7 @@
 
 #include "cli/run_config.h"
 #include "gtest/gtest.h"
+#include "kernels/context.h"
 
 namespace zeroshard::cli {
 namespace {
@@ -35,6 +36,8 @@ TEST(CheckConfigTest, SummaryStatesTheBatchSplit) {
   const std::string s = ConfigSummary(*c, 2);
   EXPECT_NE(s.find("valid config for 2 ranks\n"), std::string::npos) << s;
   EXPECT_NE(s.find("kind       gpt2 (zeroshard.TrainConfig)\n"), std::string::npos) << s;
+  const kernels::CpuBlasInfo blas = kernels::DescribeCpuBlas();
+  EXPECT_NE(s.find("cpu        " + blas.library + ", " + blas.core + " kernels, "), std::string::npos) << s;
   EXPECT_NE(s.find("batch      8 sequences/step = dp 2 x accumulation 2 x micro-batch 2; 16 tokens/step\n"),
             std::string::npos)
       << s;

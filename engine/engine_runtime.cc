@@ -11,11 +11,24 @@
 #include "comm/status_agreement.h"
 #include "core/device_selection.h"
 #include "core/status_macros.h"
+#include "kernels/context.h"
 
 namespace zeroshard {
 namespace {
 
 constexpr int kUuidChars = 32;
+constexpr int kCoreNameChars = 32;
+
+// Every world rank's OpenBLAS core type, in rank order.
+absl::StatusOr<std::vector<std::string>> GatherCpuCores(Communicator& world, const std::string& core) {
+  std::string padded = core;
+  padded.resize(kCoreNameChars, '\0');
+  std::vector<char> all(static_cast<size_t>(kCoreNameChars) * world.size());
+  RETURN_IF_ERROR(world.AllGather(padded.data(), all.data(), kCoreNameChars, DType::kI8)->Wait());
+  std::vector<std::string> cores;
+  for (int r = 0; r < world.size(); ++r) cores.emplace_back(all.data() + r * kCoreNameChars);  // NUL-terminated
+  return cores;
+}
 
 // Every rank's GPU UUID over `world`; "" when every rank has its own GPU,
 // else a phrase naming the first two ranks that share one.
@@ -36,6 +49,18 @@ absl::StatusOr<std::string> FindSharedGpu(Communicator& world, int cuda_device) 
 }
 
 }  // namespace
+
+std::string MixedCpuKernelsWarning(const std::vector<std::string>& cores) {
+  for (size_t r = 1; r < cores.size(); ++r) {
+    if (cores[r] != cores[0]) {
+      return absl::StrCat("world ranks 0 and ", r, " run different OpenBLAS kernels (", cores[0], " and ", cores[r],
+                          "): each rank stays bitwise repeatable, but tensor-parallel replicas may drift apart "
+                          "bitwise and a run no longer repeats bitwise on other machines (docs/determinism.md); "
+                          "set OPENBLAS_CORETYPE alike on every host to restore it");
+    }
+  }
+  return std::string();
+}
 
 const char* DataBackendName(DataBackend backend) {
   switch (backend) {
@@ -76,6 +101,11 @@ absl::StatusOr<DataBackend> ChooseDataBackend(CommConfig::Backend requested, Dev
 absl::StatusOr<EngineRuntime> CreateEngineRuntime(const EngineConfig& config, const CommOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, CreateMpiWorld(options));
   EngineRuntime rt;
+  kernels::SetCpuThreads(config.device().threads_per_rank() > 0 ? config.device().threads_per_rank()
+                                                                : kernels::DefaultCpuThreads());
+  rt.cpu_kernels = kernels::CpuBlasSummary();
+  ASSIGN_OR_RETURN(const std::vector<std::string> cores, GatherCpuCores(*world, kernels::DescribeCpuBlas().core));
+  rt.cpu_kernels_warning = MixedCpuKernelsWarning(cores);
   rt.device = config.device().type() == DeviceConfig::CUDA ? Device::kCuda : Device::kCpu;
   std::string shared_gpu;
   if (rt.device == Device::kCuda) {

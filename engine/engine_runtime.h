@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
@@ -40,9 +41,23 @@ struct EngineRuntime {
   // "cpu, MPI" or "cuda:0, NCCL" / "cuda:0, MPI staged through pinned host
   // memory (world ranks 0 and 1 share GPU ...)": the trainer prints it once.
   std::string description;
+  // The CPU kernels' library, core type and threads
+  // (kernels::CpuBlasSummary()), which the trainer prints once.
+  std::string cpu_kernels;
+  // Empty when every world rank runs the same OpenBLAS core type; else why
+  // the cross-rank bitwise guarantees do not hold (docs/determinism.md), for
+  // the trainer to print once.
+  std::string cpu_kernels_warning;
 };
 
-// Collective over MPI_COMM_WORLD (initialising MPI if needed). For CUDA,
+// "" when every rank's core type is the same; else a warning naming the first
+// rank whose core type differs from rank 0's. cores[r] is rank r's.
+std::string MixedCpuKernelsWarning(const std::vector<std::string>& cores);
+
+// Collective over MPI_COMM_WORLD (initialising MPI if needed). Sets the CPU
+// kernel threads (engine.device.threads_per_rank, else
+// kernels::DefaultCpuThreads()) and compares the ranks' OpenBLAS core
+// types. For CUDA,
 // binds this rank's GPU (engine.device.gpu_id, else the local rank modulo
 // the visible devices); a rank that cannot makes every rank return the same
 // error, e.g. "binding the CUDA device failed on world rank 0:

@@ -34,6 +34,18 @@ TEST(ChooseDataBackendTest, NcclRefusesASharedGpu) {
             "or MPI (staged through host memory), or give each rank its own GPU");
 }
 
+TEST(MixedCpuKernelsWarningTest, SilentWhenEveryRankRunsTheSameKernels) {
+  EXPECT_EQ(MixedCpuKernelsWarning({"Haswell"}), "");
+  EXPECT_EQ(MixedCpuKernelsWarning({"Zen", "Zen", "Zen"}), "");
+}
+
+TEST(MixedCpuKernelsWarningTest, NamesTheFirstRankThatDiffers) {
+  EXPECT_EQ(MixedCpuKernelsWarning({"Haswell", "Haswell", "SkylakeX", "Zen"}),
+            "world ranks 0 and 2 run different OpenBLAS kernels (Haswell and SkylakeX): each rank stays bitwise "
+            "repeatable, but tensor-parallel replicas may drift apart bitwise and a run no longer repeats bitwise "
+            "on other machines (docs/determinism.md); set OPENBLAS_CORETYPE alike on every host to restore it");
+}
+
 TEST(DataBackendNameTest, Names) {
   EXPECT_STREQ(DataBackendName(DataBackend::kMpi), "MPI");
   EXPECT_STREQ(DataBackendName(DataBackend::kNccl), "NCCL");

@@ -39,6 +39,10 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::st
         {"tokens_per_step", header.tokens_per_step},
         {"gradient_accumulation_steps", header.gradient_accumulation_steps},
         {"config", header.config_path},
+        {"cpu_kernels",
+         {{"library", header.cpu_kernels.library},
+          {"core", header.cpu_kernels.core},
+          {"threads", header.cpu_kernels.threads}}},
     };
     if (!header.pipeline.empty()) j["pipeline"] = header.pipeline;
     if (header.shard_group_size > 0) j["shard_group_size"] = header.shard_group_size;

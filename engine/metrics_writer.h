@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/memory_tracker.h"
+#include "kernels/context.h"
 
 namespace zeroshard {
 
@@ -37,6 +38,8 @@ struct MetricsHeader {
   // ("weights", "gradients"); recorded only when used.
   int shard_group_size = 0;
   std::vector<std::string> quantized;
+  // What the CPU kernels ran on (kernels::DescribeCpuBlas()).
+  kernels::CpuBlasInfo cpu_kernels;
 };
 
 struct StepMetrics {

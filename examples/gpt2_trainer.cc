@@ -199,8 +199,6 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
         planned_steps, engine_config.lr_schedule().warmup_steps() + 1)));
   }
 
-  kernels::SetCpuThreads(engine_config.device().threads_per_rank() > 0 ? engine_config.device().threads_per_rank()
-                                                                       : kernels::DefaultCpuThreads());
   CommOptions comm_options;
   comm_options.debug_checks = engine_config.comm().debug_checks();
   comm_options.timeout = absl::Seconds(engine_config.comm().timeout_s());
@@ -276,6 +274,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     h.gradient_accumulation_steps = engine_config.gradient_accumulation_steps();
     h.config_path = flags.config_path;
     h.pipeline = pipeline;
+    h.cpu_kernels = kernels::DescribeCpuBlas();
     const ZeroConfig& zero = engine_config.zero();
     if (zero.shard_group_size() > 0 && zero.shard_group_size() < par.dp()) h.shard_group_size = zero.shard_group_size();
     if (zero.weight_quantization() == ZeroConfig::INT8) h.quantized.push_back("weights");
@@ -291,6 +290,8 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
         config.data().batch_size(), config.model().seq_len(), total_steps);
     if (!pipeline.empty()) out << "zeroshard: pipeline " << pipeline << "\n";
     if (runtime.device != Device::kCpu) out << "zeroshard: device " << runtime.description << "\n";
+    out << "zeroshard: cpu kernels " << runtime.cpu_kernels << "\n";
+    if (!runtime.cpu_kernels_warning.empty()) out << "zeroshard: warning: " << runtime.cpu_kernels_warning << "\n";
     const ZeroConfig& zero = engine_config.zero();
     const int shard_group = zero.shard_group_size() > 0 ? zero.shard_group_size() : par.dp();
     std::string line;

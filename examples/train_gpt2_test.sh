@@ -39,6 +39,19 @@ record_case loss_falls_and_memory_reported $((st == 0)) "$(tail -1 "$tmp/s3.json
 grep -q "step    20/20 | loss" "$tmp/stage3.log"
 st=$?
 record_case progress_line_printed $((st == 0)) "$(tail -3 "$tmp/stage3.log")"
+grep -Eq "^zeroshard: cpu kernels OpenBLAS [0-9.]+, [A-Za-z0-9]+ kernels, [0-9]+ threads?$" "$tmp/stage3.log"
+st=$?
+json_check x "header['cpu_kernels']['library'].startswith('OpenBLAS ') and header['cpu_kernels']['core'] != '' and header['cpu_kernels']['threads'] >= 1" "$tmp/s3.jsonl"
+st_json=$?
+record_case startup_and_metrics_name_the_cpu_kernels $((st == 0 && st_json == 0)) \
+  "$(grep 'cpu kernels' "$tmp/stage3.log"); $(head -1 "$tmp/s3.jsonl")"
+# Ranks on different OpenBLAS kernels (Prescott and Core2 run on every
+# x86-64 CPU): the job runs, and rank 0 warns once, naming both.
+timeout 120 mpirun "${mpirun_flags[@]}" -np 1 -x OPENBLAS_CORETYPE=Prescott "$bin" --config "$config" "${common[@]}" \
+  --steps 1 : -np 1 -x OPENBLAS_CORETYPE=Core2 "$bin" --config "$config" "${common[@]}" --steps 1 >"$tmp/mixed.log" 2>&1
+rc=$?
+warned=$(grep -c "^zeroshard: warning: world ranks 0 and 1 run different OpenBLAS kernels (Prescott and Core2)" "$tmp/mixed.log")
+record_case mixed_cpu_kernels_warned_once $((rc == 0 && warned == 1)) "rc=$rc warned $warned: $(cat "$tmp/mixed.log")"
 
 # The merged timeline: 3 ranks (odd), ZeRO-3, units big enough (C = 128) that a
 # prefetched gather has a unit's compute to hide behind.

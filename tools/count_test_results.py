@@ -1,10 +1,11 @@
 """Counts individual test cases from the test.xml files of one Bazel run.
 
-Usage: count_test_results.py TESTLOGS_DIR SINCE_EPOCH TARGET...
+Usage: count_test_results.py [--label WORD] TESTLOGS_DIR SINCE_EPOCH TARGET...
 Each target's test.xml must be newer than SINCE_EPOCH; a target without a
 fresh file (it failed to build, or never ran) counts as one failed case, so a
 stale pass from an earlier run is never counted. Prints the failing cases and
-ends with the line 'N passed, N failed, N skipped'.
+ends with the line 'N passed, N failed, N skipped', preceded by 'WORD: '
+with --label (tools/test runs several tiers and sums them).
 """
 import os
 import sys
@@ -12,7 +13,11 @@ import xml.etree.ElementTree as ET
 
 
 def main():
-    testlogs, since, targets = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+    args = sys.argv[1:]
+    label = ""
+    if args[:1] == ["--label"]:
+        label, args = args[1] + ": ", args[2:]
+    testlogs, since, targets = args[0], float(args[1]), args[2:]
     passed = failed = skipped = 0
     failures = []
     for target in targets:
@@ -44,8 +49,8 @@ def main():
             else:
                 passed += 1
     for f in failures:
-        print(f"FAILED: {f}")
-    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+        print(f"FAILED: {label}{f}")
+    print(f"{label}{passed} passed, {failed} failed, {skipped} skipped")
     return 0
 
 

@@ -57,8 +57,6 @@ absl::Status RunClassifierTraining(const ClassifierFlags& flags, std::ostream& o
   // where this job stops.
   const int64_t total_steps = flags.steps >= 0 ? flags.steps : config.steps();
   const EngineConfig engine_config = ClassifierEngineConfig(config);
-  kernels::SetCpuThreads(engine_config.device().threads_per_rank() > 0 ? engine_config.device().threads_per_rank()
-                                                                       : kernels::DefaultCpuThreads());
   CommOptions comm_options;
   comm_options.debug_checks = engine_config.comm().debug_checks();
   comm_options.timeout = absl::Seconds(engine_config.comm().timeout_s());
@@ -88,6 +86,8 @@ absl::Status RunClassifierTraining(const ClassifierFlags& flags, std::ostream& o
         m.input_dim(), m.projection_dim(), m.freeze_input_layer() ? " (frozen)" : "", Widths(m), m.num_classes(),
         num_params, trainable, world_size, par.dp(), engine_config.zero().stage(), plan.batch_size, plan.dp,
         plan.accumulation_steps, plan.micro_batch_size(), total_steps);
+    out << "zeroshard: cpu kernels " << runtime.cpu_kernels << "\n";
+    if (!runtime.cpu_kernels_warning.empty()) out << "zeroshard: warning: " << runtime.cpu_kernels_warning << "\n";
   }
 
   const int log_interval = engine_config.logging().interval();
