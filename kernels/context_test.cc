@@ -1,11 +1,13 @@
 #include "kernels/context.h"
 
-#include <cstdlib>
-#include <thread>
-
 #include <cblas.h>
 #include <sched.h>
 
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard::kernels {
@@ -73,6 +75,16 @@ TEST(Context, DescribeCpuBlasNamesLibraryCoreAndThreads) {
   EXPECT_EQ(CpuBlasSummary(), info.library + ", " + info.core + " kernels, 3 threads");
   SetCpuThreads(1);
   EXPECT_EQ(CpuBlasSummary(), info.library + ", " + info.core + " kernels, 1 thread");
+}
+
+// tools/test --determinism selects kernels with OPENBLAS_CORETYPE: the tier
+// is only worth its name if OpenBLAS really runs the kernels asked for.
+TEST(Context, OpenBlasRunsTheRequestedCoreType) {
+  const char* requested = std::getenv("OPENBLAS_CORETYPE");
+  if (requested == nullptr || *requested == '\0') GTEST_SKIP() << "OPENBLAS_CORETYPE is not set";
+  std::cout << "[ cpu      ] " << CpuBlasSummary() << "\n";
+  EXPECT_TRUE(absl::EqualsIgnoreCase(DescribeCpuBlas().core, requested))
+      << "OPENBLAS_CORETYPE=" << requested << " but OpenBLAS runs " << DescribeCpuBlas().core;
 }
 
 }  // namespace

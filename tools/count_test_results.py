@@ -14,9 +14,9 @@ import xml.etree.ElementTree as ET
 
 def main():
     args = sys.argv[1:]
-    label = ""
+    prefix = ""
     if args[:1] == ["--label"]:
-        label, args = args[1] + ": ", args[2:]
+        prefix, args = args[1] + ": ", args[2:]
     testlogs, since, targets = args[0], float(args[1]), args[2:]
     passed = failed = skipped = 0
     failures = []
@@ -49,8 +49,8 @@ def main():
             else:
                 passed += 1
     for f in failures:
-        print(f"FAILED: {label}{f}")
-    print(f"{label}{passed} passed, {failed} failed, {skipped} skipped")
+        print(f"FAILED: {prefix}{f}")
+    print(f"{prefix}{passed} passed, {failed} failed, {skipped} skipped")
     return 0
 
 
