@@ -26,38 +26,41 @@ run() {  # run LOGNAME ARGS...  -> sets rc; output in $tmp/LOGNAME.log
   rc=$?
 }
 
-same_losses() {  # same_losses A.jsonl B.jsonl: every step's loss bitwise equal, all steps present
-  python3 - "$1" "$2" <<'PY'
+# same_as_stage3 CASE CKPT METRICS LOG RC...: METRICS has bitwise the
+# stage-3 run's losses at every step, CKPT its final checkpoint, and every RC
+# is 0; LOG (the last run's) goes into the failure message.
+same_as_stage3() {
+  local name=$1 ck=$2 metrics=$3 log=$4 report st st_diff rcs
+  shift 4
+  rcs="$*"
+  report=$(python3 - "$tmp/s3.jsonl" "$metrics" $steps 2>&1 <<'PY'
 import json, sys
-rows = [[json.loads(l) for l in open(f)][1:] for f in sys.argv[1:]]
+rows = [[json.loads(l) for l in open(f)][1:] for f in sys.argv[1:3]]
 a, b = ([r["loss"] for r in rs] for rs in rows)
-ok = len(a) == len(b) == 240 and a == b and a[-1] < 0.6 * a[0]
+steps = int(sys.argv[3])
+ok = len(a) == len(b) == steps and a == b and a[-1] < 0.6 * a[0]
 print(f"steps {len(a)}/{len(b)}, first loss {a[0] if a else None}, last {a[-1] if a else None}, equal {a == b}")
 sys.exit(0 if ok else 1)
 PY
+  )
+  st=$?
+  "$zeroshard" ckpt diff "$tmp/ck3" "$ck" --tol 0 >"$tmp/$name.diff" 2>&1
+  st_diff=$?
+  local ok=$((st == 0 && st_diff == 0))
+  for rc in "$@"; do [ "$rc" = 0 ] || ok=0; done
+  record_case "$name" $ok "rc $rcs diff $st_diff: $report $(tail -3 "$tmp/$name.diff") $(tail -3 "$log")"
 }
 
 run stage3 --set engine.zero.stage=3 --set "engine.checkpoint.dir=$tmp/ck3" --set "engine.logging.metrics_path=$tmp/s3.jsonl"
 rc3=$rc
 run stage0 --set engine.zero.stage=0 --set "engine.checkpoint.dir=$tmp/ck0" --set "engine.logging.metrics_path=$tmp/s0.jsonl"
-rc0=$rc
-report=$(same_losses "$tmp/s3.jsonl" "$tmp/s0.jsonl" 2>&1)
-st=$?
-"$zeroshard" ckpt diff "$tmp/ck3" "$tmp/ck0" --tol 0 >"$tmp/diff0.log" 2>&1
-st_diff=$?
-record_case stage3_equals_stage0_over_240_steps $((rc3 == 0 && rc0 == 0 && st == 0 && st_diff == 0)) \
-  "rc $rc3/$rc0 diff $st_diff: $report $(tail -3 "$tmp/diff0.log") $(tail -3 "$tmp/stage3.log")"
+same_as_stage3 stage3_equals_stage0_over_240_steps "$tmp/ck0" "$tmp/s0.jsonl" "$tmp/stage0.log" $rc3 $rc
 
 run first_half --steps 120 --set engine.zero.stage=3 --set engine.device.threads_per_rank=1 \
   --set "engine.checkpoint.dir=$tmp/ckR" --set "engine.logging.metrics_path=$tmp/R.jsonl"
 rc_a=$rc
 run second_half --resume --set engine.zero.stage=3 --set engine.device.threads_per_rank=2 \
   --set "engine.checkpoint.dir=$tmp/ckR" --set "engine.logging.metrics_path=$tmp/R.jsonl"
-rc_b=$rc
-report=$(same_losses "$tmp/s3.jsonl" "$tmp/R.jsonl" 2>&1)
-st=$?
-"$zeroshard" ckpt diff "$tmp/ck3" "$tmp/ckR" --tol 0 >"$tmp/diffR.log" 2>&1
-st_diff=$?
-record_case resume_with_other_threads_continues_bit_for_bit $((rc_a == 0 && rc_b == 0 && st == 0 && st_diff == 0)) \
-  "rc $rc_a/$rc_b diff $st_diff: $report $(tail -3 "$tmp/diffR.log") $(tail -3 "$tmp/second_half.log")"
+same_as_stage3 resume_with_other_threads_continues_bit_for_bit "$tmp/ckR" "$tmp/R.jsonl" "$tmp/second_half.log" \
+  $rc3 $rc_a $rc
 finish_cases
