@@ -78,8 +78,7 @@ std::string ConfigSummary(const RunConfig& c, int world_size) {
   // What each rank's CPU kernels would run on here: the library, the core type
   // it picks on this machine, and engine.device.threads_per_rank or the default.
   const kernels::CpuBlasInfo blas = kernels::DescribeCpuBlas();
-  const int threads =
-      e.device().threads_per_rank() > 0 ? e.device().threads_per_rank() : kernels::DefaultCpuThreads();
+  const int threads = kernels::CpuThreadsOrDefault(e.device().threads_per_rank());
   absl::StrAppendFormat(&out, "cpu        %s, %s kernels, %d thread%s per rank\n", blas.library, blas.core, threads,
                         threads == 1 ? "" : "s");
   absl::StrAppendFormat(&out, "parallel   dp=%d tp=%d pp=%d\n", p.dp(), p.tp(), p.pp());

@@ -101,8 +101,7 @@ absl::StatusOr<DataBackend> ChooseDataBackend(CommConfig::Backend requested, Dev
 absl::StatusOr<EngineRuntime> CreateEngineRuntime(const EngineConfig& config, const CommOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, CreateMpiWorld(options));
   EngineRuntime rt;
-  kernels::SetCpuThreads(config.device().threads_per_rank() > 0 ? config.device().threads_per_rank()
-                                                                : kernels::DefaultCpuThreads());
+  kernels::SetCpuThreads(kernels::CpuThreadsOrDefault(config.device().threads_per_rank()));
   rt.cpu_kernels = kernels::CpuBlasSummary();
   ASSIGN_OR_RETURN(const std::vector<std::string> cores, GatherCpuCores(*world, kernels::DescribeCpuBlas().core));
   rt.cpu_kernels_warning = MixedCpuKernelsWarning(cores);

@@ -45,6 +45,8 @@ int DefaultCpuThreads() {
   return n < 1 ? 1 : n;
 }
 
+int CpuThreadsOrDefault(int requested) { return requested > 0 ? requested : DefaultCpuThreads(); }
+
 void SetCpuThreads(int n) {
   if (n < 1) n = 1;
   g_cpu_threads.store(n);

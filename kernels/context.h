@@ -48,6 +48,10 @@ struct KernelContext {
 // ranks to cores), the number of CPUs it may run on instead.
 int DefaultCpuThreads();
 
+// `requested` when > 0 (a config's or flag's thread count), else
+// DefaultCpuThreads().
+int CpuThreadsOrDefault(int requested);
+
 // Sets the process-wide CPU thread count of the kernels' loops and GEMM
 // tiles. n < 1 is clamped to 1. OpenBLAS itself is kept single-threaded
 // (kernels/cpu/gemm_tiles.h says why). Not thread-safe with respect to

@@ -65,6 +65,12 @@ TEST(Context, SetCpuThreadsClampsAndKeepsOpenBlasSingleThreaded) {
   EXPECT_EQ(LoopThreads(KernelContext::Cpu(5)), 5);
 }
 
+TEST(Context, CpuThreadsOrDefaultKeepsARequestAndDefaultsTheRest) {
+  EXPECT_EQ(CpuThreadsOrDefault(3), 3);
+  EXPECT_EQ(CpuThreadsOrDefault(0), DefaultCpuThreads());
+  EXPECT_EQ(CpuThreadsOrDefault(-1), DefaultCpuThreads());
+}
+
 TEST(Context, DescribeCpuBlasNamesLibraryCoreAndThreads) {
   SetCpuThreads(3);
   const CpuBlasInfo info = DescribeCpuBlas();

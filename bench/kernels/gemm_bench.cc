@@ -19,7 +19,7 @@ ABSL_FLAG(int64_t, seq_len, 64, "sequence length T");
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   using namespace zeroshard;
-  kernels::SetCpuThreads(absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads) : kernels::DefaultCpuThreads());
+  kernels::SetCpuThreads(kernels::CpuThreadsOrDefault(absl::GetFlag(FLAGS_threads)));
   bench::Gpt2Shape shape;
   shape.batch = absl::GetFlag(FLAGS_batch);
   shape.seq_len = absl::GetFlag(FLAGS_seq_len);

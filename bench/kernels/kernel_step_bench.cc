@@ -254,7 +254,7 @@ class Gpt2KernelStep {
 };
 
 int Main() {
-  kernels::SetCpuThreads(absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads) : kernels::DefaultCpuThreads());
+  kernels::SetCpuThreads(kernels::CpuThreadsOrDefault(absl::GetFlag(FLAGS_threads)));
   Gpt2Shape s;
   s.batch = absl::GetFlag(FLAGS_batch), s.seq_len = absl::GetFlag(FLAGS_seq_len), s.layers = absl::GetFlag(FLAGS_layers);
   s.channels = absl::GetFlag(FLAGS_channels), s.heads = absl::GetFlag(FLAGS_heads), s.vocab = absl::GetFlag(FLAGS_vocab);

@@ -111,7 +111,7 @@ void KeepFreedMemory() {
 
 int Run() {
   if (absl::GetFlag(FLAGS_keep_freed_memory)) KeepFreedMemory();
-  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads) : kernels::DefaultCpuThreads();
+  const int threads = kernels::CpuThreadsOrDefault(absl::GetFlag(FLAGS_threads));
   kernels::SetCpuThreads(threads);
   const Gpt2Config cfg{absl::GetFlag(FLAGS_n_layer), absl::GetFlag(FLAGS_n_head), absl::GetFlag(FLAGS_n_embd),
                        absl::GetFlag(FLAGS_vocab), 1024};
