@@ -284,7 +284,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
   const std::vector<FlatParamLayout> layouts = EngineLayouts(engine);
   const std::vector<FlatParamLayout> saved = SavedLayouts(engine);
   const std::vector<std::string> kinds = CheckpointKinds(engine.options().optimizer);
-  const int stage = engine.options().stage;
+  const int stage = engine.options().zero.stage();
   // Under hybrid sharding this rank writes shard dp_rank of the dp-wide
   // layout: the part of its shard-group shard its replica rank picks.
   const int dp_rank = engine.checkpoint_dp_rank(), dp_size = engine.dp_size(), pp_rank = engine.pipeline_stage();

@@ -193,7 +193,7 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (parallel.virtual_stages() > 1) absl::StrAppend(&header, " x ", parallel.virtual_stages(), " virtual stages");
     absl::StrAppend(&header, " (", ParallelConfig::PipelineSchedule_Name(parallel.pipeline_schedule()), ")");
   }
-  absl::StrAppend(&header, ", ZeRO stage ", options->stage, ", ", Plural(options->accumulation_steps, "micro-batch"));
+  absl::StrAppend(&header, ", ZeRO stage ", options->zero.stage(), ", ", Plural(options->accumulation_steps, "micro-batch"));
   if (pp == 1 && options->accumulation_steps > 1) {
     absl::StrAppend(&header, options->reduce_mode == ReduceMode::kDefer ? " (DEFER)" : " (ACCUMULATE)");
   }
@@ -234,7 +234,7 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
         ranks[r].groups["dp_replica"] = replicas;
         ranks[r].groups["world"] = world;
       }
-      ranks[r].gathers_params = options->stage == 3;
+      ranks[r].gathers_params = options->zero.gathers_params();
     }
     const absl::StatusOr<Simulation> simulation = SimulatePrograms(ranks);
     const StepProgram& program = plan->train;
@@ -264,7 +264,7 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
     err << path << ": " << plan.status().message() << "\n";
     return 2;
   }
-  const std::vector<SimulatedRank> ranks = PipelineSimulatedRanks(*plan, dp, options->stage == 3);
+  const std::vector<SimulatedRank> ranks = PipelineSimulatedRanks(*plan, dp, options->zero.gathers_params());
   const absl::StatusOr<Simulation> simulation = SimulatePrograms(ranks);
   if (simulate) {
     int code = 0;
@@ -315,7 +315,7 @@ std::string FormatScheduleSummary(const StepProgram& program, const std::map<std
                           totals.calls, totals.calls == 1 ? "call" : "calls", totals.bytes_sent);
   }
   absl::StrAppendFormat(&out, "  %-22s %6d %-5s %s\n", "control AllGather", 1, "call",
-                        "(the batch-signature agreement starting every step; not in the program)");
+                        "(BEGIN_STEP's batch-signature agreement; control traffic, not counted)");
 
   absl::StrAppendFormat(&out, "prediction for rank %d (%s, %s):\n", rank, simulated, Plural(simulated_ranks, "rank"));
   if (!simulation.ok()) {

@@ -22,7 +22,7 @@ namespace {
 //   WAIT_GATHER b, FORWARD b, RELEASE b,
 //   GATHER b, GATHER a, WAIT_GATHER b, BACKWARD b, RELEASE b,
 //   WAIT_GATHER a, BACKWARD a, RELEASE a, REDUCE a..b, WAIT_REDUCE a..b,
-//   OPTIMIZER
+//   REDUCE_NORM
 // so 4 gathers of 100 + 60 + 60 + 100 bytes per rank, both units gathered
 // at once at the start (peak 2) and both forwards kept until the backwards.
 StepProgram TwoUnitProgram() {
@@ -35,13 +35,17 @@ StepProgram TwoUnitProgram() {
   units[1].gather_bytes = 60;
   std::vector<ProgramBucket> buckets = {{{0, 1}, 80, "a..b"}};
   DataParallelProgramOptions options;
-  options.stage = 3;
+  options.zero = *ZeroPolicy::ForStage(3);
   options.micro_batches = 1;
   options.prefetch = 1;
-  options.optimizer_collectives = {{"dp", CommOp::kAllReduce, 20, "norm, loss, overflow"}};
   absl::StatusOr<StepProgram> program = BuildDataParallelProgram(units, buckets, options);
   EXPECT_TRUE(program.ok()) << program.status();
-  return program.ok() ? *program : StepProgram();
+  if (!program.ok()) return StepProgram();
+  Action norm;
+  norm.kind = ActionKind::kReduceNorm;
+  norm.issues = {{"dp", CommOp::kAllReduce, 20, "norm, loss, overflow"}};
+  program->actions.push_back(norm);
+  return *program;
 }
 
 Simulation Simulate(const StepProgram& program, int dp) {
@@ -72,14 +76,14 @@ TEST(FormatScheduleSummaryTest, CountsCollectivesAndPrintsPredictions) {
             "  RELEASE                     4\n"
             "  REDUCE                      1\n"
             "  WAIT_REDUCE                 1\n"
-            "  OPTIMIZER                   1\n"
+            "  REDUCE_NORM                 1\n"
             "  total                      19\n"
             "collectives per step (calls, bytes this rank sends):\n"
             "  dp AllGather                4 calls          320 bytes\n"
             "  dp ReduceScatter            1 call            80 bytes\n"
             "  dp AllReduce                1 call            20 bytes\n"
-            "  control AllGather           1 call  (the batch-signature agreement starting every step; not in the "
-            "program)\n"
+            "  control AllGather           1 call  (BEGIN_STEP's batch-signature agreement; control traffic, "
+            "not counted)\n"
             "prediction for rank 1 (every dp rank's program simulated, 2 ranks):\n"
             "  peak gathered units         2\n"
             "  peak kept activations       2\n"
@@ -99,14 +103,14 @@ TEST(FormatScheduleSummaryTest, FailedSimulationPrintsItsErrorAndNoPredictions) 
             "  RELEASE                     4\n"
             "  REDUCE                      1\n"
             "  WAIT_REDUCE                 1\n"
-            "  OPTIMIZER                   1\n"
+            "  REDUCE_NORM                 1\n"
             "  total                      19\n"
             "collectives per step (calls, bytes this rank sends):\n"
             "  dp AllGather                4 calls          960 bytes\n"
             "  dp ReduceScatter            1 call           240 bytes\n"
             "  dp AllReduce                1 call            30 bytes\n"
-            "  control AllGather           1 call  (the batch-signature agreement starting every step; not in the "
-            "program)\n"
+            "  control AllGather           1 call  (BEGIN_STEP's batch-signature agreement; control traffic, "
+            "not counted)\n"
             "prediction for rank 0 (every dp rank's program simulated, 4 ranks):\n"
             "  verdict: FAILED_PRECONDITION: deadlock: rank 0 waits at WAIT_GATHER unit=a\n");
 }
@@ -215,7 +219,8 @@ TEST(ScheduleCommandTest, InterleavedProgramOfOneRank) {
   EXPECT_EQ(r.out, path +
                        " (gpt2): GPT-2 n_layer=4 n_head=2 n_embd=32 vocab_size=256 seq_len=16: 59584 parameters; dp=1, "
                        "pp=2 x 3 virtual stages (INTERLEAVED_1F1B), ZeRO stage 3, 2 micro-batches; train program of "
-                       "rank 1 (stage 1, dp rank 0): 6 units, 1 bucket, 47 actions\n"
+                       "rank 1 (stage 1, dp rank 0): 6 units, 1 bucket, 53 actions\n"
+                       "BEGIN_STEP\n"
                        "RECV_ACT mb=0 unit=h.0 peer=0 bytes=0\n"
                        "GATHER unit=h.0 bytes=50816\n"
                        "GATHER unit=h.2 bytes=50816\n"
@@ -262,7 +267,13 @@ TEST(ScheduleCommandTest, InterleavedProgramOfOneRank) {
                        "RELEASE unit=h.0\n"
                        "RELEASE unit=h.2\n"
                        "RELEASE unit=head\n"
-                       "OPTIMIZER bytes=34836\n"
+                       "OPTIMIZER:\n"
+                       "TIED_REDUCE unit=embed bytes=34816\n"
+                       "NORM_PARTIAL bucket=embed..head\n"
+                       "REDUCE_NORM bytes=20\n"
+                       "UPDATE bucket=embed..head\n"
+                       "PUBLISH bucket=embed..head\n"
+                       "SCALER_UPDATE\n"
                        "actions by kind:\n"
                        "  FORWARD                     6\n"
                        "  BACKWARD                    6\n"
@@ -275,8 +286,14 @@ TEST(ScheduleCommandTest, InterleavedProgramOfOneRank) {
                        "  RECV_ACT                    6\n"
                        "  SEND_GRAD                   6\n"
                        "  RECV_GRAD                   4\n"
-                       "  OPTIMIZER                   1\n"
-                       "  total                      47\n"
+                       "  BEGIN_STEP                  1\n"
+                       "  TIED_REDUCE                 1\n"
+                       "  NORM_PARTIAL                1\n"
+                       "  REDUCE_NORM                 1\n"
+                       "  UPDATE                      1\n"
+                       "  PUBLISH                     1\n"
+                       "  SCALER_UPDATE               1\n"
+                       "  total                      53\n"
                        "collectives per step (calls, bytes this rank sends):\n"
                        "  dp AllGather                4 calls            0 bytes\n"
                        "  dp ReduceScatter            1 call             0 bytes\n"
@@ -284,8 +301,8 @@ TEST(ScheduleCommandTest, InterleavedProgramOfOneRank) {
                        "  pp Send                    10 calls            0 bytes\n"
                        "  pp Recv                    10 calls            0 bytes\n"
                        "  world AllReduce             1 call            20 bytes\n"
-                       "  control AllGather           1 call  (the batch-signature agreement starting every step; not "
-                       "in the program)\n"
+                       "  control AllGather           1 call  (BEGIN_STEP's batch-signature agreement; control "
+                       "traffic, not counted)\n"
                        "prediction for rank 1 (every rank's program simulated, 2 ranks):\n"
                        "  peak gathered units         4\n"
                        "  peak kept activations       5\n"

@@ -61,7 +61,7 @@ out=$("$bin" schedule "$demo" --world-size 4 2>&1)
 expect_eq schedule_rc $? 0
 expect_eq schedule_header "$(head -1 <<<"$out")" "$demo (gpt2): GPT-2 n_layer=4 n_head=4 n_embd=128 \
 vocab_size=256 seq_len=64: 834304 parameters; dp=4, ZeRO stage 3, 1 micro-batch; train program of rank 0: \
-6 units, 4 buckets, 57 actions"
+6 units, 4 buckets, 71 actions"
 expect_eq schedule_forward_lines "$(lines FORWARD "$out")" 6  # units x micro-batches
 expect_eq schedule_backward_lines "$(lines BACKWARD "$out")" 6
 expect_eq schedule_gather_lines "$(lines GATHER "$out")" 12  # the AllGathers below: the optimizer issues none
@@ -69,8 +69,16 @@ expect_eq schedule_wait_gather_lines "$(lines WAIT_GATHER "$out")" 12
 expect_eq schedule_release_lines "$(lines RELEASE "$out")" 12
 expect_eq schedule_reduce_lines "$(lines REDUCE "$out")" 4  # 1 MiB buckets: h.3..head, h.2, h.1, embed..h.0
 expect_eq schedule_wait_reduce_lines "$(lines WAIT_REDUCE "$out")" 4
-expect_eq schedule_optimizer_lines "$(lines OPTIMIZER "$out")" 1
-expect_eq schedule_first_action "$(sed -n 2p <<<"$out")" "GATHER unit=embed bytes=40960"
+# The optimizer phase under its heading: per bucket a NORM_PARTIAL, an
+# UPDATE and a PUBLISH around one REDUCE_NORM.
+expect_eq schedule_optimizer_lines "$(lines OPTIMIZER: "$out")" 1
+expect_eq schedule_norm_partial_lines "$(lines NORM_PARTIAL "$out")" 4
+expect_eq schedule_reduce_norm_lines "$(lines REDUCE_NORM "$out")" 1
+expect_eq schedule_update_lines "$(lines UPDATE "$out")" 4
+expect_eq schedule_publish_lines "$(lines PUBLISH "$out")" 4
+expect_eq schedule_scaler_lines "$(lines SCALER_UPDATE "$out")" 1
+expect_eq schedule_begin_step "$(sed -n 2p <<<"$out")" "BEGIN_STEP"
+expect_eq schedule_first_action "$(sed -n 3p <<<"$out")" "GATHER unit=embed bytes=40960"
 expect_eq schedule_block_gather "$(grep -c '^GATHER unit=h.2 bytes=198272$' <<<"$out")" 2
 expect_eq schedule_forward_action "$(grep -c '^FORWARD mb=0 unit=head$' <<<"$out")" 1
 expect_eq schedule_tied_bucket "$(grep -c '^REDUCE bucket=embed..h.0 bytes=239232$' <<<"$out")" 1
@@ -78,8 +86,8 @@ expect_eq schedule_gather_bytes "$(awk -F'bytes=' '/^GATHER /{s += $2} END {prin
 expect_eq schedule_allgather "$(grep -cE '^  dp AllGather +12 calls +5005824 bytes$' <<<"$out")" 1
 expect_eq schedule_reducescatter "$(grep -cE '^  dp ReduceScatter +4 calls +2502912 bytes$' <<<"$out")" 1
 expect_eq schedule_allreduce "$(grep -cE '^  dp AllReduce +1 call +30 bytes$' <<<"$out")" 1
-expect_eq schedule_control "$(grep -cE '^  control AllGather +1 call +\(the batch-signature agreement' <<<"$out")" 1
-expect_eq schedule_total "$(grep -cE '^  total +57$' <<<"$out")" 1
+expect_eq schedule_control "$(grep -cE '^  control AllGather +1 call +\(BEGIN_STEP.s batch-signature agreement' <<<"$out")" 1
+expect_eq schedule_total "$(grep -cE '^  total +71$' <<<"$out")" 1
 # Embed stays gathered through the forward (head borrows it), plus the
 # computing unit and the prefetched one; all 6 units' activations are kept
 # until the backward starts.
@@ -93,7 +101,7 @@ expect_eq schedule_defer_rc $? 0
 expect_eq schedule_defer_forward_lines "$(lines FORWARD "$out")" 12
 expect_eq schedule_defer_reduce_lines "$(lines REDUCE "$out")" 4
 expect_eq schedule_defer_peak_kept "$(grep -cE '^  peak kept activations +6$' <<<"$out")" 1
-# Stage 1: nothing gathered in the step; OPTIMIZER publishes each unit's
+# Stage 1: nothing gathered in the step; PUBLISH all-gathers each unit's
 # parameters (6 AllGathers, 3 x 834304 bytes) after the norm.
 out=$("$bin" schedule "$demo" --world-size 4 --set engine.zero.stage=1 2>&1)
 expect_eq schedule_stage1_rc $? 0
@@ -147,8 +155,9 @@ expect_eq pipeline_zb_timeline "$(grep '^stage 1 |' <<<"$out")" \
 out=$("$bin" schedule "$demo" "${pp4[@]}" --rank 3 2>&1)
 expect_eq pipeline_program_rc $? 0
 expect_eq pipeline_program_header "$(head -1 <<<"$out" | sed 's/.*; dp=/dp=/')" \
-  "dp=1, pp=4 (ONE_F_ONE_B), ZeRO stage 3, 8 micro-batches; train program of rank 3 (stage 3, dp rank 0): 6 units, 1 bucket, 195 actions"
-expect_eq pipeline_program_first "$(sed -n 2p <<<"$out")" "RECV_ACT mb=0 unit=h.3 peer=2 bytes=0"
+  "dp=1, pp=4 (ONE_F_ONE_B), ZeRO stage 3, 8 micro-batches; train program of rank 3 (stage 3, dp rank 0): 6 units, 1 bucket, 201 actions"
+expect_eq pipeline_program_begin "$(sed -n 2p <<<"$out")" "BEGIN_STEP"
+expect_eq pipeline_program_first "$(sed -n 3p <<<"$out")" "RECV_ACT mb=0 unit=h.3 peer=2 bytes=0"
 expect_eq pipeline_program_verdict "$(tail -1 <<<"$out")" "  verdict: OK"
 # check-config accepts the pipeline and names its schedule.
 expect pipeline_check_config 0 "pipeline   ONE_F_ONE_B, 1 chunk(s) per stage, partition by cost" -- \

@@ -1,4 +1,5 @@
-// The data-parallel step program: ZeRO stages 0-3 with prefetch,
+// The data-parallel step program, compiled by engine/program_compiler.h:
+// ZeRO stages 0-3 with prefetch,
 // persistence, reshard_after_forward, gradient buckets, ACCUMULATE / DEFER
 // accumulation and activation checkpointing, as a list of actions
 // (engine/step_program.h). A pure function of its inputs: the engine builds
@@ -19,7 +20,8 @@
 //     stage 3: RELEASE each need of u whose last backward use (among the
 //              units that run backward) this was (not persistent units);
 //     when this micro-batch reduces (ACCUMULATE: every one; DEFER: the
-//     last) and the stage is not 1: REDUCE(b) for each bucket b that closes
+//     last) and the policy does not reduce after the backward (stage 1):
+//     REDUCE(b) for each bucket b that closes
 //     at u, then WAIT_REDUCE of the bucket launched before it (one bucket
 //     stays in flight while the next units compute);
 //   end of the micro-batch's backward, when it reduces: stage 1 REDUCEs
@@ -29,7 +31,9 @@
 // A GATHER is emitted only for a released unit, a WAIT_GATHER only for one
 // in flight, a RELEASE for any not released (UnitShard's no-op rules), and
 // never any for a unit with gather_bytes 0.
-// Then RELEASE of every unit still gathered (unit order), and OPTIMIZER.
+// Then RELEASE of every unit still gathered (unit order); the step plan
+// appends BEGIN_STEP before and the optimizer phase after
+// (engine/optimizer_program.h).
 //
 // A bucket closes at the backward of the lowest-index unit that touches any
 // of its units' parameters: its own lowest unit, or an earlier unit that
@@ -49,52 +53,24 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/program_compiler.h"
 #include "engine/step_program.h"
+#include "sharding/zero_policy.h"
 
 namespace zeroshard {
 
-struct ProgramUnit {
-  std::string name;
-  // Units whose parameters this unit reads (itself first when it has
-  // parameters, then the owners of what it borrows), each once.
-  std::vector<int> needs;
-  // Stage 3: the AllGather's per-rank input bytes (shard numel x compute
-  // dtype size); 0 for a unit without parameters (it is never gathered).
-  int64_t gather_bytes = 0;
-  bool persistent = false;    // stage 3: stays gathered for the whole step
-  bool checkpointed = false;  // RECOMPUTE before its BACKWARD
-  // false: no BACKWARD (a leading run of units with only frozen
-  // parameters: nothing before them needs an input gradient).
-  bool backward = true;
-};
-
-struct ProgramBucket {
-  std::vector<int> units;  // forward order
-  // The ReduceScatter's per-rank output bytes (sum of the units' shard
-  // numel x reduce dtype size); 0 reduces nothing (no collective). With
-  // int8 gradients the op is an AllToAll and this its per-destination part
-  // (sharding/quantized_shard.h).
-  int64_t reduce_bytes = 0;
-  std::string name;  // "h.3" or "h.0..h.3"
-  CommOp reduce_op = CommOp::kReduceScatter;
-  // Hybrid sharding: the AllReduce of the reduced shard over "dp_replica"
-  // (its bytes; 0: none).
-  int64_t replica_bytes = 0;
-};
-
-// What OPTIMIZER issues, in order (the engine knows its stage and dtypes).
 struct DataParallelProgramOptions {
-  int stage = 0;
+  ZeroPolicy zero;
   int micro_batches = 1;
   bool reduce_every_micro_batch = true;  // ACCUMULATE; false: DEFER
   int prefetch = 1;
   bool reshard_after_forward = true;
   bool training = true;
-  std::vector<IssuedCollective> optimizer_collectives;
 };
 
-// kInvalidArgument naming the value for: a stage outside [0, 3],
-// micro_batches < 1, prefetch < 0, a need outside [0, L), a negative
+// The pp = 1 case of engine/program_compiler.h: one chunk of every unit,
+// operations F(m), BW(m) per micro-batch. kInvalidArgument naming the value
+// for: micro_batches < 1, prefetch < 0, a need outside [0, L), a negative
 // gather_bytes or reduce_bytes, a bucket unit outside [0, L) or in two
 // buckets, a unit with `backward` false after one with `backward` true.
 // A unit in no bucket is never reduced. Fills StepProgram::bucket_writers.

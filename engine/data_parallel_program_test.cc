@@ -27,8 +27,7 @@ std::vector<ProgramBucket> Buckets() { return {{{3}, 40, "d"}, {{2}, 30, "c"}, {
 
 DataParallelProgramOptions Options(int stage) {
   DataParallelProgramOptions o;
-  o.stage = stage;
-  o.optimizer_collectives = {{"dp", CommOp::kAllReduce, 12, "norm, loss, overflow"}};
+  o.zero = *ZeroPolicy::ForStage(stage);
   return o;
 }
 
@@ -92,7 +91,6 @@ RELEASE unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
 }
 
@@ -126,7 +124,6 @@ RELEASE unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
 }
 
@@ -172,7 +169,6 @@ RELEASE unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
   o.prefetch = 0;
   o.training = false;
@@ -199,7 +195,7 @@ RELEASE unit=d
 TEST(DataParallelProgramTest, Stage3PersistentUnitIsGatheredOnceAndReleasedAtTheEnd) {
   std::vector<ProgramUnit> units = Units();
   units[1].persistent = true;
-  // b: gathered once, kept through both passes, released before OPTIMIZER.
+  // b: gathered once, kept through both passes, released at the end of the program.
   EXPECT_EQ(Text(units, Buckets(), Options(3)), Program(R"(
 GATHER unit=a bytes=100
 GATHER unit=b bytes=200
@@ -236,7 +232,6 @@ REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
 RELEASE unit=b
-OPTIMIZER bytes=12
 )"));
 }
 
@@ -259,7 +254,6 @@ BACKWARD mb=0 unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
   // Stage 3: after the unit's parameters are waited for.
   const std::string s3 = Text(units, Buckets(), Options(3));
@@ -297,7 +291,6 @@ BACKWARD mb=1 unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )");
   EXPECT_EQ(Text(Units(), Buckets(), o), Program(R"(
 FORWARD mb=0 unit=a
@@ -371,7 +364,6 @@ REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=d
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
   // Stages 0 and 2 reduce each bucket as its last backward ends.
   const std::string stage2 = Program(R"(
@@ -389,7 +381,6 @@ BACKWARD mb=0 unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )");
   EXPECT_EQ(Text(Units(), Buckets(), Options(2)), stage2);
   EXPECT_EQ(Text(Units(), Buckets(), Options(0)), stage2);
@@ -460,7 +451,6 @@ RELEASE unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
   // The owner's bucket still closes at its own lowest unit (a is below d).
   EXPECT_EQ(BucketCloseUnits(units, Buckets()), std::vector<int>({3, 2, 0}));
@@ -485,7 +475,6 @@ BACKWARD mb=0 unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
   // Stage 3: c is released after its own forward (its last forward use) but
   // only after b's backward (its last backward use).
@@ -528,7 +517,6 @@ RELEASE unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
 }
 
@@ -551,7 +539,6 @@ BACKWARD mb=0 unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
 }
 
@@ -596,7 +583,6 @@ RELEASE unit=b
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
 }
 
@@ -618,7 +604,6 @@ WAIT_REDUCE bucket=d
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
   for (ProgramUnit& u : units) u.backward = false;
   EXPECT_EQ(BucketCloseUnits(units, Buckets()), std::vector<int>({-1, -1, -1}));
@@ -633,7 +618,6 @@ REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=d
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
 }
 
@@ -709,7 +693,6 @@ RELEASE unit=a
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=12
 )"));
   // A need of a unit without parameters is skipped too.
   units[3].needs = {3, 2};
@@ -721,7 +704,6 @@ TEST(DataParallelProgramTest, ActionsCarryTheirCollectivesAndTheProgramItsNames)
   std::vector<ProgramUnit> units = Units();
   units[1].needs = {1, 2};
   DataParallelProgramOptions o = Options(3);
-  o.optimizer_collectives.push_back({"dp", CommOp::kAllGather, 7, "publish"});
   absl::StatusOr<StepProgram> p = BuildDataParallelProgram(units, Buckets(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->num_units, 4);
@@ -745,8 +727,7 @@ TEST(DataParallelProgramTest, ActionsCarryTheirCollectivesAndTheProgramItsNames)
     EXPECT_EQ(a.issues, std::vector<IssuedCollective>({{"dp", CommOp::kReduceScatter, 30, "grads a..b"}}));
   }
   EXPECT_TRUE(saw_reduce);
-  EXPECT_EQ(p->actions.back().kind, ActionKind::kOptimizer);
-  EXPECT_EQ(p->actions.back().issues, o.optimizer_collectives);
+  EXPECT_EQ(p->actions.back().kind, ActionKind::kWaitReduce);
 }
 
 TEST(DataParallelProgramTest, CollectiveCountsMatchCommStats) {
@@ -757,7 +738,7 @@ TEST(DataParallelProgramTest, CollectiveCountsMatchCommStats) {
   absl::StatusOr<StepProgram> p = BuildDataParallelProgram(units, Buckets(), o);
   ASSERT_TRUE(p.ok()) << p.status();
   const CollectivesByGroup counted = CountCollectives(*p, {{"dp", 4}});
-  ASSERT_EQ(counted.size(), 3u);
+  ASSERT_EQ(counted.size(), 2u);
   // Per micro-batch: every unit once per pass (a held from its use to the
   // head's), three buckets.
   CommStats expected;
@@ -765,8 +746,7 @@ TEST(DataParallelProgramTest, CollectiveCountsMatchCommStats) {
     for (int64_t bytes : {100, 100, 200, 200, 300, 300, 400, 400}) expected.Record(CommOp::kAllGather, 4, bytes, false);
     for (int64_t bytes : {40, 30, 30}) expected.Record(CommOp::kReduceScatter, 4, bytes, false);
   }
-  expected.Record(CommOp::kAllReduce, 4, 12, false);
-  for (CommOp op : {CommOp::kAllGather, CommOp::kReduceScatter, CommOp::kAllReduce}) {
+  for (CommOp op : {CommOp::kAllGather, CommOp::kReduceScatter}) {
     const CollectiveTotals& t = counted.at({"dp", op});
     EXPECT_EQ(t.calls, expected[op].calls) << CommOpName(op);
     EXPECT_EQ(t.bytes_sent, expected[op].bytes_sent) << CommOpName(op);
@@ -774,16 +754,10 @@ TEST(DataParallelProgramTest, CollectiveCountsMatchCommStats) {
   EXPECT_EQ(counted.at({"dp", CommOp::kAllGather}).calls, 16);
   EXPECT_EQ(counted.at({"dp", CommOp::kAllGather}).bytes_sent, 3 * 2 * 2 * 1000);
   EXPECT_EQ(counted.at({"dp", CommOp::kReduceScatter}).bytes_sent, 3 * 2 * 100);
-  EXPECT_EQ(counted.at({"dp", CommOp::kAllReduce}).bytes_sent, 18);
 }
 
 TEST(DataParallelProgramTest, RejectsInvalidInputsNamingTheValue) {
   DataParallelProgramOptions o = Options(3);
-  o.stage = 4;
-  EXPECT_EQ(Error(Units(), Buckets(), o), "stage is 4, expected 0, 1, 2 or 3");
-  o.stage = -1;
-  EXPECT_EQ(Error(Units(), Buckets(), o), "stage is -1, expected 0, 1, 2 or 3");
-  o = Options(3);
   o.micro_batches = 0;
   EXPECT_EQ(Error(Units(), Buckets(), o), "micro_batches is 0, expected >= 1");
   o = Options(3);
@@ -818,7 +792,7 @@ TEST(DataParallelProgramTest, RejectsInvalidInputsNamingTheValue) {
 TEST(DataParallelProgramTest, EmptyModel) {
   absl::StatusOr<StepProgram> p = BuildDataParallelProgram({}, {}, Options(3));
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(FormatProgram(*p), "OPTIMIZER bytes=12\n");
+  EXPECT_EQ(FormatProgram(*p), "");
   EXPECT_TRUE(BucketCloseUnits({}, {}).empty());
 }
 

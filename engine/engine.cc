@@ -235,7 +235,7 @@ absl::Status EngineImpl::Allocate() {
       continue;
     }
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
-                     UnitShard::Create(&plan_.layouts[u], options_.stage, dp_, &tracker_, options_.compute_dtype,
+                     UnitShard::Create(&plan_.layouts[u], options_.zero, dp_, &tracker_, options_.compute_dtype,
                                        compute_.kernels, trainable));
     shard->set_timeline(timeline_.get());
     if (options_.sharding.quantize_weights) shard->set_weight_quantization(options_.sharding.quantization_block);
@@ -280,7 +280,7 @@ absl::Status EngineImpl::InitParams() {
     std::vector<float> staging;
     if (device() != Device::kCpu) staging.assign(static_cast<size_t>(shard.master_numel()), 0.0f);
     float* master = device() == Device::kCpu ? shard.master() : staging.data();
-    if (options_.stage == 0) {
+    if (!options_.zero.shards_master()) {
       // The master covers the whole padded buffer.
       for (size_t p = 0; p < specs.size(); ++p) {
         InitLocalParamSlice(specs[p], options_.seed, tp_rank(), tp_size(), 0, layout.params()[p].numel,

@@ -108,7 +108,7 @@ absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view nam
     // waiting in the gather); the other stages receive it by broadcast.
     const bool source = plan_.units[u].computed;
     absl::StatusOr<Buffer> full = absl::StatusOr<Buffer>(Buffer());
-    if (source && options_.stage != 0) {
+    if (source && options_.zero.shards_master()) {
       full = Buffer::Allocate(&tracker_, MemoryCategory::kWorkspace, device(), DType::kF32,
                               plan_.layouts[u].padded_numel());
     }
@@ -116,7 +116,7 @@ absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view nam
     absl::Status s;
     if (source) {
       UnitShard& shard = *shards_[u];
-      if (options_.stage == 0) {
+      if (!options_.zero.shards_master()) {
         s = DeviceCopy(out.data(), Device::kCpu, shard.master() + info.offset, device(), info.numel * sizeof(float));
       } else {
         s = dp_->AllGather(shard.master(), full->data(), plan_.layouts[u].shard_numel(), DType::kF32)->Wait();

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <memory>
 #include <string>
@@ -188,6 +189,17 @@ class EngineImpl final : public Engine {
     // BACKWARD_INPUT's keep for BACKWARD_WEIGHT (units that split).
     std::unique_ptr<SavedActivations> weight_inputs;
   };
+  // The optimizer phase's state within one step (engine_optimizer.cc).
+  struct OptimizerPhaseState {
+    bool started = false;
+    std::vector<double> unit_sumsq;  // NORM_PARTIAL's, by unit; REDUCE_NORM adds them in unit order
+    std::vector<bool> counted;       // by unit: its sum of squares counts on this rank
+    std::vector<Buffer> full_f32;    // by unit: the all-gathered f32 gradients where the compute dtype is narrower
+    bool update = false;             // REDUCE_NORM found the step finite: UPDATE and PUBLISH run
+    bool rescale = false;            // unscale, reweigh and clip by `factor`
+    float factor = 1.0f;
+    std::optional<TraceScope> span;  // "optimizer", from its first action to SCALER_UPDATE
+  };
   // Per-run executor context (one TrainStep or Evaluate).
   struct RunContext {
     absl::Span<const Batch> batches;
@@ -203,6 +215,14 @@ class EngineImpl final : public Engine {
     std::vector<std::vector<UnitState>> state;  // [micro-batch][unit]
     StepTimings* timings = nullptr;
     bool in_backward = false;
+    // BEGIN_STEP: the caller's host batches, the device copies the units
+    // read (GPU only) and their memory, and whether the step started (a
+    // failure before that was agreed and leaves the engine usable).
+    absl::Span<const Batch> host_batches;
+    std::vector<Buffer> batch_storage;
+    std::vector<Batch> device_batches;
+    bool started = false;
+    OptimizerPhaseState optimizer;
   };
   // A collective of the optimizer phase and what it moves, for WaitAll.
   struct IssuedWork {
@@ -261,9 +281,17 @@ class EngineImpl final : public Engine {
   absl::Status ParamViews(int unit, std::vector<TensorView>* params, std::vector<TensorView>* grads);
   UnitContext ContextFor(const RunContext& run, int micro_batch, int unit) const;
   void CountLive();
-  absl::Status RunStep(absl::Span<const Batch> micro_batches, double nominal_weight, StepResult* result);
-  // engine_optimizer.cc: OPTIMIZER.
-  absl::Status FinishStep(const RunContext& run, StepResult* result);
+  // BEGIN_STEP.
+  absl::Status BeginStep(RunContext* run);
+  // engine_optimizer.cc: the optimizer phase's actions.
+  absl::Status RunOptimizerAction(const Action& action, RunContext* run);
+  void StartOptimizerPhase(RunContext* run);
+  absl::Status TiedReduce(int unit);
+  absl::Status NormPartial(int bucket, RunContext* run);
+  absl::Status ReduceNorm(RunContext* run);
+  absl::Status Update(int bucket, RunContext* run);
+  absl::Status Publish(int bucket, RunContext* run);
+  absl::Status ScalerUpdate(RunContext* run);
   absl::Status WaitAll(std::vector<IssuedWork>& works, absl::string_view what);
   // engine_trace.cc.
   absl::Status InitTrace(const LoggingConfig& logging);

@@ -1,5 +1,5 @@
-// OPTIMIZER: norm, overflow and loss in one all-reduce, unscale and clip,
-// the sharded update, parameter publication and the loss scaler.
+// The optimizer phase's actions (engine/optimizer_program.h): TIED_REDUCE,
+// NORM_PARTIAL, REDUCE_NORM, UPDATE, PUBLISH and SCALER_UPDATE.
 #include <chrono>
 #include <cmath>
 #include <utility>
@@ -19,7 +19,7 @@ namespace {
 
 using Clock = SteadyClock;
 
-// Indices into the optimizer phase's all-reduce.
+// Indices into REDUCE_NORM's all-reduce.
 enum SumIndex { kSumSq, kLossSum, kLossWeight, kNonFinite, kFailedAllocations, kFirstMetric };
 
 }  // namespace
@@ -32,7 +32,11 @@ absl::Status EngineImpl::WaitAll(std::vector<IssuedWork>& works, absl::string_vi
   return absl::OkStatus();
 }
 
-absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
+void EngineImpl::StartOptimizerPhase(RunContext* run) {
+  OptimizerPhaseState& phase = run->optimizer;
+  if (phase.started) return;
+  phase.started = true;
+  if (timeline_ != nullptr) phase.span.emplace(timeline_.get(), "optimizer", "optimizer");
   const int L = num_units();
   if (grad_hook_) {
     for (int u = 0; u < L; ++u) {
@@ -41,30 +45,53 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
     }
   }
   ++attempts_;
-  const double scale = scaler_->scale();
-  result->loss_scale = scale;
-  // A weight both ends of the pipeline hold: the two copies' reduced shards
-  // are summed over the embedding group, in unit order on both ends, so the
-  // copies take bitwise the same update.
-  for (int u = 0; u < L; ++u) {
-    if (regions_[u] < 0 || !plan_.units[u].tied || plan_.layouts[u].shard_numel() == 0) continue;
-    const Clock::time_point issued = Clock::now();
-    std::unique_ptr<Work> tied = embedding_->AllReduce(shards_[u]->grad_shard(), plan_.layouts[u].shard_numel(),
-                                                       DType::kF32, ReduceOp::kSum);
-    RETURN_IF_ERROR(WaitTracedOn(*tied, compute_.kernels.cuda_stream, timeline_.get(), "allreduce",
-                                 "AllReduce tied grads", plan_.layouts[u].unit_name(), issued,
-                                 plan_.layouts[u].shard_numel() * 4));
+  run->result->loss_scale = scaler_->scale();
+  phase.unit_sumsq.assign(L, 0.0);
+  phase.counted.assign(L, false);
+}
+
+absl::Status EngineImpl::RunOptimizerAction(const Action& a, RunContext* run) {
+  StartOptimizerPhase(run);
+  switch (a.kind) {
+    case ActionKind::kTiedReduce:
+      return TiedReduce(a.unit);
+    case ActionKind::kNormPartial:
+      return NormPartial(a.bucket, run);
+    case ActionKind::kReduceNorm:
+      return ReduceNorm(run);
+    case ActionKind::kUpdate:
+      return Update(a.bucket, run);
+    case ActionKind::kPublish:
+      return Publish(a.bucket, run);
+    case ActionKind::kScalerUpdate:
+      return ScalerUpdate(run);
+    default:
+      return absl::InternalError(absl::StrCat(ActionKindName(a.kind), " is not an optimizer-phase action"));
   }
-  // One summation order: each shard's sum of squares by the kernel's fixed
-  // chunks, the shards added in unit order. A mirror is counted on the stage
-  // that computes the unit, once; a parameter every tp rank holds whole
-  // (replicated) on tp rank 0 only, so the world sum counts it once; under
-  // hybrid sharding a shard on the first of its replicas only.
-  // All the sums come back in one read (one wait on a GPU).
-  const bool counts_norm = replica_ == nullptr || replica_->rank() == 0;
+}
+
+// A weight both ends of the pipeline hold: the two copies' reduced shards
+// are summed over the embedding group, in unit order on both ends, so the
+// copies take bitwise the same update.
+absl::Status EngineImpl::TiedReduce(int u) {
+  const int64_t n = plan_.layouts[u].shard_numel();
+  const Clock::time_point issued = Clock::now();
+  std::unique_ptr<Work> tied = embedding_->AllReduce(shards_[u]->grad_shard(), n, DType::kF32, ReduceOp::kSum);
+  return WaitTracedOn(*tied, compute_.kernels.cuda_stream, timeline_.get(), "allreduce", "AllReduce tied grads",
+                      plan_.layouts[u].unit_name(), issued, n * 4);
+}
+
+// One summation order: each shard's sum of squares by the kernel's fixed
+// chunks; REDUCE_NORM adds the units in unit order. A mirror is counted on
+// the stage that computes the unit, once; a parameter every tp rank holds
+// whole (replicated) on tp rank 0 only, so the world sum counts it once;
+// under hybrid sharding a shard on the first of its replicas only.
+absl::Status EngineImpl::NormPartial(int bucket, RunContext* run) {
+  OptimizerPhaseState& phase = run->optimizer;
+  if (replica_ != nullptr && replica_->rank() != 0) return absl::OkStatus();
   std::vector<kernels::SumSquaresSpan> spans;
-  std::vector<size_t> unit_end;  // spans of the k-th counted unit end at unit_end[k]
-  for (int u = 0; u < L && counts_norm; ++u) {
+  std::vector<std::pair<int, size_t>> unit_end;  // (unit, end of its spans)
+  for (int u : plan_.buckets[bucket].units) {
     if (regions_[u] < 0 || plan_.units[u].mirror || plan_.layouts[u].shard_numel() == 0) continue;
     if (tp_rank() == 0) {
       spans.push_back({shards_[u]->grad_shard(), plan_.layouts[u].shard_numel()});
@@ -75,28 +102,42 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
         spans.push_back({shards_[u]->grad_shard() + seg.offset_in_shard, seg.length});
       }
     }
-    unit_end.push_back(spans.size());
+    unit_end.push_back({u, spans.size()});
   }
   std::vector<double> parts(spans.size(), 0.0);
   RETURN_IF_ERROR(kernels::SumOfSquaresMany(compute_.kernels, spans, DType::kF32, parts.data()));
-  double sumsq = 0;
-  for (size_t k = 0, i = 0; k < unit_end.size(); ++k) {
+  size_t i = 0;
+  for (const auto& [u, end] : unit_end) {
     double x = 0;
-    for (; i < unit_end[k]; ++i) x += parts[i];
-    sumsq += x;
+    for (; i < end; ++i) x += parts[i];
+    phase.unit_sumsq[u] = x;
+    phase.counted[u] = true;
   }
-  // Stage 0 with low-precision compute: the f32 reduced gradients need a full
-  // buffer of their own (the compute-dtype one is too narrow). Allocated
-  // before the all-reduce, which tells every rank whether any rank failed.
-  std::vector<Buffer> full_f32(L);
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::ReduceNorm(RunContext* run) {
+  OptimizerPhaseState& phase = run->optimizer;
+  StepResult* result = run->result;
+  const int L = num_units();
+  const double scale = scaler_->scale();
+  double sumsq = 0;
+  for (int u = 0; u < L; ++u) {
+    if (phase.counted[u]) sumsq += phase.unit_sumsq[u];
+  }
+  // The all-gathered f32 gradients need a full buffer of their own when the
+  // compute dtype is too narrow. Allocated before the all-reduce, which
+  // tells every rank whether any rank failed.
+  phase.full_f32.clear();
+  phase.full_f32.resize(L);
   absl::Status allocated;
-  if (options_.stage == 0 && options_.compute_dtype != DType::kF32) {
+  if (options_.zero.needs_full_f32_grads(options_.compute_dtype != DType::kF32)) {
     for (int u = 0; u < L && allocated.ok(); ++u) {
       if (regions_[u] < 0) continue;
       absl::StatusOr<Buffer> f = Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, device(), DType::kF32,
                                                   plan_.layouts[u].padded_numel());
       if (f.ok()) {
-        full_f32[u] = std::move(*f);
+        phase.full_f32[u] = std::move(*f);
       } else {
         allocated = f.status();
       }
@@ -104,12 +145,12 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   }
   WeightedSum loss;
   std::vector<WeightedSum> metrics(plan_.metric_names.size());
-  // A tp group's ranks hold the same loss terms: counted once.
-  // Sums a GPU left on the device come back now (the norm's read-back above
-  // has waited for the stream already).
+  // A tp group's ranks hold the same loss terms: counted once. Sums a GPU
+  // left on the device come back now (the norm's read-back has waited for
+  // the stream already).
   const std::vector<LossTerms> none;
   absl::Status losses_read;  // a failure is agreed on like a failed allocation
-  for (const LossTerms& on_device : tp_rank() == 0 ? run.losses : none) {
+  for (const LossTerms& on_device : tp_rank() == 0 ? run->losses : none) {
     absl::StatusOr<LossTerms> resolved = ResolveLossTerms(on_device);
     if (!resolved.ok()) {
       if (losses_read.ok()) losses_read = resolved.status();
@@ -135,7 +176,7 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
     sums[kFirstMetric + 2 * i] = static_cast<float>(metrics[i].sum);
     sums[kFirstMetric + 2 * i + 1] = static_cast<float>(metrics[i].weight);
   }
-  Clock::time_point t0 = Clock::now();
+  const Clock::time_point t0 = Clock::now();
   const int64_t n = static_cast<int64_t>(sums.size());
   RETURN_IF_ERROR(HostCollective(
       *world_, sums.data(), n, sums.data(), n,
@@ -161,71 +202,88 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   }
   // The reduced shard is the gradient of Σsum / nominal weight (the seed);
   // this ratio makes it that of the mean over the actual weight.
-  const double ratio = run.nominal_weight / static_cast<double>(sums[kLossWeight]);
+  const double ratio = run->nominal_weight / static_cast<double>(sums[kLossWeight]);
   result->grad_norm = static_cast<float>(std::sqrt(sums[kSumSq]) * ratio);
   result->lr = static_cast<float>(schedule_->LearningRate(step_ + 1));
   const float coeff = ClipCoefficient(result->grad_norm, options_.grad_clip);
   result->skipped = result->overflow || !std::isfinite(result->grad_norm);
-  if (result->skipped) ++skipped_steps_;
-  if (!result->skipped) {
-    // Unscale, reweigh and clip in one multiply; nothing at all when it is 1.
-    const float factor = static_cast<float>(static_cast<double>(coeff) * ratio / scale);
-    if (coeff < 1.0f || scale != 1.0 || ratio != 1.0) {
-      for (int u = 0; u < L; ++u) {
-        if (regions_[u] < 0 || plan_.layouts[u].shard_numel() == 0) continue;
-        RETURN_IF_ERROR(kernels::ScaleInPlace(compute_.kernels, shards_[u]->grad_shard(),
-                                              plan_.layouts[u].shard_numel(), DType::kF32, factor, nullptr));
-      }
-    }
-    if (final_grad_hook_) {
-      for (int u = 0; u < L; ++u) {
-        if (regions_[u] >= 0) final_grad_hook_(attempts_ - 1, u, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel());
-      }
-    }
-    ++step_;
-    if (options_.stage == 0) {
-      // Second half of the all-reduce: every rank gets every reduced shard.
-      std::vector<IssuedWork> works;
-      for (int u = 0; u < L; ++u) {
-        UnitShard& shard = *shards_[u];
-        if (regions_[u] < 0 || plan_.layouts[u].shard_numel() == 0) continue;
-        void* dst = full_f32[u].empty() ? shard.full_grads() : full_f32[u].data();
-        works.push_back({Clock::now(), &shard, plan_.layouts[u].padded_numel() * 4, nullptr});
-        works.back().work = dp_->AllGather(shard.grad_shard(), dst, plan_.layouts[u].shard_numel(), DType::kF32);
-      }
-      t0 = Clock::now();
-      RETURN_IF_ERROR(WaitAll(works, "AllGather grads"));
-      result->timings.publish_wait += SecondsSince(t0);
-    }
-    std::vector<float*> masters;
-    std::vector<const float*> grads;
-    for (int u = 0; u < L; ++u) {
-      if (regions_[u] < 0) continue;
-      UnitShard& shard = *shards_[u];
-      masters.push_back(shard.master());
-      if (options_.stage != 0) {
-        grads.push_back(shard.grad_shard());
-      } else {
-        grads.push_back(full_f32[u].empty() ? static_cast<const float*>(shard.full_grads()) : full_f32[u].as<float>());
-      }
-    }
-    {
-      TraceScope span(timeline_.get(), "optimizer", "update");
-      RETURN_IF_ERROR(optimizer_->Step(masters, grads, result->lr, step_));
-    }
-    std::vector<IssuedWork> works;
-    for (int u = 0; u < L; ++u) {
-      if (regions_[u] < 0) continue;  // frozen: nothing changed
-      UnitShard& shard = *shards_[u];
-      const Clock::time_point issued = Clock::now();
-      ASSIGN_OR_RETURN(std::unique_ptr<Work> w, shard.PublishMaster());
-      const int64_t bytes = plan_.layouts[u].padded_numel() * static_cast<int64_t>(DTypeSize(options_.compute_dtype));
-      if (w != nullptr) works.push_back({issued, &shard, bytes, std::move(w)});
-    }
-    t0 = Clock::now();
-    RETURN_IF_ERROR(WaitAll(works, "AllGather params"));
-    result->timings.publish_wait += SecondsSince(t0);
+  if (result->skipped) {
+    ++skipped_steps_;
+    return absl::OkStatus();
   }
+  // Unscale, reweigh and clip in one multiply; nothing at all when it is 1.
+  phase.update = true;
+  phase.rescale = coeff < 1.0f || scale != 1.0 || ratio != 1.0;
+  phase.factor = static_cast<float>(static_cast<double>(coeff) * ratio / scale);
+  ++step_;
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::Update(int bucket, RunContext* run) {
+  OptimizerPhaseState& phase = run->optimizer;
+  if (!phase.update) return absl::OkStatus();
+  const std::vector<int>& units = plan_.buckets[bucket].units;
+  for (int u : units) {
+    if (regions_[u] < 0) continue;
+    if (phase.rescale && plan_.layouts[u].shard_numel() > 0) {
+      RETURN_IF_ERROR(kernels::ScaleInPlace(compute_.kernels, shards_[u]->grad_shard(),
+                                            plan_.layouts[u].shard_numel(), DType::kF32, phase.factor, nullptr));
+    }
+    if (final_grad_hook_) final_grad_hook_(attempts_ - 1, u, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel());
+  }
+  if (options_.zero.all_gathers_reduced_grads()) {
+    // The second half of the all-reduce: every rank gets every reduced shard.
+    std::vector<IssuedWork> works;
+    for (int u : units) {
+      UnitShard& shard = *shards_[u];
+      if (regions_[u] < 0 || plan_.layouts[u].shard_numel() == 0) continue;
+      void* dst = phase.full_f32[u].empty() ? shard.full_grads() : phase.full_f32[u].data();
+      works.push_back({Clock::now(), &shard, plan_.layouts[u].padded_numel() * 4, nullptr});
+      works.back().work = dp_->AllGather(shard.grad_shard(), dst, plan_.layouts[u].shard_numel(), DType::kF32);
+    }
+    const Clock::time_point t0 = Clock::now();
+    RETURN_IF_ERROR(WaitAll(works, "AllGather grads"));
+    run->result->timings.publish_wait += SecondsSince(t0);
+  }
+  std::vector<int> regions;
+  std::vector<float*> masters;
+  std::vector<const float*> grads;
+  for (int u : units) {
+    if (regions_[u] < 0) continue;
+    UnitShard& shard = *shards_[u];
+    regions.push_back(regions_[u]);
+    masters.push_back(shard.master());
+    if (!options_.zero.all_gathers_reduced_grads()) {
+      grads.push_back(shard.grad_shard());
+    } else {
+      grads.push_back(phase.full_f32[u].empty() ? static_cast<const float*>(shard.full_grads())
+                                                : phase.full_f32[u].as<float>());
+    }
+  }
+  TraceScope span(timeline_.get(), "optimizer", "update", {}, {{"bucket", bucket}});
+  return optimizer_->StepRegions(regions, masters, grads, run->result->lr, step_);
+}
+
+absl::Status EngineImpl::Publish(int bucket, RunContext* run) {
+  if (!run->optimizer.update) return absl::OkStatus();
+  std::vector<IssuedWork> works;
+  for (int u : plan_.buckets[bucket].units) {
+    if (regions_[u] < 0) continue;  // frozen: nothing changed
+    UnitShard& shard = *shards_[u];
+    const Clock::time_point issued = Clock::now();
+    ASSIGN_OR_RETURN(std::unique_ptr<Work> w, shard.PublishMaster());
+    const int64_t bytes = plan_.layouts[u].padded_numel() * static_cast<int64_t>(DTypeSize(options_.compute_dtype));
+    if (w != nullptr) works.push_back({issued, &shard, bytes, std::move(w)});
+  }
+  const Clock::time_point t0 = Clock::now();
+  RETURN_IF_ERROR(WaitAll(works, "AllGather params"));
+  run->result->timings.publish_wait += SecondsSince(t0);
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::ScalerUpdate(RunContext* run) {
+  StepResult* result = run->result;
+  run->optimizer.full_f32.clear();
   for (auto& shard : shards_) {
     if (shard != nullptr) shard->FreeGradShard();
   }
@@ -236,6 +294,7 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   absl::Status scaled = scaler_->Update(result->overflow);
   result->overflows = scaler_->overflows();
   result->next_loss_scale = scaler_->scale();
+  run->optimizer.span.reset();
   return scaled;
 }
 

@@ -26,7 +26,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   if (z.stage() < 0 || z.stage() > 3) {
     return absl::InvalidArgumentError(absl::StrCat("engine.zero.stage: ", z.stage(), " is out of range [0, 3]"));
   }
-  o.stage = z.stage();
+  ASSIGN_OR_RETURN(o.zero, ZeroPolicy::ForStage(z.stage()));
   o.gather.prefetch = z.prefetch();
   o.gather.persistence_threshold = z.persistence_threshold();
   o.gather.reshard_after_forward = z.reshard_after_forward();

@@ -21,6 +21,7 @@
 #include "sharding/loss_scaler.h"
 #include "sharding/lr_schedule.h"
 #include "sharding/sharded_optimizer.h"
+#include "sharding/zero_policy.h"
 
 namespace zeroshard {
 
@@ -86,7 +87,8 @@ struct ShardingOptions {
 };
 
 struct EngineOptions {
-  int stage = 0;
+  // engine.zero.stage's answers (sharding/zero_policy.h).
+  ZeroPolicy zero;
   GatherOptions gather;
   ShardingOptions sharding;
   int64_t bucket_bytes = 25 << 20;

@@ -9,7 +9,7 @@ namespace {
 TEST(EngineOptionsTest, DefaultConfigMapsToProtoDefaults) {
   absl::StatusOr<EngineOptions> o = EngineOptionsFromConfig(EngineConfig());
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->stage, 0);
+  EXPECT_EQ(o->zero.stage(), 0);
   EXPECT_EQ(o->gather.prefetch, 1);
   EXPECT_EQ(o->gather.persistence_threshold, 0);
   EXPECT_TRUE(o->gather.reshard_after_forward);
@@ -105,7 +105,7 @@ TEST(EngineOptionsTest, EveryFieldIsCarried) {
   c.set_seed(99);
   absl::StatusOr<EngineOptions> o = EngineOptionsFromConfig(c);
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->stage, 3);
+  EXPECT_EQ(o->zero, *ZeroPolicy::ForStage(3));
   EXPECT_EQ(o->gather.prefetch, 2);
   EXPECT_EQ(o->gather.persistence_threshold, 1000);
   EXPECT_FALSE(o->gather.reshard_after_forward);

@@ -128,33 +128,16 @@ absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_b
     step_span.emplace(timeline_.get(), "step", "step", absl::StrCat(step_ + 1),
                       std::initializer_list<TraceArg>{{"step", step_ + 1}});
   }
-  absl::Status local =
-      static_cast<int>(micro_batches.size()) == options_.accumulation_steps
-          ? CheckBatches(micro_batches)
-          : absl::InvalidArgumentError(absl::StrCat("got ", micro_batches.size(),
-                                                    " micro-batches, expected gradient_accumulation_steps=",
-                                                    options_.accumulation_steps));
-  // The step's staging buffers are allocated before the agreement, so an
-  // allocation that fails on one rank stops every rank here.
-  if (local.ok()) local = reducer_->ReserveStaging();
-  for (auto& shard : shards_) {
-    if (shard != nullptr && local.ok() && options_.stage <= 1) local = shard->EnsureGradShard();
-  }
-  std::vector<Buffer> batch_storage;
-  std::vector<Batch> device_batches;
-  if (local.ok()) local = StageBatches(micro_batches, &batch_storage, &device_batches);
-  double nominal = 0;
-  absl::Status agreed = AgreeOnBatches(micro_batches, local, &nominal);
-  if (!agreed.ok()) {
-    reducer_->FreeStaging();
-    for (auto& shard : shards_) {
-      if (shard != nullptr) shard->FreeGradShard();
-    }
-    return agreed;
-  }
-  absl::Status s = RunStep(BatchesToRun(micro_batches, device_batches), nominal, &result);
+  RunContext run;
+  run.host_batches = micro_batches;
+  run.batches = micro_batches;
+  run.training = true;
+  run.result = &result;
+  run.timings = &result.timings;
+  absl::Status s = RunProgram(plan_.train, &run);
   if (!s.ok()) {
-    broken_ = s;
+    // Before BEGIN_STEP's agreement nothing ran on any rank.
+    if (run.started) broken_ = s;
     return s;
   }
   step_span.reset();
@@ -166,28 +149,48 @@ absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_b
   return result;
 }
 
-absl::Status EngineImpl::RunStep(absl::Span<const Batch> micro_batches, double nominal_weight, StepResult* result) {
+absl::Status EngineImpl::BeginStep(RunContext* run) {
+  const absl::Span<const Batch> host = run->host_batches;
+  absl::Status local =
+      static_cast<int>(host.size()) == options_.accumulation_steps
+          ? CheckBatches(host)
+          : absl::InvalidArgumentError(absl::StrCat("got ", host.size(),
+                                                    " micro-batches, expected gradient_accumulation_steps=",
+                                                    options_.accumulation_steps));
+  // The step's staging buffers are allocated before the agreement, so an
+  // allocation that fails on one rank stops every rank here.
+  if (local.ok()) local = reducer_->ReserveStaging();
+  for (auto& shard : shards_) {
+    if (shard != nullptr && local.ok() && options_.zero.grad_shard_per_step()) local = shard->EnsureGradShard();
+  }
+  if (local.ok()) local = StageBatches(host, &run->batch_storage, &run->device_batches);
+  double nominal = 0;
+  absl::Status agreed = AgreeOnBatches(host, local, &nominal);
+  if (!agreed.ok()) {
+    reducer_->FreeStaging();
+    for (auto& shard : shards_) {
+      if (shard != nullptr) shard->FreeGradShard();
+    }
+    return agreed;
+  }
+  run->started = true;
+  run->batches = BatchesToRun(host, run->device_batches);
   for (auto& shard : shards_) {
     if (shard == nullptr) continue;
-    if (options_.stage <= 1) {
+    if (options_.zero.zeroes_full_grads()) {
       RETURN_IF_ERROR(shard->ZeroFullGrads());
     } else {
       RETURN_IF_ERROR(shard->ZeroGradShard());
     }
   }
-  RunContext run;
-  run.batches = micro_batches;
-  run.training = true;
   // Gradients keep the magnitude of a mean: the seed is the loss scale over
-  // the per-rank share of the nominal weight; FinishStep corrects by
+  // the per-rank share of the nominal weight; REDUCE_NORM corrects by
   // nominal / actual weight once.
-  run.loss_seed = static_cast<float>(scaler_->scale() * static_cast<double>(dp_size()) / nominal_weight);
-  run.nominal_weight = nominal_weight;
-  run.result = result;
-  run.timings = &result->timings;
-  for (const Batch& b : micro_batches) result->rows += b.rows();
-  result->rows *= dp_size();
-  return RunProgram(plan_.train, &run);
+  run->loss_seed = static_cast<float>(scaler_->scale() * static_cast<double>(dp_size()) / nominal);
+  run->nominal_weight = nominal;
+  for (const Batch& b : host) run->result->rows += b.rows();
+  run->result->rows *= dp_size();
+  return absl::OkStatus();
 }
 
 absl::Status EngineImpl::RunProgram(const StepProgram& program, RunContext* run) {
@@ -221,7 +224,7 @@ UnitContext EngineImpl::ContextFor(const RunContext& run, int micro_batch, int u
 }
 
 void EngineImpl::CountLive() {
-  if (options_.stage != 3) return;
+  if (!options_.zero.gathers_params()) return;
   int live = 0;
   for (const auto& shard : shards_) {
     if (shard != nullptr) live += (shard->gathered() || shard->gather_in_flight()) ? 1 : 0;
@@ -419,14 +422,17 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
       RETURN_IF_ERROR(reducer_->Finish(a.bucket));
       charge(t == nullptr ? nullptr : &t->reduce_wait);
       return absl::OkStatus();
-    case ActionKind::kOptimizer: {
-      {
-        TraceScope span(timeline_.get(), "optimizer", "optimizer");
-        RETURN_IF_ERROR(FinishStep(*run, run->result));
-      }
+    case ActionKind::kBeginStep:
+      return BeginStep(run);
+    case ActionKind::kTiedReduce:
+    case ActionKind::kNormPartial:
+    case ActionKind::kReduceNorm:
+    case ActionKind::kUpdate:
+    case ActionKind::kPublish:
+    case ActionKind::kScalerUpdate:
+      RETURN_IF_ERROR(RunOptimizerAction(a, run));
       if (t != nullptr) t->optimizer += SecondsSince(t0);
       return absl::OkStatus();
-    }
     case ActionKind::kSendAct:
     case ActionKind::kSendGrad:
       RETURN_IF_ERROR(PostSend(a, run));

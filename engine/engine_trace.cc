@@ -54,7 +54,7 @@ absl::StatusOr<TraceFileInfo> EngineImpl::WriteTrace() {
   timeline_->set_recording(false);
   trace_written_ = true;
   const std::vector<std::pair<std::string, std::string>> other_data = {
-      {"zero_stage", absl::StrCat(options_.stage)},
+      {"zero_stage", absl::StrCat(options_.zero.stage())},
       {"dp", absl::StrCat(dp_size())},
       {"shard_group_size", absl::StrCat(dp_->size())},
       {"tp", absl::StrCat(tp_size())},

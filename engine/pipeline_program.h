@@ -1,8 +1,8 @@
 // The pipeline step program of one rank (docs/parallelism.md): its stage's
-// chunk operations (engine/pipeline_schedule.h) expanded into the unit
-// actions of engine/step_program.h, with the transfers between stages and,
-// per unit, the ZeRO rules of the data-parallel builder
-// (engine/data_parallel_program.h). A pure function of its input: the
+// chunk operations (engine/pipeline_schedule.h) compiled by
+// engine/program_compiler.h into the unit actions of engine/step_program.h,
+// with the transfers between stages and, per unit, the ZeRO rules of the
+// data-parallel program (engine/data_parallel_program.h). A pure function of its input: the
 // engine builds it at Create, `zeroshard schedule` prints and simulates it,
 // tests compare it.
 //
@@ -49,8 +49,9 @@
 // bucket stays in flight while the next units compute). Every ZeRO stage
 // (0-3) reduces this way. Buckets no own unit writes are REDUCEd after the
 // last operation; then WAIT_REDUCE of everything still in flight (launch
-// order), RELEASE of every unit still gathered (unit order), and OPTIMIZER
-// with optimizer_collectives.
+// order) and RELEASE of every unit still gathered (unit order); the step
+// plan appends BEGIN_STEP before and the optimizer phase after
+// (engine/optimizer_program.h).
 //
 // ZeRO-3 gathers (stages 0-2 gather nothing). A GATHER is emitted only for
 // a released unit, a WAIT_GATHER only for one in flight, a RELEASE for any
@@ -86,6 +87,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/data_parallel_program.h"
+#include "engine/program_compiler.h"
 #include "engine/pipeline_schedule.h"
 #include "engine/step_program.h"
 
@@ -101,20 +103,17 @@ struct PipelineProgramInput {
   std::vector<ProgramUnit> units;
   // This rank's buckets: units of its own chunks and mirrors only.
   std::vector<ProgramBucket> buckets;
-  int zero_stage = 0;
+  ZeroPolicy zero;
   int prefetch = 1;
   bool keep_gathered_across_micro_batches = true;
   bool reshard_after_forward = true;  // keep_gathered_across_micro_batches false only
   bool training = true;
-  // What OPTIMIZER issues, in order (the engine supplies them: the tied
-  // weight's all-reduce over "embed", the norm's over "world", ...).
-  std::vector<IssuedCollective> optimizer_collectives;
 };
 
 // kInvalidArgument naming the value for: a shape ValidatePipelineShape
 // rejects (its message), a stage outside [0, pp), chunk_begin without
 // pp·v + 1 entries or not running 0 < ... < units.size() (every chunk owns
-// a unit), a ZeRO stage outside [0, 3], prefetch < 0, a need outside
+// a unit), prefetch < 0, a need outside
 // [0, units.size()), a negative gather_bytes or reduce_bytes, a unit with
 // `backward` false after one with `backward` true, a bucket unit that is
 // neither the rank's own nor a mirror, or in two buckets. Fills
@@ -123,10 +122,7 @@ absl::StatusOr<StepProgram> BuildPipelineProgram(const PipelineProgramInput& in)
 
 // The units a rank of `in.stage` holds. Precondition: `in` passes
 // BuildPipelineProgram's checks of chunk_begin and needs.
-struct PipelineStageUnits {
-  std::vector<int> own;      // its chunks' units, ascending
-  std::vector<int> mirrors;  // other stages' units its own units need, ascending
-};
+using PipelineStageUnits = StageUnitSet;
 PipelineStageUnits StageUnits(const PipelineProgramInput& in);
 
 }  // namespace zeroshard

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/comm_stats.h"
+#include "engine/optimizer_program.h"
 #include "engine/program_simulator.h"
 #include "engine/step_program.h"
 #include "gtest/gtest.h"
@@ -36,7 +37,7 @@ PipelineProgramInput Input(S schedule, int stage, int zero_stage, int v = 1) {
   in.shape.virtual_stages = v;
   in.shape.micro_batches = 2;
   in.stage = stage;
-  in.zero_stage = zero_stage;
+  in.zero = *ZeroPolicy::ForStage(zero_stage);
   if (v == 1) {
     in.units = Units(3);
     in.chunk_begin = {0, 1, 3};
@@ -57,8 +58,6 @@ PipelineProgramInput Input(S schedule, int stage, int zero_stage, int v = 1) {
       in.buckets = {{{3}, 40, "d"}, {{0, 1}, 30, "a..b"}};
     }
   }
-  in.optimizer_collectives = {{"embed", CommOp::kAllReduce, 40, "tied a"},
-                              {"world", CommOp::kAllReduce, 20, "norm, loss, overflow"}};
   return in;
 }
 
@@ -94,7 +93,6 @@ BACKWARD mb=0 unit=a
 BACKWARD mb=1 unit=a
 REDUCE bucket=a bytes=10
 WAIT_REDUCE bucket=a
-OPTIMIZER bytes=60
 )"));
   EXPECT_EQ(Text(Input(S::kGpipe, 1, 0)), Program(R"(
 RECV_ACT mb=0 unit=b peer=0 bytes=0
@@ -113,7 +111,6 @@ SEND_GRAD mb=1 unit=b peer=0 bytes=0
 REDUCE bucket=b..c bytes=50
 WAIT_REDUCE bucket=a
 WAIT_REDUCE bucket=b..c
-OPTIMIZER bytes=60
 )"));
 }
 
@@ -135,7 +132,6 @@ BACKWARD mb=1 unit=a
 REDUCE bucket=a bytes=10
 WAIT_REDUCE bucket=a
 RELEASE unit=a
-OPTIMIZER bytes=60
 )"));
   EXPECT_EQ(Text(Input(S::kOneFOneB, 1, 3)), Program(R"(
 RECV_ACT mb=0 unit=b peer=0 bytes=0
@@ -163,7 +159,6 @@ WAIT_REDUCE bucket=b..c
 RELEASE unit=a
 RELEASE unit=b
 RELEASE unit=c
-OPTIMIZER bytes=60
 )"));
 }
 
@@ -225,7 +220,6 @@ RELEASE unit=b
 REDUCE bucket=b..c bytes=50
 WAIT_REDUCE bucket=a
 WAIT_REDUCE bucket=b..c
-OPTIMIZER bytes=60
 )"));
 }
 
@@ -245,7 +239,6 @@ BACKWARD_INPUT mb=1 unit=a
 BACKWARD_WEIGHT mb=1 unit=a
 REDUCE bucket=a bytes=10
 WAIT_REDUCE bucket=a
-OPTIMIZER bytes=60
 )"));
   EXPECT_EQ(Text(Input(S::kZeroBubbleH1, 1, 3)), Program(R"(
 RECV_ACT mb=0 unit=b peer=0 bytes=0
@@ -277,7 +270,6 @@ WAIT_REDUCE bucket=b..c
 RELEASE unit=a
 RELEASE unit=b
 RELEASE unit=c
-OPTIMIZER bytes=60
 )"));
 }
 
@@ -311,7 +303,6 @@ BACKWARD mb=1 unit=a
 REDUCE bucket=a bytes=10
 WAIT_REDUCE bucket=c
 WAIT_REDUCE bucket=a
-OPTIMIZER bytes=60
 )"));
   EXPECT_EQ(Text(Input(S::kInterleaved1F1B, 1, 0, 2)), Program(R"(
 RECV_ACT mb=0 unit=b peer=0 bytes=0
@@ -338,7 +329,6 @@ SEND_GRAD mb=1 unit=b peer=0 bytes=0
 REDUCE bucket=a..b bytes=30
 WAIT_REDUCE bucket=d
 WAIT_REDUCE bucket=a..b
-OPTIMIZER bytes=60
 )"));
 }
 
@@ -375,7 +365,6 @@ FORWARD mb=0 unit=a
 SEND_ACT mb=0 unit=a peer=1 bytes=0
 FORWARD mb=1 unit=a
 SEND_ACT mb=1 unit=a peer=1 bytes=0
-OPTIMIZER bytes=60
 )"));
   in.stage = 1;
   in.buckets = {{{1, 2}, 50, "b..c"}};
@@ -394,7 +383,6 @@ RECOMPUTE mb=1 unit=b
 BACKWARD mb=1 unit=b
 REDUCE bucket=b..c bytes=50
 WAIT_REDUCE bucket=b..c
-OPTIMIZER bytes=60
 )"));
 }
 
@@ -471,7 +459,7 @@ TEST(PipelineProgramTest, EveryBuiltProgramPassesTheSimulator) {
                 in.stage = stage;
                 in.chunk_begin = chunk_begin;
                 in.units = units;
-                in.zero_stage = zero_stage;
+                in.zero = *ZeroPolicy::ForStage(zero_stage);
                 in.prefetch = variant % 3;
                 in.keep_gathered_across_micro_batches = variant % 2 == 0;
                 in.reshard_after_forward = variant != 3;
@@ -492,10 +480,18 @@ TEST(PipelineProgramTest, EveryBuiltProgramPassesTheSimulator) {
                   }
                 }
                 const bool tied = !held.mirrors.empty() || (stage == 0 && pp > 1 && !frozen && n > 1);
-                if (tied) in.optimizer_collectives.push_back({"embed", CommOp::kAllReduce, 8, "tied u0"});
-                in.optimizer_collectives.push_back({"world", CommOp::kAllReduce, 20, "norm, loss, overflow"});
                 absl::StatusOr<StepProgram> program = BuildPipelineProgram(in);
                 ASSERT_TRUE(program.ok()) << where << " stage " << stage << ": " << program.status();
+                if (training) {
+                  // The optimizer phase as the step plan appends it: the
+                  // tied unit's sum over "embed", the norm over "world".
+                  OptimizerPhaseInput phase;
+                  for (int u = 0; u < n; ++u) phase.units.push_back({units[u].name, 2, tied && u == 0});
+                  for (const ProgramBucket& b : in.buckets) phase.buckets.push_back(b.units);
+                  phase.zero = in.zero;
+                  phase.norm_group = "world";
+                  AddStepPrologueAndOptimizerPhase(phase, &*program);
+                }
                 for (int d = 0; d < 2; ++d) {
                   SimulatedRank& r = ranks[d + 2 * stage];
                   r.program = *program;
@@ -536,8 +532,6 @@ TEST(PipelineProgramTest, InvalidInputs) {
   EXPECT_EQ(Error(in), "chunk_begin[2] is 2, expected the 3 units");
   in.chunk_begin = {0, 0, 3};
   EXPECT_EQ(Error(in), "chunk_begin[1] is 0, expected more than chunk_begin[0] = 0 (every chunk owns a unit)");
-  in = Input(S::kOneFOneB, 0, 4);
-  EXPECT_EQ(Error(in), "ZeRO stage is 4, expected 0, 1, 2 or 3");
   in = Input(S::kOneFOneB, 0, 3);
   in.prefetch = -1;
   EXPECT_EQ(Error(in), "prefetch is -1, expected >= 0");

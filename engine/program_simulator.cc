@@ -104,6 +104,13 @@ struct RankState {
   std::set<std::pair<int, int>> kept;                    // (mb, unit)
   std::vector<int> last_reduce;                          // by bucket: its last REDUCE's action, -1 if none
   std::vector<bool> reduced_for_good;                    // by bucket: its last REDUCE ran
+  // The optimizer phase, by bucket: NORM_PARTIAL, UPDATE and PUBLISH ran.
+  std::vector<bool> norm_partial, updated, published;
+  bool norm_reduced = false;
+  // Which of them the program has at all (a hand-written program may leave
+  // some out; those present keep their order).
+  std::vector<bool> has_norm_partial, has_publish;
+  bool has_reduce_norm = false;
   std::vector<std::vector<int>> buckets_written;         // by unit: the buckets it writes
   // RECV_* posted and not yet consumed, by (mb, unit, gradient).
   std::map<std::tuple<int, int, bool>, PostedRecv> posted_recvs;
@@ -235,6 +242,11 @@ class Simulator {
     s.compute.assign(mbs, std::vector<Compute>(units));
     s.last_reduce.assign(buckets, -1);
     s.reduced_for_good.assign(buckets, false);
+    s.norm_partial.assign(buckets, false);
+    s.updated.assign(buckets, false);
+    s.published.assign(buckets, false);
+    s.has_norm_partial.assign(buckets, false);
+    s.has_publish.assign(buckets, false);
     s.buckets_written.assign(units, {});
     for (int b = 0; b < static_cast<int>(p.bucket_writers.size()); ++b) {
       for (int u : p.bucket_writers[b]) s.buckets_written[u].push_back(b);
@@ -242,9 +254,14 @@ class Simulator {
     for (int i = 0; i < static_cast<int>(p.actions.size()); ++i) {
       const Action& a = p.actions[i];
       const bool uses_unit = IsCompute(a.kind) || a.kind == ActionKind::kGather || a.kind == ActionKind::kWaitGather ||
-                             a.kind == ActionKind::kRelease;
+                             a.kind == ActionKind::kRelease || a.kind == ActionKind::kTiedReduce;
       const bool uses_mb = IsCompute(a.kind) || IsSend(a.kind) || IsRecv(a.kind);
-      const bool uses_bucket = a.kind == ActionKind::kReduce || a.kind == ActionKind::kWaitReduce;
+      const bool uses_bucket = a.kind == ActionKind::kReduce || a.kind == ActionKind::kWaitReduce ||
+                               a.kind == ActionKind::kNormPartial || a.kind == ActionKind::kUpdate ||
+                               a.kind == ActionKind::kPublish;
+      if (a.kind == ActionKind::kBeginStep && i != 0) {
+        return Malformed(r, i, "BEGIN_STEP after the program's first action");
+      }
       if (uses_unit && (a.unit < 0 || a.unit >= units)) {
         return Malformed(r, i, absl::StrCat("unit ", a.unit, ", expected in [0, ", units, ")"));
       }
@@ -285,6 +302,9 @@ class Simulator {
       if (IsBackward(a.kind)) s.has_backward[a.unit] = true;
       if (a.kind == ActionKind::kGather) s.ever_gathered[a.unit] = true;
       if (a.kind == ActionKind::kReduce) s.last_reduce[a.bucket] = i;
+      if (a.kind == ActionKind::kNormPartial) s.has_norm_partial[a.bucket] = true;
+      if (a.kind == ActionKind::kPublish) s.has_publish[a.bucket] = true;
+      if (a.kind == ActionKind::kReduceNorm) s.has_reduce_norm = true;
     }
     return absl::OkStatus();
   }
@@ -453,12 +473,13 @@ class Simulator {
         if (!s.reducing[a.bucket]) return Violation(r, "WAIT_REDUCE of a bucket with no REDUCE in flight");
         waits = s.reduce_tickets[a.bucket];
         break;
-      case ActionKind::kOptimizer:
-        for (int b = 0; b < static_cast<int>(s.reducing.size()); ++b) {
-          if (s.reducing[b]) {
-            return Violation(r, absl::StrCat("OPTIMIZER before the WAIT_REDUCE of bucket ", BucketName(r, b)));
-          }
-        }
+      case ActionKind::kTiedReduce:
+      case ActionKind::kNormPartial:
+      case ActionKind::kReduceNorm:
+      case ActionKind::kUpdate:
+      case ActionKind::kPublish:
+      case ActionKind::kScalerUpdate:
+        RETURN_IF_ERROR(CheckOptimizerOrder(r, a));
         break;
       case ActionKind::kRecvAct:
       case ActionKind::kRecvGrad: {
@@ -528,6 +549,51 @@ class Simulator {
     return true;
   }
 
+  // The optimizer phase follows every WAIT_REDUCE; per bucket NORM_PARTIAL,
+  // then (after REDUCE_NORM, which follows every NORM_PARTIAL) UPDATE, then
+  // PUBLISH, each once; SCALER_UPDATE after every PUBLISH. Of these, the
+  // rules bind the actions the program has.
+  absl::Status CheckOptimizerOrder(int r, const Action& a) const {
+    const RankState& s = state_[r];
+    const int buckets = static_cast<int>(s.reducing.size());
+    for (int b = 0; b < buckets; ++b) {
+      if (s.reducing[b]) {
+        return Violation(r, absl::StrCat(ActionKindName(a.kind), " before the WAIT_REDUCE of bucket ", BucketName(r, b)));
+      }
+    }
+    auto missing = [&](const std::vector<bool>& done, const std::vector<bool>& present,
+                       const char* what) -> absl::Status {
+      for (int b = 0; b < buckets; ++b) {
+        if (present[b] && !done[b]) {
+          return Violation(r, absl::StrCat(ActionKindName(a.kind), " before the ", what, " of bucket ", BucketName(r, b)));
+        }
+      }
+      return absl::OkStatus();
+    };
+    switch (a.kind) {
+      case ActionKind::kNormPartial:
+        if (s.norm_partial[a.bucket] || s.norm_reduced) return Violation(r, "a NORM_PARTIAL after its bucket's or REDUCE_NORM");
+        break;
+      case ActionKind::kReduceNorm:
+        if (s.norm_reduced) return Violation(r, "a second REDUCE_NORM");
+        return missing(s.norm_partial, s.has_norm_partial, "NORM_PARTIAL");
+      case ActionKind::kUpdate:
+        if (s.has_reduce_norm && !s.norm_reduced) return Violation(r, "UPDATE before REDUCE_NORM");
+        if (s.updated[a.bucket]) return Violation(r, "a second UPDATE of the bucket");
+        break;
+      case ActionKind::kPublish:
+        if (!s.updated[a.bucket]) return Violation(r, "PUBLISH before the bucket's UPDATE");
+        if (s.published[a.bucket]) return Violation(r, "a second PUBLISH of the bucket");
+        break;
+      case ActionKind::kScalerUpdate:
+        if (s.has_reduce_norm && !s.norm_reduced) return Violation(r, "SCALER_UPDATE before REDUCE_NORM");
+        return missing(s.published, s.has_publish, "PUBLISH");
+      default:
+        break;
+    }
+    return absl::OkStatus();
+  }
+
   void Apply(int r, const Action& a, std::vector<Ticket> issued, const TransferKey& key) {
     RankState& s = state_[r];
     const int m = a.micro_batch, u = a.unit;
@@ -576,6 +642,18 @@ class Simulator {
         break;
       case ActionKind::kWaitReduce:
         s.reducing[a.bucket] = false;
+        break;
+      case ActionKind::kNormPartial:
+        s.norm_partial[a.bucket] = true;
+        break;
+      case ActionKind::kReduceNorm:
+        s.norm_reduced = true;
+        break;
+      case ActionKind::kUpdate:
+        s.updated[a.bucket] = true;
+        break;
+      case ActionKind::kPublish:
+        s.published[a.bucket] = true;
         break;
       case ActionKind::kSendAct:
       case ActionKind::kSendGrad: {

@@ -29,7 +29,10 @@
 //     unit, WAIT_GATHER only of one in flight, RELEASE only of one that is
 //     not released; REDUCE of a bucket follows a backward of every unit in
 //     StepProgram::bucket_writers since its previous REDUCE, no backward of
-//     them follows its last REDUCE, and it is waited before OPTIMIZER;
+//     them follows its last REDUCE, and it is waited before the optimizer
+//     phase; per bucket NORM_PARTIAL, then (after REDUCE_NORM, which
+//     follows every NORM_PARTIAL) UPDATE, then PUBLISH, each once;
+//     SCALER_UPDATE after every PUBLISH; BEGIN_STEP only first;
 //   * no rank is left waiting when nothing can move (a deadlock names every
 //     stuck rank, the action it waits at and what for; a consumer of a
 //     transfer also says at which action the sender would issue the SEND,

@@ -42,15 +42,22 @@ std::vector<ProgramBucket> Buckets() { return {{{3}, 40, "d"}, {{2}, 30, "c"}, {
 
 DataParallelProgramOptions Options(int stage) {
   DataParallelProgramOptions o;
-  o.stage = stage;
-  o.optimizer_collectives = {{"dp", CommOp::kAllReduce, 12, "norm, loss, overflow"}};
+  o.zero = *ZeroPolicy::ForStage(stage);
   return o;
 }
 
+// The built program, a training one ending with the norm's all-reduce.
 StepProgram Build(const std::vector<ProgramUnit>& units, const DataParallelProgramOptions& options) {
   absl::StatusOr<StepProgram> p = BuildDataParallelProgram(units, Buckets(), options);
   EXPECT_TRUE(p.ok()) << p.status();
-  return p.ok() ? *p : StepProgram();
+  if (!p.ok()) return StepProgram();
+  if (options.training) {
+    Action norm;
+    norm.kind = ActionKind::kReduceNorm;
+    norm.issues = {{"dp", CommOp::kAllReduce, 12, "norm, loss, overflow"}};
+    p->actions.push_back(norm);
+  }
+  return *p;
 }
 
 // `n` data-parallel ranks running the same program.
@@ -117,7 +124,7 @@ TEST(ProgramSimulatorTest, Stage3PredictionsForTheBuiltPrograms) {
                                                             {K::kRelease, 8},
                                                             {K::kReduce, 3},
                                                             {K::kWaitReduce, 3},
-                                                            {K::kOptimizer, 1}}));
+                                                            {K::kReduceNorm, 1}}));
     CommStats stats;
     for (int64_t bytes : {100, 200, 300, 400, 400, 300, 200, 100}) stats.Record(CommOp::kAllGather, 2, bytes, false);
     for (int64_t bytes : {40, 30, 30}) stats.Record(CommOp::kReduceScatter, 2, bytes, false);
@@ -204,24 +211,24 @@ TEST(ProgramSimulatorTest, RanksBuiltWithDifferentPrefetchIssueCollectivesInDiff
 
 TEST(ProgramSimulatorTest, MismatchedBytesOfTheSameOp) {
   std::vector<SimulatedRank> ranks =
-      DataParallel(Hand({Act(K::kOptimizer, -1, -1, -1, -1, {{"dp", CommOp::kAllReduce, 12, "norm"}})}), 2, false);
+      DataParallel(Hand({Act(K::kReduceNorm, -1, -1, -1, -1, {{"dp", CommOp::kAllReduce, 12, "norm"}})}), 2, false);
   ranks[1].program.actions[0].issues[0].bytes_per_rank = 16;
   EXPECT_EQ(Violation(ranks),
-            "rank 1 action 0 (OPTIMIZER bytes=16): AllReduce of 16 bytes is collective 0 of group dp (ranks 0, 1), "
-            "but rank 0 action 0 (OPTIMIZER bytes=12) issued AllReduce of 12 bytes there; a group's collectives "
+            "rank 1 action 0 (REDUCE_NORM bytes=16): AllReduce of 16 bytes is collective 0 of group dp (ranks 0, 1), "
+            "but rank 0 action 0 (REDUCE_NORM bytes=12) issued AllReduce of 12 bytes there; a group's collectives "
             "must match in order, op and bytes on every member");
 }
 
-// OPTIMIZER waits for each of its collectives in turn: a rank blocked on
+// A blocking action waits for each of its collectives in turn: a rank blocked on
 // one that issues the next when the last member arrives has moved, so
-// this is no deadlock (stages 0-2 publish with one AllGather per unit after
-// the norm's AllReduce, all in one action).
+// this is no deadlock (an action may issue several, as PUBLISH issues one
+// AllGather per unit of its bucket).
 TEST(ProgramSimulatorTest, ABlockingActionWithSeveralCollectivesCompletesOnEveryRank) {
   std::vector<IssuedCollective> issues = {{"dp", CommOp::kAllReduce, 12, "norm, loss, overflow"}};
   for (int u = 0; u < 6; ++u) issues.push_back({"dp", CommOp::kAllGather, 20 + 4 * u, "params"});
   for (int n : {2, 3, 4}) {
     absl::StatusOr<Simulation> sim =
-        SimulatePrograms(DataParallel(Hand({Act(K::kOptimizer, -1, -1, -1, -1, issues)}), n, false));
+        SimulatePrograms(DataParallel(Hand({Act(K::kReduceNorm, -1, -1, -1, -1, issues)}), n, false));
     ASSERT_TRUE(sim.ok()) << n << " ranks: " << sim.status();
     for (const RankPrediction& p : sim->ranks) {
       EXPECT_EQ(p.actions, 1);
@@ -232,9 +239,9 @@ TEST(ProgramSimulatorTest, ABlockingActionWithSeveralCollectivesCompletesOnEvery
 
 TEST(ProgramSimulatorTest, ACollectiveOneRankNeverIssuesIsADeadlock) {
   std::vector<SimulatedRank> ranks = DataParallel(Build(Units(), Options(2)), 2, false);
-  ranks[1].program.actions.pop_back();  // no OPTIMIZER
+  ranks[1].program.actions.pop_back();  // no REDUCE_NORM
   EXPECT_EQ(Violation(ranks),
-            "deadlock: rank 0 action 14 (OPTIMIZER bytes=12) waits for AllReduce 3 of group dp (ranks 0, 1), not "
+            "deadlock: rank 0 action 14 (REDUCE_NORM bytes=12) waits for AllReduce 3 of group dp (ranks 0, 1), not "
             "yet issued by rank 1; finished: rank 1");
 }
 
@@ -252,7 +259,7 @@ std::vector<SimulatedRank> Pipeline() {
             Act(K::kForward, 1, 0), Act(K::kForward, 1, 1), Act(K::kSendAct, 1, 1, -1, 1, {send}),
             Act(K::kRecvGrad, 0, 1, -1, 1, {recv}), Act(K::kBackward, 0, 1), Act(K::kBackward, 0, 0),
             Act(K::kRecvGrad, 1, 1, -1, 1, {recv}), Act(K::kBackward, 1, 1), Act(K::kBackward, 1, 0),
-            Act(K::kReduce, -1, -1, 2), Act(K::kWaitReduce, -1, -1, 2), Act(K::kOptimizer, -1, -1, -1, -1, {norm})},
+            Act(K::kReduce, -1, -1, 2), Act(K::kWaitReduce, -1, -1, 2), Act(K::kReduceNorm, -1, -1, -1, -1, {norm})},
            2);
   ranks[0].units = {0, 1};
   ranks[1].program = Hand(
@@ -260,7 +267,7 @@ std::vector<SimulatedRank> Pipeline() {
        Act(K::kBackward, 0, 2), Act(K::kSendGrad, 0, 2, -1, 0, {send}), Act(K::kRecvAct, 1, 2, -1, 0, {recv}),
        Act(K::kForward, 1, 2), Act(K::kForward, 1, 3), Act(K::kBackward, 1, 3), Act(K::kBackward, 1, 2),
        Act(K::kSendGrad, 1, 2, -1, 0, {send}), Act(K::kReduce, -1, -1, 0), Act(K::kReduce, -1, -1, 1),
-       Act(K::kWaitReduce, -1, -1, 0), Act(K::kWaitReduce, -1, -1, 1), Act(K::kOptimizer, -1, -1, -1, -1, {norm})},
+       Act(K::kWaitReduce, -1, -1, 0), Act(K::kWaitReduce, -1, -1, 1), Act(K::kReduceNorm, -1, -1, -1, -1, {norm})},
       2);
   ranks[1].units = {2, 3};
   for (SimulatedRank& r : ranks) {
@@ -486,7 +493,7 @@ TEST(ProgramSimulatorTest, ReductionViolations) {
   ASSERT_EQ(FormatAction(p, p.actions[13]), "WAIT_REDUCE bucket=a..b");
   p.actions.erase(p.actions.begin() + 13);
   EXPECT_EQ(Violation(DataParallel(p, 2, false)),
-            "rank 1 action 13 (OPTIMIZER bytes=12): OPTIMIZER before the WAIT_REDUCE of bucket a..b");
+            "rank 1 action 13 (REDUCE_NORM bytes=12): REDUCE_NORM before the WAIT_REDUCE of bucket a..b");
   p.actions.pop_back();
   EXPECT_EQ(Violation(DataParallel(p, 2, false)),
             "rank 0 action 11 (REDUCE bucket=a..b bytes=30): the REDUCE is never waited (WAIT_REDUCE)");
@@ -506,9 +513,9 @@ TEST(ProgramSimulatorTest, MalformedInputs) {
   EXPECT_EQ(invalid(ranks), "rank 0 action 0 (FORWARD mb=1 unit=a): micro-batch 1, expected in [0, 1)");
   ranks = DataParallel(Hand({Act(K::kWaitReduce, -1, -1, 3)}), 2, false);
   EXPECT_EQ(invalid(ranks), "rank 0 action 0 (WAIT_REDUCE bucket=3): bucket 3, expected in [0, 3)");
-  ranks = DataParallel(Hand({Act(K::kOptimizer, -1, -1, -1, -1, {{"tp", CommOp::kAllReduce, 4, "x"}})}), 2, false);
+  ranks = DataParallel(Hand({Act(K::kReduceNorm, -1, -1, -1, -1, {{"tp", CommOp::kAllReduce, 4, "x"}})}), 2, false);
   EXPECT_EQ(invalid(ranks),
-            "rank 0 action 0 (OPTIMIZER bytes=4): issues on group 'tp', which rank 0 is not in (its groups: dp)");
+            "rank 0 action 0 (REDUCE_NORM bytes=4): issues on group 'tp', which rank 0 is not in (its groups: dp)");
   ranks = DataParallel(Hand({Act(K::kSendAct, 0, 1, -1, 1)}), 2, false);
   EXPECT_EQ(invalid(ranks), "rank 0 action 0 (SEND_ACT mb=0 unit=b peer=1): a transfer on a rank without a pp group");
   ranks = Pipeline();

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "engine/data_parallel_program.h"
+#include "engine/optimizer_program.h"
 #include "engine/pipeline_partition.h"
 #include "engine/pipeline_program.h"
 #include "sharding/quantized_shard.h"
@@ -116,43 +117,6 @@ std::vector<int> StagingSlots(const StepProgram& program, int num_buckets) {
   return slot_of;
 }
 
-std::vector<IssuedCollective> OptimizerCollectives(const StepPlan& plan, const EngineOptions& options) {
-  std::vector<IssuedCollective> issues;
-  const int L = static_cast<int>(plan.units.size());
-  auto updated = [&](int u) {
-    return plan.units[u].held && plan.units[u].has_params && plan.units[u].trainable &&
-           plan.layouts[u].shard_numel() > 0;
-  };
-  // A weight both ends of the pipeline hold: its reduced shards summed over
-  // the embedding group first, so both copies take the same update.
-  for (int u = 0; u < L; ++u) {
-    if (updated(u) && plan.units[u].tied) {
-      issues.push_back({"embed", CommOp::kAllReduce, plan.layouts[u].shard_numel() * 4,
-                        absl::StrCat("tied grads ", plan.layouts[u].unit_name())});
-    }
-  }
-  // [sumsq, loss sum, loss weight, non-finite flag, failed allocations,
-  //  (metric sum, metric weight)...] in f32, over every rank of the job.
-  const int64_t sums = 5 + 2 * static_cast<int64_t>(plan.metric_names.size());
-  // Without pipeline stages or hybrid sharding, dp is the world.
-  issues.push_back({plan.stages > 1 || options.sharding.replicas > 1 ? "world" : "dp", CommOp::kAllReduce, sums * 4,
-                    "norm, loss, overflow"});
-  const int64_t c = static_cast<int64_t>(DTypeSize(options.compute_dtype));
-  for (int u = 0; u < L; ++u) {
-    if (options.stage == 0 && updated(u)) {
-      issues.push_back({"dp", CommOp::kAllGather, plan.layouts[u].shard_numel() * 4,
-                        absl::StrCat("grads ", plan.layouts[u].unit_name())});
-    }
-  }
-  for (int u = 0; u < L; ++u) {
-    if ((options.stage == 1 || options.stage == 2) && updated(u)) {
-      issues.push_back({"dp", CommOp::kAllGather, plan.layouts[u].shard_numel() * c,
-                        absl::StrCat("params ", plan.layouts[u].unit_name())});
-    }
-  }
-  return issues;
-}
-
 namespace {
 
 // The program builders' view of every unit.
@@ -192,6 +156,22 @@ std::vector<ProgramBucket> ProgramBuckets(const StepPlan& plan, const EngineOpti
     buckets.push_back(std::move(p));
   }
   return buckets;
+}
+
+// The optimizer phase's view of the plan: its buckets' units, each unit's
+// shard and tie.
+OptimizerPhaseInput OptimizerPhase(const StepPlan& plan, const EngineOptions& options) {
+  OptimizerPhaseInput in;
+  for (size_t u = 0; u < plan.units.size(); ++u) {
+    in.units.push_back({plan.layouts[u].unit_name(), plan.layouts[u].shard_numel(), plan.units[u].tied});
+  }
+  for (const GradBucket& b : plan.buckets) in.buckets.push_back(b.units);
+  in.zero = options.zero;
+  in.compute_dtype_bytes = static_cast<int64_t>(DTypeSize(options.compute_dtype));
+  // Without pipeline stages or hybrid sharding, dp is the world.
+  in.norm_group = plan.stages > 1 || options.sharding.replicas > 1 ? "world" : "dp";
+  in.metrics = static_cast<int>(plan.metric_names.size());
+  return in;
 }
 
 // Buckets over the units this rank holds that have gradients.
@@ -255,15 +235,14 @@ absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOp
   const std::vector<ProgramUnit> units = ProgramUnits(plan, options);
   const std::vector<ProgramBucket> buckets = ProgramBuckets(plan, options);
   DataParallelProgramOptions o;
-  o.stage = options.stage;
+  o.zero = options.zero;
   o.micro_batches = options.accumulation_steps;
   o.reduce_every_micro_batch = options.reduce_mode == ReduceMode::kAccumulate;
   o.prefetch = options.gather.prefetch;
   o.reshard_after_forward = options.gather.reshard_after_forward;
-  o.optimizer_collectives = OptimizerCollectives(plan, options);
   ASSIGN_OR_RETURN(plan.train, BuildDataParallelProgram(units, buckets, o));
+  AddStepPrologueAndOptimizerPhase(OptimizerPhase(plan, options), &plan.train);
   o.training = false;
-  o.optimizer_collectives.clear();
   ASSIGN_OR_RETURN(plan.eval, BuildDataParallelProgram(units, buckets, o));
   plan.staging_slots = StagingSlots(plan.train, static_cast<int>(plan.buckets.size()));
   return plan;
@@ -317,7 +296,6 @@ absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOption
   }
   for (UnitPlan& u : plan.units) u.tied = u.tied && u.held;
   plan.buckets = HeldBuckets(plan, options);
-  const std::vector<IssuedCollective> optimizer = OptimizerCollectives(plan, options);
   PipelineProgramInput in;
   in.units = ProgramUnits(plan, options);
   in.buckets = ProgramBuckets(plan, options);
@@ -325,15 +303,14 @@ absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOption
   in.stage = stage;
   in.shape = {pipe.stages, pipe.virtual_stages, options.accumulation_steps};
   in.schedule = pipe.schedule;
-  in.zero_stage = options.stage;
+  in.zero = options.zero;
   in.keep_gathered_across_micro_batches = !pipe.reshard_per_micro_batch;
   in.reshard_after_forward = pipe.reshard_per_micro_batch;
   in.prefetch = options.gather.prefetch;
-  in.optimizer_collectives = optimizer;
   in.training = true;
   ASSIGN_OR_RETURN(plan.train, BuildPipelineProgram(in));
+  AddStepPrologueAndOptimizerPhase(OptimizerPhase(plan, options), &plan.train);
   in.training = false;
-  in.optimizer_collectives.clear();
   ASSIGN_OR_RETURN(plan.eval, BuildPipelineProgram(in));
   plan.staging_slots = StagingSlots(plan.train, static_cast<int>(plan.buckets.size()));
   return plan;

@@ -89,10 +89,6 @@ absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOption
 // PlanDataParallelStep or PlanPipelineStep, as options ask.
 absl::StatusOr<StepPlan> PlanStep(const Model& model, const EngineOptions& options, int dp_size, int stage);
 
-// What OPTIMIZER issues for `plan` under `options` (the program builder's
-// optimizer_collectives).
-std::vector<IssuedCollective> OptimizerCollectives(const StepPlan& plan, const EngineOptions& options);
-
 }  // namespace zeroshard
 
 #endif  // ZEROSHARD_ENGINE_STEP_PLAN_H_

@@ -28,7 +28,7 @@ StepProgram Program(int micro_batches, bool replicas) {
     buckets.push_back(b);
   }
   DataParallelProgramOptions o;
-  o.stage = 2;
+  o.zero = *ZeroPolicy::ForStage(2);
   o.micro_batches = micro_batches;
   absl::StatusOr<StepProgram> p = BuildDataParallelProgram(units, buckets, o);
   EXPECT_TRUE(p.ok()) << p.status();

@@ -11,7 +11,9 @@ constexpr ActionKind kAllKinds[kNumActionKinds] = {
     ActionKind::kForward,   ActionKind::kBackward,   ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
     ActionKind::kRecompute, ActionKind::kGather,     ActionKind::kWaitGather,    ActionKind::kRelease,
     ActionKind::kReduce,    ActionKind::kWaitReduce, ActionKind::kSendAct,       ActionKind::kRecvAct,
-    ActionKind::kSendGrad,  ActionKind::kRecvGrad,   ActionKind::kOptimizer,
+    ActionKind::kSendGrad,  ActionKind::kRecvGrad,   ActionKind::kBeginStep,     ActionKind::kTiedReduce,
+    ActionKind::kNormPartial, ActionKind::kReduceNorm, ActionKind::kUpdate,      ActionKind::kPublish,
+    ActionKind::kScalerUpdate,
 };
 
 // The name at `index` when there is one, else the index itself.
@@ -52,10 +54,36 @@ const char* ActionKindName(ActionKind kind) {
       return "SEND_GRAD";
     case ActionKind::kRecvGrad:
       return "RECV_GRAD";
-    case ActionKind::kOptimizer:
-      return "OPTIMIZER";
+    case ActionKind::kBeginStep:
+      return "BEGIN_STEP";
+    case ActionKind::kTiedReduce:
+      return "TIED_REDUCE";
+    case ActionKind::kNormPartial:
+      return "NORM_PARTIAL";
+    case ActionKind::kReduceNorm:
+      return "REDUCE_NORM";
+    case ActionKind::kUpdate:
+      return "UPDATE";
+    case ActionKind::kPublish:
+      return "PUBLISH";
+    case ActionKind::kScalerUpdate:
+      return "SCALER_UPDATE";
   }
   return "UNKNOWN_ACTION";
+}
+
+bool IsOptimizerPhase(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kTiedReduce:
+    case ActionKind::kNormPartial:
+    case ActionKind::kReduceNorm:
+    case ActionKind::kUpdate:
+    case ActionKind::kPublish:
+    case ActionKind::kScalerUpdate:
+      return true;
+    default:
+      return false;
+  }
 }
 
 absl::StatusOr<ActionKind> ParseActionKind(absl::string_view name) {
@@ -84,7 +112,13 @@ std::string FormatAction(const StepProgram& program, const Action& action) {
 
 std::string FormatProgram(const StepProgram& program) {
   std::string text;
-  for (const Action& action : program.actions) absl::StrAppend(&text, FormatAction(program, action), "\n");
+  bool in_optimizer = false;
+  for (const Action& action : program.actions) {
+    const bool optimizer = IsOptimizerPhase(action.kind);
+    if (optimizer && !in_optimizer) absl::StrAppend(&text, "OPTIMIZER:\n");
+    in_optimizer = optimizer;
+    absl::StrAppend(&text, FormatAction(program, action), "\n");
+  }
   return text;
 }
 

@@ -48,9 +48,33 @@
 //                              mb)'s output from stage `peer`;
 //                              BACKWARD / BACKWARD_INPUT(unit, mb) waits
 //                              for it and consumes it
-//   OPTIMIZER                  release what is still gathered, norm and
-//                              overflow (one all-reduce), clip, update,
-//                              publish the parameters, loss scaler
+//   BEGIN_STEP                 the prologue of a training step: checks and
+//                              stages the batches, reserves the reduction
+//                              staging and the per-step gradient shards
+//                              (sharding/zero_policy.h), agrees with every
+//                              rank on the batches' signatures and loss
+//                              weight (control traffic, not counted), and
+//                              zeroes the gradients. A failure here is
+//                              agreed on every rank and leaves the engine
+//                              usable.
+// The optimizer phase, once the gradients are reduced:
+//   TIED_REDUCE(unit)          sum a weight's reduced gradient shard over
+//                              the embedding group (both pipeline ends hold
+//                              it, so both copies take the same update)
+//   NORM_PARTIAL(bucket)       the sum of squares of each unit's reduced
+//                              gradient shard in the bucket (local)
+//   REDUCE_NORM                one all-reduce of [sum of squares, loss,
+//                              loss weight, non-finite flag, failures,
+//                              metrics]; decides skip, clip, learning rate
+//   UPDATE(bucket)             unscale and clip the bucket's gradients,
+//                              then the optimizer update of its regions
+//                              (stage 0 first all-gathers the reduced
+//                              shards: every rank updates the whole buffer)
+//   PUBLISH(bucket)            round the bucket's masters into the compute
+//                              parameters (stages 1-2 all-gather them)
+//   SCALER_UPDATE              the loss scaler, the step counters, and the
+//                              per-step buffers freed
+// After a skipped step (overflow), UPDATE and PUBLISH change nothing.
 // A transfer is identified by (the two stages, micro-batch, kind, chunk
 // boundary): SEND_ACT of unit u matches RECV_ACT of unit u+1, SEND_GRAD of
 // unit u matches RECV_GRAD of unit u-1; several may be in flight between
@@ -89,13 +113,25 @@ enum class ActionKind : uint8_t {
   kRecvAct,
   kSendGrad,
   kRecvGrad,
-  kOptimizer,
+  // The step's prologue and the optimizer phase.
+  kBeginStep,
+  kTiedReduce,
+  kNormPartial,
+  kReduceNorm,
+  kUpdate,
+  kPublish,
+  kScalerUpdate,
 };
-inline constexpr int kNumActionKinds = 15;
+inline constexpr int kNumActionKinds = 21;
+
+// Whether the kind belongs to the optimizer phase (TIED_REDUCE through
+// SCALER_UPDATE): FormatProgram heads them with "OPTIMIZER:".
+bool IsOptimizerPhase(ActionKind kind);
 
 // "FORWARD", "BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "RECOMPUTE",
 // "GATHER", "WAIT_GATHER", "RELEASE", "REDUCE", "WAIT_REDUCE", "SEND_ACT",
-// "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "OPTIMIZER".
+// "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "BEGIN_STEP", "TIED_REDUCE",
+// "NORM_PARTIAL", "REDUCE_NORM", "UPDATE", "PUBLISH", "SCALER_UPDATE".
 const char* ActionKindName(ActionKind kind);
 // The inverse; kInvalidArgument listing the kinds for anything else.
 absl::StatusOr<ActionKind> ParseActionKind(absl::string_view name);
@@ -160,7 +196,8 @@ struct StepProgram {
 //   REDUCE bucket=h.2..h.3 bytes=6272
 //   RECV_ACT mb=1 unit=h.4 peer=0 bytes=0
 std::string FormatAction(const StepProgram& program, const Action& action);
-std::string FormatProgram(const StepProgram& program);  // one FormatAction per line
+// One FormatAction per line; the optimizer phase headed by a line "OPTIMIZER:".
+std::string FormatProgram(const StepProgram& program);
 
 // Per (group, op): calls and the bytes this rank sends, computed exactly as
 // CommStats::Record counts them for a group of `group_sizes[group]` ranks

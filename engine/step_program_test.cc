@@ -14,7 +14,9 @@ constexpr ActionKind kKinds[] = {
     ActionKind::kForward,   ActionKind::kBackward,   ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
     ActionKind::kRecompute, ActionKind::kGather,     ActionKind::kWaitGather,    ActionKind::kRelease,
     ActionKind::kReduce,    ActionKind::kWaitReduce, ActionKind::kSendAct,       ActionKind::kRecvAct,
-    ActionKind::kSendGrad,  ActionKind::kRecvGrad,   ActionKind::kOptimizer,
+    ActionKind::kSendGrad,  ActionKind::kRecvGrad,   ActionKind::kBeginStep,     ActionKind::kTiedReduce,
+    ActionKind::kNormPartial, ActionKind::kReduceNorm, ActionKind::kUpdate,      ActionKind::kPublish,
+    ActionKind::kScalerUpdate,
 };
 
 Action Make(ActionKind kind, int mb, int unit, int bucket = -1, int peer = -1,
@@ -43,7 +45,8 @@ TEST(ActionKindTest, NamesRoundTripAndAreDistinct) {
   static_assert(sizeof(kKinds) / sizeof(kKinds[0]) == kNumActionKinds, "every kind listed");
   const std::vector<std::string> expected = {
       "FORWARD", "BACKWARD",    "BACKWARD_INPUT", "BACKWARD_WEIGHT", "RECOMPUTE", "GATHER",    "WAIT_GATHER", "RELEASE",
-      "REDUCE",  "WAIT_REDUCE", "SEND_ACT",       "RECV_ACT",        "SEND_GRAD", "RECV_GRAD", "OPTIMIZER"};
+      "REDUCE",  "WAIT_REDUCE", "SEND_ACT",       "RECV_ACT",        "SEND_GRAD", "RECV_GRAD", "BEGIN_STEP",
+      "TIED_REDUCE", "NORM_PARTIAL", "REDUCE_NORM", "UPDATE", "PUBLISH", "SCALER_UPDATE"};
   for (int i = 0; i < kNumActionKinds; ++i) {
     EXPECT_EQ(ActionKindName(kKinds[i]), expected[i]);
     absl::StatusOr<ActionKind> parsed = ParseActionKind(expected[i]);
@@ -60,7 +63,8 @@ TEST(ActionKindTest, ParseRejectsUnknownNamesListingTheKinds) {
     EXPECT_EQ(parsed.status().message(),
               std::string("unknown action kind '") + bad +
                   "', expected one of FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, RECOMPUTE, GATHER, "
-                  "WAIT_GATHER, RELEASE, REDUCE, WAIT_REDUCE, SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD, OPTIMIZER");
+                  "WAIT_GATHER, RELEASE, REDUCE, WAIT_REDUCE, SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD, BEGIN_STEP, "
+                  "TIED_REDUCE, NORM_PARTIAL, REDUCE_NORM, UPDATE, PUBLISH, SCALER_UPDATE");
   }
 }
 
@@ -79,11 +83,11 @@ TEST(FormatActionTest, PrintsOnlyTheFieldsThatApply) {
             "SEND_ACT mb=0 peer=1 bytes=4096");
   EXPECT_EQ(FormatAction(p, Make(ActionKind::kRecvGrad, 1, -1, -1, 0)), "RECV_GRAD mb=1 peer=0");
   // Bytes are the sum over the action's collectives.
-  EXPECT_EQ(FormatAction(p, Make(ActionKind::kOptimizer, -1, -1, -1, -1,
-                                 {{"dp", CommOp::kAllReduce, 12, "norm, loss, overflow"},
-                                  {"dp", CommOp::kAllGather, 100, "params"}})),
-            "OPTIMIZER bytes=112");
-  EXPECT_EQ(FormatAction(p, Make(ActionKind::kOptimizer, -1, -1)), "OPTIMIZER");
+  EXPECT_EQ(FormatAction(p, Make(ActionKind::kPublish, -1, -1, 1, -1,
+                                 {{"dp", CommOp::kAllGather, 12, "params embed"},
+                                  {"dp", CommOp::kAllGather, 100, "params h.0"}})),
+            "PUBLISH bucket=embed..h.0 bytes=112");
+  EXPECT_EQ(FormatAction(p, Make(ActionKind::kScalerUpdate, -1, -1)), "SCALER_UPDATE");
 }
 
 TEST(FormatActionTest, UnnamedOrOutOfRangeIndicesPrintAsNumbers) {
@@ -94,15 +98,24 @@ TEST(FormatActionTest, UnnamedOrOutOfRangeIndicesPrintAsNumbers) {
   EXPECT_EQ(FormatAction(p, Make(ActionKind::kWaitReduce, -1, -1, 5)), "WAIT_REDUCE bucket=5");
 }
 
-TEST(FormatProgramTest, OneLinePerAction) {
+TEST(FormatProgramTest, OneLinePerActionAndTheOptimizerPhaseUnderAHeading) {
   StepProgram p = Named();
-  p.actions = {Make(ActionKind::kForward, 0, 0), Make(ActionKind::kRecompute, 0, 0), Make(ActionKind::kBackward, 0, 0),
-               Make(ActionKind::kOptimizer, -1, -1)};
+  p.actions = {Make(ActionKind::kBeginStep, -1, -1), Make(ActionKind::kForward, 0, 0),
+               Make(ActionKind::kRecompute, 0, 0),   Make(ActionKind::kBackward, 0, 0),
+               Make(ActionKind::kReduceNorm, -1, -1), Make(ActionKind::kUpdate, -1, -1, 0),
+               Make(ActionKind::kScalerUpdate, -1, -1)};
   EXPECT_EQ(FormatProgram(p),
+            "BEGIN_STEP\n"
             "FORWARD mb=0 unit=embed\n"
             "RECOMPUTE mb=0 unit=embed\n"
             "BACKWARD mb=0 unit=embed\n"
-            "OPTIMIZER\n");
+            "OPTIMIZER:\n"
+            "REDUCE_NORM\n"
+            "UPDATE bucket=head\n"
+            "SCALER_UPDATE\n");
+  EXPECT_TRUE(IsOptimizerPhase(ActionKind::kTiedReduce));
+  EXPECT_FALSE(IsOptimizerPhase(ActionKind::kBeginStep));
+  EXPECT_FALSE(IsOptimizerPhase(ActionKind::kWaitReduce));
   EXPECT_EQ(FormatProgram(StepProgram()), "");
 }
 
@@ -115,7 +128,7 @@ TEST(CountCollectivesTest, MatchesCommStatsRecordPerGroupAndOp) {
       Make(ActionKind::kReduce, -1, -1, 0, -1, {{"dp", CommOp::kReduceScatter, 300, "grads head"}}),
       Make(ActionKind::kSendAct, 0, -1, -1, 1, {{"pp", CommOp::kSend, 4096, "act"}}),
       // 2(n-1)/n of 10 bytes over 3 ranks rounds down: 13.
-      Make(ActionKind::kOptimizer, -1, -1, -1, -1,
+      Make(ActionKind::kReduceNorm, -1, -1, -1, -1,
            {{"dp", CommOp::kAllReduce, 10, "norm, loss, overflow"}, {"tp", CommOp::kAllReduce, 64, "tp sums"}}),
   };
   const std::map<std::string, int> sizes = {{"dp", 3}, {"pp", 2}, {"tp", 1}};

@@ -188,7 +188,7 @@ absl::Status GradReducer::Launch(int bucket) {
   const Device device = dp_->device();
   if (b.shard_numel == 0) {  // units without parameters: nothing to reduce on any rank
     for (int u : b.units) {
-      if (units_[u]->stage() >= 2) units_[u]->FreeFullGrads();
+      if (units_[u]->zero().shards_grads()) units_[u]->FreeFullGrads();
     }
     return absl::OkStatus();
   }
@@ -306,7 +306,7 @@ absl::Status GradReducer::CompleteReplica() {
 
 absl::Status GradReducer::ReleaseFullGrads(Bucket& b) {
   for (int u : b.units) {
-    if (units_[u]->stage() >= 2) {
+    if (units_[u]->zero().shards_grads()) {
       units_[u]->FreeFullGrads();
     } else {
       RETURN_IF_ERROR(units_[u]->ZeroFullGrads());

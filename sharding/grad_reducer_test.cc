@@ -33,7 +33,7 @@ TEST(GradReducerTest, BucketsFormFromTheLastUnit) {
   std::vector<std::unique_ptr<UnitShard>> shards;
   std::vector<UnitShard*> raw;
   for (auto& l : layouts) {
-    shards.push_back(*UnitShard::Create(&l, 2, comms[0].get(), &tracker));
+    shards.push_back(*UnitShard::Create(&l, *ZeroPolicy::ForStage(2), comms[0].get(), &tracker));
     raw.push_back(shards.back().get());
   }
   // dp = 1: P = 112, 16, 16, 208 -> 448, 64, 64, 832 bytes; 150-byte buckets.
@@ -63,7 +63,7 @@ TEST(GradReducerTest, ReducesAveragesIntoShardsExactly) {
         std::vector<std::unique_ptr<UnitShard>> shards;
         std::vector<UnitShard*> raw;
         for (auto& l : layouts) {
-          shards.push_back(*UnitShard::Create(&l, 2, comms[r].get(), &tracker));
+          shards.push_back(*UnitShard::Create(&l, *ZeroPolicy::ForStage(2), comms[r].get(), &tracker));
           raw.push_back(shards.back().get());
         }
         auto reducer = GradReducer::Create(raw, bucket_bytes, comms[r].get(), &tracker);
@@ -110,7 +110,7 @@ TEST(GradReducerTest, Bf16GradientsReduceInF32) {
         std::vector<std::unique_ptr<UnitShard>> shards;
         std::vector<UnitShard*> raw;
         for (auto& l : layouts) {
-          shards.push_back(*UnitShard::Create(&l, 2, comms[r].get(), &tracker, DType::kBF16));
+          shards.push_back(*UnitShard::Create(&l, *ZeroPolicy::ForStage(2), comms[r].get(), &tracker, DType::kBF16));
           raw.push_back(shards.back().get());
         }
         auto reducer = GradReducer::Create(raw, bucket_bytes, comms[r].get(), &tracker, DType::kF32);
@@ -144,8 +144,8 @@ TEST(GradReducerTest, RejectsIntegerReduceDtypeAndMixedComputeDtypes) {
   std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(1);
   std::vector<FlatParamLayout> layouts = Layouts(1);
   MemoryTracker tracker;
-  auto a = *UnitShard::Create(&layouts[0], 2, comms[0].get(), &tracker, DType::kF32);
-  auto b = *UnitShard::Create(&layouts[1], 2, comms[0].get(), &tracker, DType::kBF16);
+  auto a = *UnitShard::Create(&layouts[0], *ZeroPolicy::ForStage(2), comms[0].get(), &tracker, DType::kF32);
+  auto b = *UnitShard::Create(&layouts[1], *ZeroPolicy::ForStage(2), comms[0].get(), &tracker, DType::kBF16);
   absl::Status s = GradReducer::Create({a.get()}, 0, comms[0].get(), &tracker, DType::kI32).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "reduce dtype is i32, expected f32, bf16 or f16");
@@ -185,7 +185,7 @@ TEST(GradReducerTest, StagingSlotsAreReservedOnceAndShared) {
   std::vector<std::unique_ptr<UnitShard>> shards;
   std::vector<UnitShard*> raw;
   for (auto& l : layouts) {
-    shards.push_back(*UnitShard::Create(&l, 2, comms[0].get(), &tracker));
+    shards.push_back(*UnitShard::Create(&l, *ZeroPolicy::ForStage(2), comms[0].get(), &tracker));
     raw.push_back(shards.back().get());
   }
   auto reducer = GradReducer::Create(raw, 150, comms[0].get(), &tracker);  // buckets {3}, {1, 2}, {0}
@@ -227,7 +227,7 @@ TEST(GradReducerTest, ReplicaAllReduceLandsAtTheNextFinish) {
       std::vector<std::unique_ptr<UnitShard>> shards;
       std::vector<UnitShard*> raw;
       for (auto& l : layouts) {
-        shards.push_back(*UnitShard::Create(&l, 2, shard, &tracker));
+        shards.push_back(*UnitShard::Create(&l, *ZeroPolicy::ForStage(2), shard, &tracker));
         raw.push_back(shards.back().get());
       }
       ReductionOptions reduction;
@@ -295,7 +295,7 @@ TEST(GradReducerQuantizedTest, AveragesDequantizedPartsWithinHalfAScale) {
           std::vector<std::unique_ptr<UnitShard>> shards;
           std::vector<UnitShard*> raw;
           for (auto& l : layouts) {
-            shards.push_back(*UnitShard::Create(&l, 2, comms[r].get(), &tracker));
+            shards.push_back(*UnitShard::Create(&l, *ZeroPolicy::ForStage(2), comms[r].get(), &tracker));
             raw.push_back(shards.back().get());
           }
           ReductionOptions reduction;

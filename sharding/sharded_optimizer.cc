@@ -98,21 +98,41 @@ absl::Status ShardedOptimizer::Step(absl::Span<float* const> master, absl::Span<
                                                    grads.size(), " gradient regions, expected ",
                                                    regions_.size()));
   }
-  for (size_t i = 0; i < regions_.size(); ++i) {
-    for (const Segment& seg : segments_[i]) {
-      const float wd = options_.weight_decay * seg.group.weight_decay_mult;
-      const float seg_lr = lr * seg.group.lr_mult;
-      float* p = master[i] + seg.offset;
-      const float* g = grads[i] + seg.offset;
-      if (options_.type == OptimizerType::kAdamW) {
-        kernels::AdamWHyper h{seg_lr, options_.beta1, options_.beta2, options_.eps, wd, step};
-        RETURN_IF_ERROR(kernels::AdamWUpdate(ctx_, p, g, state_[i].first.as<float>() + seg.offset,
-                                             state_[i].second.as<float>() + seg.offset, seg.length, h));
-      } else {
-        kernels::SgdHyper h{seg_lr, options_.momentum, options_.dampening, wd, options_.nesterov, step == 1};
-        float* buf = state_[i].first.empty() ? nullptr : state_[i].first.as<float>() + seg.offset;
-        RETURN_IF_ERROR(kernels::SgdUpdate(ctx_, p, g, buf, seg.length, h));
-      }
+  for (size_t i = 0; i < regions_.size(); ++i) RETURN_IF_ERROR(StepRegion(static_cast<int>(i), master[i], grads[i], lr, step));
+  return absl::OkStatus();
+}
+
+absl::Status ShardedOptimizer::StepRegions(absl::Span<const int> regions, absl::Span<float* const> master,
+                                           absl::Span<const float* const> grads, float lr, int64_t step) {
+  if (master.size() != regions.size() || grads.size() != regions.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer step got ", master.size(), " master and ",
+                                                   grads.size(), " gradient regions for ", regions.size(),
+                                                   " region indices"));
+  }
+  for (size_t k = 0; k < regions.size(); ++k) {
+    if (regions[k] < 0 || regions[k] >= num_regions()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer region ", regions[k], ", expected in [0, ", num_regions(), ")"));
+    }
+    RETURN_IF_ERROR(StepRegion(regions[k], master[k], grads[k], lr, step));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedOptimizer::StepRegion(int i, float* master, const float* grads, float lr, int64_t step) {
+  for (const Segment& seg : segments_[i]) {
+    const float wd = options_.weight_decay * seg.group.weight_decay_mult;
+    const float seg_lr = lr * seg.group.lr_mult;
+    float* p = master + seg.offset;
+    const float* g = grads + seg.offset;
+    if (options_.type == OptimizerType::kAdamW) {
+      kernels::AdamWHyper h{seg_lr, options_.beta1, options_.beta2, options_.eps, wd, step};
+      RETURN_IF_ERROR(kernels::AdamWUpdate(ctx_, p, g, state_[i].first.as<float>() + seg.offset,
+                                           state_[i].second.as<float>() + seg.offset, seg.length, h));
+    } else {
+      kernels::SgdHyper h{seg_lr, options_.momentum, options_.dampening, wd, options_.nesterov, step == 1};
+      float* buf = state_[i].first.empty() ? nullptr : state_[i].first.as<float>() + seg.offset;
+      RETURN_IF_ERROR(kernels::SgdUpdate(ctx_, p, g, buf, seg.length, h));
     }
   }
   return absl::OkStatus();

@@ -84,6 +84,13 @@ class ShardedOptimizer {
   absl::Status Step(absl::Span<float* const> master, absl::Span<const float* const> grads, float lr,
                     int64_t step);
 
+  // The same update of the listed regions only (the optimizer phase updates
+  // bucket by bucket): master[k] and grads[k] belong to region regions[k].
+  // Element-wise, so any split of the regions gives the bits of one Step.
+  // kInvalidArgument for a region index out of range or mismatched spans.
+  absl::Status StepRegions(absl::Span<const int> regions, absl::Span<float* const> master,
+                           absl::Span<const float* const> grads, float lr, int64_t step);
+
   const OptimizerOptions& options() const { return options_; }
   int num_regions() const { return static_cast<int>(regions_.size()); }
   // State buffers of region i (empty when the optimizer keeps none).
@@ -102,6 +109,7 @@ class ShardedOptimizer {
     ParamGroup group;
   };
   ShardedOptimizer() = default;
+  absl::Status StepRegion(int region, float* master, const float* grads, float lr, int64_t step);
 
   OptimizerOptions options_;
   kernels::KernelContext ctx_;

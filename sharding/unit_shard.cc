@@ -12,16 +12,13 @@
 
 namespace zeroshard {
 
-absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayout* layout, int stage,
+absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayout* layout, const ZeroPolicy& zero,
                                                              Communicator* dp, MemoryTracker* tracker,
                                                              DType compute_dtype, const kernels::KernelContext& kernels,
                                                              bool trainable) {
   if (compute_dtype != DType::kF32 && compute_dtype != DType::kBF16 && compute_dtype != DType::kF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("compute dtype is ", DTypeName(compute_dtype), ", expected f32, bf16 or f16"));
-  }
-  if (stage < 0 || stage > 3) {
-    return absl::InvalidArgumentError(absl::StrCat("ZeRO stage is ", stage, ", expected 0, 1, 2 or 3"));
   }
   if (layout->dp() != dp->size()) {
     return absl::InvalidArgumentError(absl::StrCat("unit '", layout->unit_name(), "' is laid out for dp ",
@@ -30,7 +27,7 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
   }
   std::unique_ptr<UnitShard> u(new UnitShard());
   u->layout_ = layout;
-  u->stage_ = stage;
+  u->zero_ = zero;
   u->rank_ = dp->rank();
   u->dp_ = dp;
   u->tracker_ = tracker;
@@ -42,12 +39,12 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
   const int64_t S = layout->shard_numel();
   const Device d = u->device_;
   ASSIGN_OR_RETURN(u->params_, Buffer::AllocateZeroed(tracker, MemoryCategory::kParams, d, compute_dtype,
-                                                stage == 3 ? S : P));
+                                                zero.shards_params() ? S : P));
   ASSIGN_OR_RETURN(u->master_, Buffer::AllocateZeroed(tracker, MemoryCategory::kMasterParams, d, DType::kF32,
-                                                stage == 0 ? P : S));
+                                                zero.shards_master() ? S : P));
   if (!trainable) {
     // Frozen: no gradients at any stage.
-  } else if (stage <= 1) {
+  } else if (!zero.shards_grads()) {
     ASSIGN_OR_RETURN(u->full_grads_, Buffer::AllocateZeroed(tracker, MemoryCategory::kGrads, d, compute_dtype, P));
   } else {
     ASSIGN_OR_RETURN(u->grad_shard_, Buffer::AllocateZeroed(tracker, MemoryCategory::kGrads, d, DType::kF32, S));
@@ -56,17 +53,17 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
 }
 
 void* UnitShard::param_shard() {
-  if (stage_ == 3) return params_.data();
+  if (zero_.shards_params()) return params_.data();
   return params_.as<char>() + layout_->ShardBegin(rank_) * static_cast<int64_t>(DTypeSize(compute_dtype_));
 }
 
 void* UnitShard::full_params() {
-  if (stage_ != 3) return params_.data();
+  if (!zero_.shards_params()) return params_.data();
   return gather_state_ == GatherState::kGathered ? gathered_.data() : nullptr;
 }
 
 absl::Status UnitShard::StartGather() {
-  if (stage_ != 3 || gather_state_ != GatherState::kReleased) return absl::OkStatus();
+  if (!zero_.gathers_params() || gather_state_ != GatherState::kReleased) return absl::OkStatus();
   if (layout_->padded_numel() == 0) {  // nothing to move: every rank skips alike
     gather_state_ = GatherState::kGathered;
     return absl::OkStatus();
@@ -100,7 +97,7 @@ absl::Status UnitShard::StartGather() {
 }
 
 absl::Status UnitShard::WaitGather() {
-  if (stage_ != 3 || gather_state_ == GatherState::kGathered) return absl::OkStatus();
+  if (!zero_.gathers_params() || gather_state_ == GatherState::kGathered) return absl::OkStatus();
   RETURN_IF_ERROR(StartGather());
   if (gather_state_ == GatherState::kGathered) return absl::OkStatus();  // nothing to move (no parameters)
   const bool quantized = !quantized_recv_.empty();
@@ -157,7 +154,7 @@ void UnitShard::set_weight_quantization(int64_t block) {
 }
 
 absl::Status UnitShard::Release() {
-  if (stage_ != 3 || gather_state_ == GatherState::kReleased) return absl::OkStatus();
+  if (!zero_.gathers_params() || gather_state_ == GatherState::kReleased) return absl::OkStatus();
   absl::Status s = gather_work_ != nullptr ? WaitGatherWork() : absl::OkStatus();
   gathered_.Reset();
   quantized_send_.Reset();
@@ -174,7 +171,7 @@ absl::Status UnitShard::EnsureFullGrads() {
 }
 
 void UnitShard::FreeFullGrads() {
-  if (stage_ >= 2) full_grads_.Reset();
+  if (zero_.shards_grads()) full_grads_.Reset();
 }
 
 absl::Status UnitShard::ZeroFullGrads() {
@@ -190,7 +187,7 @@ absl::Status UnitShard::EnsureGradShard() {
 }
 
 void UnitShard::FreeGradShard() {
-  if (stage_ <= 1) grad_shard_.Reset();
+  if (zero_.grad_shard_per_step()) grad_shard_.Reset();
 }
 
 absl::Status UnitShard::ZeroGradShard() {
@@ -206,12 +203,12 @@ absl::Status UnitShard::CopyMasterTo(void* dst) {
 
 absl::StatusOr<std::unique_ptr<Work>> UnitShard::PublishMaster() {
   const int64_t S = layout_->shard_numel();
-  if (stage_ == 0) {
+  if (!zero_.shards_master()) {
     RETURN_IF_ERROR(CopyMasterTo(params_.data()));
     return std::unique_ptr<Work>();
   }
   RETURN_IF_ERROR(CopyMasterTo(param_shard()));
-  if (stage_ == 3 || S == 0) return std::unique_ptr<Work>();
+  if (!zero_.publishes_by_all_gather() || S == 0) return std::unique_ptr<Work>();
   // In place: this rank's slice is already at params + rank*S.
   return dp_->AllGather(param_shard(), params_.data(), S, compute_dtype_);
 }

@@ -37,30 +37,31 @@
 #include "core/timeline.h"
 #include "kernels/context.h"
 #include "sharding/flat_param_layout.h"
+#include "sharding/zero_policy.h"
 
 namespace zeroshard {
 
 class UnitShard {
  public:
   // `layout` must outlive the shard; layout->dp() must equal dp->size().
-  // Allocates the at-rest buffers above (zeroed). kInvalidArgument for a
-  // stage outside [0, 3] or a dp size mismatch.
+  // Allocates the at-rest buffers above (zeroed) as `zero` asks.
+  // kInvalidArgument for a dp size mismatch.
   // compute_dtype: f32, bf16 or f16 (kInvalidArgument otherwise). `kernels`
   // runs the master -> parameter rounding.
   static absl::StatusOr<std::unique_ptr<UnitShard>> Create(
-      const FlatParamLayout* layout, int stage, Communicator* dp, MemoryTracker* tracker,
+      const FlatParamLayout* layout, const ZeroPolicy& zero, Communicator* dp, MemoryTracker* tracker,
       DType compute_dtype = DType::kF32, const kernels::KernelContext& kernels = kernels::KernelContext::Cpu(1),
       bool trainable = true);
 
   const FlatParamLayout& layout() const { return *layout_; }
-  int stage() const { return stage_; }
+  const ZeroPolicy& zero() const { return zero_; }
   int rank() const { return rank_; }
   DType compute_dtype() const { return compute_dtype_; }
   bool trainable() const { return trainable_; }
 
   // The region of the flat buffer the master copy, the optimizer and the
   // reduced gradient cover: [0, P) for stage 0, this rank's shard otherwise.
-  int64_t master_begin() const { return stage_ == 0 ? 0 : layout_->ShardBegin(rank_); }
+  int64_t master_begin() const { return zero_.shards_master() ? layout_->ShardBegin(rank_) : 0; }
   int64_t master_numel() const { return master_.numel(); }
   float* master() { return master_.as<float>(); }
 
@@ -70,7 +71,7 @@ class UnitShard {
 
   // Full compute-dtype parameters; null under stage 3 unless gathered.
   void* full_params();
-  bool gathered() const { return stage_ != 3 || gather_state_ == GatherState::kGathered; }
+  bool gathered() const { return !zero_.gathers_params() || gather_state_ == GatherState::kGathered; }
   bool gather_in_flight() const { return gather_state_ == GatherState::kInFlight; }
 
   // Stage 3: allocates the full buffer and all-gathers the shards into it.
@@ -132,7 +133,7 @@ class UnitShard {
   absl::Status DequantizeGathered();
 
   const FlatParamLayout* layout_ = nullptr;
-  int stage_ = 0;
+  ZeroPolicy zero_;
   int rank_ = 0;
   Communicator* dp_ = nullptr;
   MemoryTracker* tracker_ = nullptr;

@@ -30,7 +30,7 @@ TEST(UnitShardTest, AtRestBuffersPerStage) {
   OnTwoRanks([&](int rank, Communicator* comm) {
     for (int stage = 0; stage <= 3; ++stage) {
       MemoryTracker tracker;
-      auto shard = UnitShard::Create(&layout, stage, comm, &tracker);
+      auto shard = UnitShard::Create(&layout, *ZeroPolicy::ForStage(stage), comm, &tracker);
       ASSERT_TRUE(shard.ok()) << shard.status();
       EXPECT_EQ(tracker.Usage(MemoryCategory::kParams).current, 4 * (stage == 3 ? S : P)) << stage;
       EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current, 4 * (stage <= 1 ? P : S)) << stage;
@@ -45,7 +45,7 @@ TEST(UnitShardTest, Stage3GathersAndReleases) {
   const FlatParamLayout layout = Layout();
   OnTwoRanks([&](int rank, Communicator* comm) {
     MemoryTracker tracker;
-    auto shard = *UnitShard::Create(&layout, 3, comm, &tracker);
+    auto shard = *UnitShard::Create(&layout, *ZeroPolicy::ForStage(3), comm, &tracker);
     for (int i = 0; i < 32; ++i) static_cast<float*>(shard->param_shard())[i] = static_cast<float>(rank * 32 + i);
     ASSERT_TRUE(shard->StartGather().ok());
     EXPECT_TRUE(shard->StartGather().ok());  // no second collective
@@ -65,7 +65,7 @@ TEST(UnitShardTest, Stage3GatherIsDrawnOnTheTimeline) {
   OnTwoRanks([&](int rank, Communicator* comm) {
     MemoryTracker tracker;
     Timeline timeline;
-    auto shard = *UnitShard::Create(&layout, 3, comm, &tracker);
+    auto shard = *UnitShard::Create(&layout, *ZeroPolicy::ForStage(3), comm, &tracker);
     shard->set_timeline(&timeline);
     ASSERT_TRUE(shard->WaitGather().ok());
     ASSERT_TRUE(shard->Release().ok());
@@ -84,7 +84,7 @@ TEST(UnitShardTest, AUnitWithoutParametersGathersNothing) {
   ASSERT_EQ(empty.padded_numel(), 0);
   OnTwoRanks([&](int rank, Communicator* comm) {
     MemoryTracker tracker;
-    auto shard = *UnitShard::Create(&empty, 3, comm, &tracker);
+    auto shard = *UnitShard::Create(&empty, *ZeroPolicy::ForStage(3), comm, &tracker);
     ASSERT_TRUE(shard->WaitGather().ok());  // without StartGather first
     EXPECT_TRUE(shard->gathered());
     EXPECT_EQ(shard->gathers(), 0);
@@ -98,7 +98,7 @@ TEST(UnitShardTest, PublishMasterRefreshesEveryRanksParams) {
   OnTwoRanks([&](int rank, Communicator* comm) {
     for (int stage : {1, 2}) {
       MemoryTracker tracker;
-      auto shard = *UnitShard::Create(&layout, stage, comm, &tracker);
+      auto shard = *UnitShard::Create(&layout, *ZeroPolicy::ForStage(stage), comm, &tracker);
       for (int i = 0; i < 64; ++i) static_cast<float*>(shard->full_params())[i] = NAN;  // poison
       for (int i = 0; i < 32; ++i) shard->master()[i] = static_cast<float>(100 * (rank + 1) + i);
       auto work = shard->PublishMaster();
@@ -112,13 +112,11 @@ TEST(UnitShardTest, PublishMasterRefreshesEveryRanksParams) {
   });
 }
 
-TEST(UnitShardTest, RejectsBadStageAndDpMismatch) {
+TEST(UnitShardTest, RejectsDpMismatch) {
   const FlatParamLayout layout = Layout();
   std::vector<std::unique_ptr<Communicator>> one = CreateThreadGroup(1);
   MemoryTracker tracker;
-  absl::Status s = UnitShard::Create(&layout, 4, one[0].get(), &tracker).status();
-  EXPECT_EQ(s.message(), "ZeRO stage is 4, expected 0, 1, 2 or 3");
-  s = UnitShard::Create(&layout, 2, one[0].get(), &tracker).status();
+  absl::Status s = UnitShard::Create(&layout, *ZeroPolicy::ForStage(2), one[0].get(), &tracker).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "unit 'h.0' is laid out for dp 2 but the dp communicator has 1 ranks");
 }
@@ -131,7 +129,7 @@ TEST(UnitShardTest, Bf16PublishRoundsTheMasterAndGathersBf16) {
   OnTwoRanks([&](int rank, Communicator* comm) {
     for (int stage = 0; stage <= 3; ++stage) {
       MemoryTracker tracker;
-      auto shard = UnitShard::Create(&layout, stage, comm, &tracker, DType::kBF16);
+      auto shard = UnitShard::Create(&layout, *ZeroPolicy::ForStage(stage), comm, &tracker, DType::kBF16);
       ASSERT_TRUE(shard.ok()) << shard.status();
       EXPECT_EQ(tracker.Usage(MemoryCategory::kParams).current, 2 * (stage == 3 ? S : P)) << stage;
       EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current, stage <= 1 ? 2 * P : 4 * S) << stage;
@@ -164,7 +162,7 @@ TEST(UnitShardTest, RejectsIntegerComputeDtype) {
   const FlatParamLayout layout = Layout();
   OnTwoRanks([&](int, Communicator* comm) {
     MemoryTracker tracker;
-    absl::Status s = UnitShard::Create(&layout, 2, comm, &tracker, DType::kI32).status();
+    absl::Status s = UnitShard::Create(&layout, *ZeroPolicy::ForStage(2), comm, &tracker, DType::kI32).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(s.message(), "compute dtype is i32, expected f32, bf16 or f16");
   });

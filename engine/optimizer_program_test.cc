@@ -1,0 +1,92 @@
+#include "engine/optimizer_program.h"
+
+#include <string>
+
+#include "engine/step_program.h"
+#include "gtest/gtest.h"
+#include "sharding/zero_policy.h"
+
+namespace zeroshard {
+namespace {
+
+// Units a (tied, 10-element shard), b (empty shard), c (6); buckets {c},
+// {a, b}; one metric.
+OptimizerPhaseInput Input(int stage) {
+  OptimizerPhaseInput in;
+  in.units = {{"a", 10, true}, {"b", 0, false}, {"c", 6, false}};
+  in.buckets = {{2}, {0, 1}};
+  in.zero = *ZeroPolicy::ForStage(stage);
+  in.compute_dtype_bytes = 2;
+  in.norm_group = "world";
+  in.metrics = 1;
+  return in;
+}
+
+std::string Text(const OptimizerPhaseInput& in) {
+  StepProgram p;
+  p.num_units = 3;
+  p.num_buckets = 2;
+  p.names.units = {"a", "b", "c"};
+  p.names.buckets = {"c", "a..b"};
+  Action forward;
+  forward.kind = ActionKind::kForward;
+  forward.micro_batch = 0;
+  forward.unit = 0;
+  p.actions.push_back(forward);
+  AddStepPrologueAndOptimizerPhase(in, &p);
+  return FormatProgram(p);
+}
+
+TEST(OptimizerProgramTest, PrologueThenThePhaseWithEveryCollectiveItIssues) {
+  // Stage 0: every rank updates the whole buffer, so UPDATE all-gathers the
+  // reduced f32 shards; PUBLISH moves nothing.
+  EXPECT_EQ(Text(Input(0)), R"(BEGIN_STEP
+FORWARD mb=0 unit=a
+OPTIMIZER:
+TIED_REDUCE unit=a bytes=40
+NORM_PARTIAL bucket=c
+NORM_PARTIAL bucket=a..b
+REDUCE_NORM bytes=28
+UPDATE bucket=a..b bytes=40
+PUBLISH bucket=a..b
+UPDATE bucket=c bytes=24
+PUBLISH bucket=c
+SCALER_UPDATE
+)");
+  // Stages 1-2 publish by all-gathering the compute dtype; stage 3 neither.
+  for (int stage : {1, 2}) {
+    EXPECT_EQ(Text(Input(stage)), R"(BEGIN_STEP
+FORWARD mb=0 unit=a
+OPTIMIZER:
+TIED_REDUCE unit=a bytes=40
+NORM_PARTIAL bucket=c
+NORM_PARTIAL bucket=a..b
+REDUCE_NORM bytes=28
+UPDATE bucket=a..b
+PUBLISH bucket=a..b bytes=20
+UPDATE bucket=c
+PUBLISH bucket=c bytes=12
+SCALER_UPDATE
+)") << stage;
+  }
+  StepProgram p;
+  AddStepPrologueAndOptimizerPhase(Input(3), &p);
+  ASSERT_EQ(p.actions.size(), 10u);
+  EXPECT_EQ(p.actions[0].kind, ActionKind::kBeginStep);
+  EXPECT_EQ(p.actions[1].issues, std::vector<IssuedCollective>({{"embed", CommOp::kAllReduce, 40, "tied grads a"}}));
+  EXPECT_EQ(p.actions[4].issues, std::vector<IssuedCollective>({{"world", CommOp::kAllReduce, 28, "norm, loss, overflow"}}));
+  for (size_t i = 5; i < 9; ++i) EXPECT_TRUE(p.actions[i].issues.empty()) << i;
+  EXPECT_EQ(p.actions.back().kind, ActionKind::kScalerUpdate);
+}
+
+TEST(OptimizerProgramTest, AnUntiedModelHasNoTiedReduce) {
+  OptimizerPhaseInput in = Input(2);
+  in.units[0].tied = false;
+  StepProgram p;
+  AddStepPrologueAndOptimizerPhase(in, &p);
+  for (const Action& a : p.actions) EXPECT_NE(a.kind, ActionKind::kTiedReduce);
+  EXPECT_EQ(ReduceNormBytes(0), 20);
+}
+
+}  // namespace
+}  // namespace zeroshard
