@@ -34,12 +34,7 @@ absl::Status EngineImpl::WaitAll(std::vector<IssuedWork>& works, absl::string_vi
 
 absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
   const int L = num_units();
-  if (grad_hook_) {
-    for (int u = 0; u < L; ++u) {
-      if (regions_[u] < 0) continue;
-      grad_hook_(attempts_, u, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel());
-    }
-  }
+  NotifyGradients(&EngineObserver::OnReducedGradient, attempts_);
   ++attempts_;
   const double scale = scaler_->scale();
   result->loss_scale = scale;
@@ -177,11 +172,7 @@ absl::Status EngineImpl::FinishStep(const RunContext& run, StepResult* result) {
                                               plan_.layouts[u].shard_numel(), DType::kF32, factor, nullptr));
       }
     }
-    if (final_grad_hook_) {
-      for (int u = 0; u < L; ++u) {
-        if (regions_[u] >= 0) final_grad_hook_(attempts_ - 1, u, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel());
-      }
-    }
+    NotifyGradients(&EngineObserver::OnFinalGradient, attempts_ - 1);
     ++step_;
     if (options_.stage == 0) {
       // Second half of the all-reduce: every rank gets every reduced shard.
