@@ -84,7 +84,8 @@ TEST(StateViewTest, KindsFollowTheOptimizer) {
 //   1     | [0, P), P·c       | [rS, +S), 4S      | none at rest          |
 //   2     | [0, P), P·c       | [rS, +S), 4S      | [rS, +S), 4S          |
 //   3     | [rS, +S), S·c     | [rS, +S), 4S      | [rS, +S), 4S          |
-// and their sums are the memory categories at rest, before and after a step.
+// and their sums are the memory categories at rest, before and after a step
+// (bf16: before, the toy model computing in f32 only).
 TEST(StateViewTest, RegionsAndBytesMatchTheShardLayoutAndTheMemoryCategories) {
   const std::vector<int32_t> tokens = RandomTokens(5, kGlobalBatch, kToy.seq_len, kToy.vocab_size);
   for (int stage = 0; stage <= 3; ++stage) {
@@ -99,7 +100,8 @@ TEST(StateViewTest, RegionsAndBytesMatchTheShardLayoutAndTheMemoryCategories) {
         const int64_t c = compute == F32 ? 4 : 2;
         ASSERT_EQ(view.num_units(), e.num_units());
         std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, kToy.seq_len, kDp, 1, rank);
-        for (int after_step = 0; after_step < 2; ++after_step) {
+        // The toy model computes in f32 only: bf16 is checked at rest.
+        for (int after_step = 0; after_step < (compute == F32 ? 2 : 1); ++after_step) {
           if (after_step == 1) ASSERT_TRUE(e.TrainStep(Views(batches)).ok());
           int64_t sums[5] = {0, 0, 0, 0, 0};
           for (int u = 0; u < e.num_units(); ++u) {
