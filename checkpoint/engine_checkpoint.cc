@@ -22,7 +22,7 @@
 #include "core/device.h"
 #include "core/file_io.h"
 #include "core/status_macros.h"
-#include "engine/engine_impl.h"
+#include "engine/state_view.h"
 #include "engine/pipeline_schedule.h"
 #include "sharding/loss_scaler.h"
 
@@ -33,18 +33,19 @@ namespace {
 // sharding the engine's layout is over the shard group with its alignment
 // multiplied by the replica count, so each of its shards is `replicas`
 // consecutive shards of this one.
-FlatParamLayout CheckpointLayout(const EngineImpl& engine, int u) {
+FlatParamLayout CheckpointLayout(const Engine& engine, int u) {
   const FlatParamLayout& l = engine.layout(u);
-  if (engine.replicas() == 1) return l;
+  const EngineCoordinates at = engine.coordinates();
+  if (at.replicas == 1) return l;
   std::vector<FlatParamDecl> decls;
   for (const FlatParamInfo& p : l.params()) decls.push_back({p.name, p.shape});
   // Cannot fail: the same parameters as a layout that exists.
-  return FlatParamLayout::Create(l.unit_name(), l.unit_index(), std::move(decls), engine.dp_size(),
-                                 l.alignment() / engine.replicas())
+  return FlatParamLayout::Create(l.unit_name(), l.unit_index(), std::move(decls), at.dp_size,
+                                 l.alignment() / at.replicas)
       .value();
 }
 
-std::vector<FlatParamLayout> EngineLayouts(const EngineImpl& engine) {
+std::vector<FlatParamLayout> EngineLayouts(const Engine& engine) {
   std::vector<FlatParamLayout> layouts;
   for (int u = 0; u < engine.num_units(); ++u) layouts.push_back(CheckpointLayout(engine, u));
   return layouts;
@@ -52,7 +53,7 @@ std::vector<FlatParamLayout> EngineLayouts(const EngineImpl& engine) {
 
 // The units whose shards this rank saves: those its pipeline stage computes
 // (a mirror of another stage's unit is saved there, once).
-std::vector<FlatParamLayout> SavedLayouts(const EngineImpl& engine) {
+std::vector<FlatParamLayout> SavedLayouts(const Engine& engine) {
   std::vector<FlatParamLayout> layouts;
   for (int u = 0; u < engine.num_units(); ++u) {
     if (engine.plan().units[u].computed) layouts.push_back(CheckpointLayout(engine, u));
@@ -60,19 +61,14 @@ std::vector<FlatParamLayout> SavedLayouts(const EngineImpl& engine) {
   return layouts;
 }
 
-// The f32 buffer holding unit u's region of `kind` on this rank (master
-// region: [0, P) under stage 0, the rank's shard otherwise). Null for the
-// optimizer state of a unit that has none (frozen): it is saved as zeros
-// and not read back.
-float* StateBuffer(EngineImpl& engine, int u, absl::string_view kind) {
-  if (kind == kKindMaster) return engine.unit_shard(u).master();
-  const int region = engine.optimizer_region(u);
-  if (region < 0) return nullptr;
-  ShardedOptimizer& opt = engine.optimizer();
-  if (kind == kKindExpAvg) return opt.mutable_exp_avg(region).as<float>();
-  if (kind == kKindExpAvgSq) return opt.mutable_exp_avg_sq(region).as<float>();
-  if (kind == kKindMomentum) return opt.mutable_momentum(region).as<float>();
-  return nullptr;
+// Unit u's region of checkpoint kind `kind` ("master" or an optimizer
+// kind's checkpoint name) on this rank, through the state view: the
+// master's region ([0, P) under stage 0, the rank's shard otherwise). Not
+// present for the optimizer state of a unit that has none (frozen): it is
+// saved as zeros and not read back.
+StateRegion RegionOf(const EngineStateView& view, int u, absl::string_view kind) {
+  const int k = view.FindKind(kind);
+  return k < 0 ? StateRegion() : view.region(u, k);
 }
 
 // Rank 0's nonce, shared so every rank writes into the same directory.
@@ -112,7 +108,7 @@ absl::StatusOr<std::vector<CheckpointFile>> GatherFileRecords(Communicator& dp, 
 // parameters, each of the shape users see (the logical shape: equal slices
 // do not make equal tensors — a vocabulary of 67 and one of 68 both pad to
 // 68 rows at tp 2). The layout (dp, tp, pp, padding) may differ.
-absl::Status CheckModelMatches(const EngineImpl& engine, const CheckpointManifest& m, const std::string& dir) {
+absl::Status CheckModelMatches(const Engine& engine, const CheckpointManifest& m, const std::string& dir) {
   if (m.units_size() != engine.num_units()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint '", dir, "' has ", m.units_size(),
                                                       " units, the model has ", engine.num_units()));
@@ -142,8 +138,9 @@ absl::Status CheckModelMatches(const EngineImpl& engine, const CheckpointManifes
 // Whether unit u's flat buffers in the checkpoint are laid out as this
 // rank's (same tp, same slices of the same whole tensors), so its shard
 // reads straight from the files; otherwise it is rebuilt from whole tensors.
-bool SameUnitLayout(const EngineImpl& engine, const CheckpointReader& reader, int u) {
-  if (reader.tp() != engine.tp_size()) return false;
+bool SameUnitLayout(const Engine& engine, const CheckpointReader& reader, int u) {
+  const int tp_size = engine.coordinates().tp_size;
+  if (reader.tp() != tp_size) return false;
   const CheckpointUnit& cu = reader.manifest().units(u);
   const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
   const std::vector<FlatParamInfo>& infos = engine.layout(u).params();
@@ -151,7 +148,7 @@ bool SameUnitLayout(const EngineImpl& engine, const CheckpointReader& reader, in
     const ParamSpec saved = ParamSpecOf(cu.params(p));
     const std::vector<int64_t> slice(cu.params(p).shape().begin(), cu.params(p).shape().end());
     if (slice != infos[p].shape || saved.shape != specs[p].shape) return false;
-    if (engine.tp_size() > 1 && !(saved.partition == specs[p].partition)) return false;
+    if (tp_size > 1 && !(saved.partition == specs[p].partition)) return false;
   }
   return true;
 }
@@ -159,17 +156,18 @@ bool SameUnitLayout(const EngineImpl& engine, const CheckpointReader& reader, in
 // Elements [begin, begin + count) of this rank's flat buffer of unit u,
 // kind `kind`, from the checkpoint's whole tensors: each parameter's
 // logical value, padded as this model pads it, cut to this tp rank's slice.
-absl::Status ReadResharded(const EngineImpl& engine, const CheckpointReader& reader, int u, const std::string& kind,
+absl::Status ReadResharded(const Engine& engine, const CheckpointReader& reader, int u, const std::string& kind,
                            int64_t begin, int64_t count, float* out) {
   std::fill(out, out + count, 0.0f);
   const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
   const std::vector<FlatParamInfo>& infos = engine.layout(u).params();
+  const EngineCoordinates at = engine.coordinates();
   for (size_t p = 0; p < infos.size(); ++p) {
     const int64_t lo = std::max(begin, infos[p].offset), hi = std::min(begin + count, infos[p].offset + infos[p].numel);
     if (lo >= hi) continue;
     ASSIGN_OR_RETURN(std::vector<float> whole, reader.ReadParam(u, static_cast<int>(p), kind));
     if (specs[p].padded()) whole = AddPadding(specs[p], whole.data());
-    for (const GlobalRun& run : LocalToGlobalRuns(specs[p], engine.tp_rank(), engine.tp_size())) {
+    for (const GlobalRun& run : LocalToGlobalRuns(specs[p], at.tp_rank, at.tp_size)) {
       const int64_t a = std::max(lo - infos[p].offset, run.local_begin);
       const int64_t b = std::min(hi - infos[p].offset, run.local_begin + run.length);
       if (a >= b) continue;
@@ -257,7 +255,10 @@ SaveOptions SaveOptionsFromConfig(const TrainConfig& config) {
 
 absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int64_t step, const TrainConfig& config,
                             const DataPosition& data, const SaveOptions& options) {
-  EngineImpl& engine = Internals(public_engine);
+  Engine& engine = public_engine;
+  const EngineStateView& view = engine.state();
+  const EngineCoordinates at = engine.coordinates();
+  const Device device = engine.options().device;
   Communicator& dp = engine.control();
   const int rank = dp.rank();
   const auto hook = [&](absl::string_view phase) {
@@ -287,7 +288,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
   const int stage = engine.options().zero.stage();
   // Under hybrid sharding this rank writes shard dp_rank of the dp-wide
   // layout: the part of its shard-group shard its replica rank picks.
-  const int dp_rank = engine.checkpoint_dp_rank(), dp_size = engine.dp_size(), pp_rank = engine.pipeline_stage();
+  const int dp_rank = at.checkpoint_dp_rank, dp_size = at.dp_size, pp_rank = at.stage;
   CheckpointFile mine;
   RETURN_IF_ERROR(phase("writing a shard file", [&]() -> absl::Status {
     hook("before_shard_file");
@@ -296,25 +297,26 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     // manifest is its world (control) rank.
     // On a GPU each region is copied to the host before it is written.
     std::vector<PinnedHostBuffer> host_copies;
-    ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, pp_rank, dp_rank, engine.tp_rank(), step, saved, kinds,
+    ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, pp_rank, dp_rank, at.tp_rank, step, saved, kinds,
                                           [&](int u, int k) -> absl::StatusOr<const float*> {
-                                            const float* base = StateBuffer(engine, u, kinds[k]);
-                                            const size_t numel =
-                                                static_cast<size_t>(engine.unit_shard(u).master_numel());
-                                            if (base == nullptr) {
+                                            const StateRegion master = RegionOf(view, u, kKindMaster);
+                                            const int kind = view.FindKind(kinds[k]);
+                                            const size_t numel = static_cast<size_t>(master.length);
+                                            const float* base = nullptr;
+                                            if (kind < 0 || !view.region(u, kind).present) {
                                               zeros.assign(numel, 0.0f);
                                               base = zeros.data();
-                                            } else if (engine.device() != Device::kCpu) {
+                                            } else if (device != Device::kCpu) {
                                               ASSIGN_OR_RETURN(PinnedHostBuffer copy,
                                                                PinnedHostBuffer::Allocate(numel * sizeof(float)));
                                               host_copies.push_back(std::move(copy));
-                                              RETURN_IF_ERROR(DeviceCopy(host_copies.back().data(), Device::kCpu,
-                                                                         base, engine.device(),
-                                                                         numel * sizeof(float)));
+                                              RETURN_IF_ERROR(view.Read(u, kind, 0, master.length,
+                                                                        host_copies.back().data()));
                                               base = host_copies.back().as<float>();
+                                            } else {
+                                              base = static_cast<const float*>(view.data(u, kind));
                                             }
-                                            return base + (layouts[u].ShardBegin(dp_rank) -
-                                                           engine.unit_shard(u).master_begin());
+                                            return base + (layouts[u].ShardBegin(dp_rank) - master.begin);
                                           }));
     hook("after_shard_file");
     return absl::OkStatus();
@@ -334,12 +336,12 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     CheckpointManifest m;
     m.set_format_version(kManifestFormatVersion);
     m.set_step(step);
-    m.set_optimizer_steps(engine.step());
-    m.set_skipped_steps(engine.skipped_steps());
+    m.set_optimizer_steps(engine.stats().step);
+    m.set_skipped_steps(engine.stats().skipped_steps);
     CheckpointTopology* topo = m.mutable_topology();
     topo->set_dp(dp_size);
-    if (engine.replicas() > 1) topo->set_shard_group_size(engine.dp().size());
-    topo->set_tp(engine.tp_size());
+    if (at.replicas > 1) topo->set_shard_group_size(at.shard_size);
+    topo->set_tp(at.tp_size);
     topo->set_pp(engine.plan().stages);
     topo->set_zero_stage(stage);
     topo->set_alignment(layouts.empty() ? kDefaultShardAlignment : layouts[0].alignment());
@@ -388,7 +390,10 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std::string& dir_or_root,
                                                 const LoadOptions& options) {
-  EngineImpl& engine = Internals(public_engine);
+  Engine& engine = public_engine;
+  EngineStateView& view = engine.state();
+  const int tp_rank = engine.coordinates().tp_rank;
+  const Device device = engine.options().device;
   Communicator& dp = engine.control();
   absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(dir_or_root);
   const std::vector<std::string> kinds =
@@ -412,43 +417,40 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
   RETURN_IF_ERROR(Agreed(dp, "reading the checkpoint", [&]() -> absl::Status {
     for (int u = 0; u < engine.num_units(); ++u) {
       if (!engine.plan().units[u].held) continue;  // another pipeline stage's
-      UnitShard& shard = engine.unit_shard(u);
-      const int64_t begin = shard.master_begin(), count = shard.master_numel();
+      const StateRegion master = RegionOf(view, u, kKindMaster);
+      const int64_t begin = master.begin, count = master.length;
       // [begin, begin + count) may run past the unit's numel (padding at
       // this dp); only [0, numel) is stored.
       const int64_t stored = std::max<int64_t>(0, std::min(begin + count, engine.layout(u).numel()) - begin);
       const bool same = SameUnitLayout(engine, *reader, u);
       for (const std::string& k : kinds) {
-        float* state = StateBuffer(engine, u, k);
-        if (count == 0 || state == nullptr) continue;
+        const int kind = view.FindKind(k);
+        if (count == 0 || kind < 0 || !view.region(u, kind).present) continue;
         // Read on the host; on a GPU copied to the device after.
         PinnedHostBuffer staging;
-        if (engine.device() != Device::kCpu) {
+        if (device != Device::kCpu) {
           ASSIGN_OR_RETURN(staging, PinnedHostBuffer::Allocate(count * sizeof(float)));
         }
-        float* dst = staging.empty() ? state : staging.as<float>();
-        if (stored > 0 && same) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst, engine.tp_rank()));
+        float* dst = staging.empty() ? static_cast<float*>(view.data(u, kind)) : staging.as<float>();
+        if (stored > 0 && same) RETURN_IF_ERROR(reader->ReadFlat(u, k, begin, stored, dst, tp_rank));
         if (stored > 0 && !same) RETURN_IF_ERROR(ReadResharded(engine, *reader, u, k, begin, stored, dst));
         std::fill(dst + stored, dst + count, 0.0f);
-        if (!staging.empty()) {
-          RETURN_IF_ERROR(DeviceCopy(state, engine.device(), staging.data(), Device::kCpu, count * sizeof(float)));
-        }
+        if (!staging.empty()) RETURN_IF_ERROR(view.Write(u, kind, 0, count, staging.data()));
       }
     }
     return absl::OkStatus();
   }));
   const CheckpointManifest& m = reader->manifest();
   if (!options.weights_only) {
-    engine.RestoreCounters(m.optimizer_steps(), m.skipped_steps());
+    engine.RestoreProgress(m.optimizer_steps(), m.skipped_steps());
     // A scaler state saved by an f16 run continues; an engine without a
     // scaler, or a checkpoint without one, keeps the engine's initial state.
-    LossScaler& scaler = engine.loss_scaler();
-    if (m.loss_scaler().has_scale() && scaler.options().type != LossScaleType::kNone) {
-      scaler.Restore(m.loss_scaler().scale(), m.loss_scaler().growth_tracker(), m.loss_scaler().hysteresis_left(),
-                     m.loss_scaler().skipped_steps());
+    if (m.loss_scaler().has_scale()) {
+      engine.RestoreLossScaler(m.loss_scaler().scale(), m.loss_scaler().growth_tracker(),
+                               m.loss_scaler().hysteresis_left(), m.loss_scaler().skipped_steps());
     }
   }
-  RETURN_IF_ERROR(AgreeAcrossRanks(dp, engine.PublishMasterWeights(), "publishing the loaded parameters"));
+  RETURN_IF_ERROR(AgreeAcrossRanks(dp, view.Commit(), "publishing the loaded parameters"));
   LoadedCheckpoint loaded;
   loaded.dir = reader->dir();
   loaded.step = m.step();
@@ -465,7 +467,11 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
 }
 
 absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
-  EngineImpl& engine = Internals(public_engine);
+  Engine& engine = public_engine;
+  EngineStateView& view = engine.state();
+  const EngineCoordinates at = engine.coordinates();
+  const Device device = engine.options().device;
+  const int kMaster = EngineStateView::kMaster;
   Communicator& dp = engine.control();
   absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(path);
   RETURN_IF_ERROR(Agreed(dp, "opening the safetensors file", [&]() -> absl::Status {
@@ -495,17 +501,17 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
   RETURN_IF_ERROR(Agreed(dp, "reading the safetensors file", [&]() -> absl::Status {
     for (int u = 0; u < engine.num_units(); ++u) {
       if (!engine.plan().units[u].held) continue;  // another pipeline stage's
-      UnitShard& shard = engine.unit_shard(u);
+      const StateRegion region = view.region(u, kMaster);
       const FlatParamLayout& l = engine.layout(u);
-      const int64_t begin = shard.master_begin(), end = begin + shard.master_numel();
+      const int64_t begin = region.begin, end = begin + region.length;
       const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
       // On a GPU the master is edited in a host copy and copied back.
       PinnedHostBuffer staging;
-      if (engine.device() != Device::kCpu) {
-        ASSIGN_OR_RETURN(staging, PinnedHostBuffer::Allocate(shard.master_numel() * sizeof(float)));
-        RETURN_IF_ERROR(DeviceCopy(staging.data(), Device::kCpu, shard.master(), engine.device(), staging.bytes()));
+      if (device != Device::kCpu && region.length > 0) {
+        ASSIGN_OR_RETURN(staging, PinnedHostBuffer::Allocate(region.length * sizeof(float)));
+        RETURN_IF_ERROR(view.Read(u, kMaster, 0, region.length, staging.data()));
       }
-      float* master = staging.empty() ? shard.master() : staging.as<float>();
+      float* master = staging.empty() ? static_cast<float*>(view.data(u, kMaster)) : staging.as<float>();
       for (size_t i = 0; i < l.params().size(); ++i) {
         const FlatParamInfo& p = l.params()[i];
         const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
@@ -526,7 +532,7 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
         };
         // This rank's runs of the whole tensor (one when not split over tp),
         // clipped to the part of the slice this dp rank's shard holds.
-        for (const GlobalRun& run : LocalToGlobalRuns(spec, engine.tp_rank(), engine.tp_size())) {
+        for (const GlobalRun& run : LocalToGlobalRuns(spec, at.tp_rank, at.tp_size)) {
           const int64_t a = std::max(lo - p.offset, run.local_begin);
           const int64_t b = std::min(hi - p.offset, run.local_begin + run.length);
           if (a >= b) continue;
@@ -534,13 +540,11 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
                                      master + (p.offset + a - begin)));
         }
       }
-      if (!staging.empty()) {
-        RETURN_IF_ERROR(DeviceCopy(shard.master(), engine.device(), staging.data(), Device::kCpu, staging.bytes()));
-      }
+      if (!staging.empty()) RETURN_IF_ERROR(view.Write(u, kMaster, 0, region.length, staging.data()));
     }
     return absl::OkStatus();
   }));
-  return AgreeAcrossRanks(dp, engine.PublishMasterWeights(), "publishing the imported parameters");
+  return AgreeAcrossRanks(dp, view.Commit(), "publishing the imported parameters");
 }
 
 }  // namespace zeroshard

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/config_checker.h"
 #include "engine/pipeline_schedule.h"
+#include "sharding/zero_policy.h"
 
 namespace zeroshard {
 namespace {
@@ -241,7 +242,8 @@ std::vector<std::string> ZeroShardingErrors(const EngineConfig& e) {
     c.Add(absl::StrCat("engine.zero.shard_group_size: ", z.shard_group_size(), " does not divide engine.parallel.dp = ",
                        dp, "; expected a divisor of ", dp, " (or 0: all of dp)"));
   }
-  if (z.weight_quantization() != ZeroConfig::NONE && z.stage() != 3) {
+  const absl::StatusOr<ZeroPolicy> zero = ZeroPolicy::ForStage(z.stage());
+  if (z.weight_quantization() != ZeroConfig::NONE && zero.ok() && !zero->gathers_params()) {
     c.Add(absl::StrCat("engine.zero.weight_quantization: ", ZeroConfig::Quantization_Name(z.weight_quantization()),
                        " needs engine.zero.stage 3 (stages 0-2 gather no weights); got stage ", z.stage()));
   }

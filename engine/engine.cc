@@ -20,8 +20,7 @@ namespace {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, ProcessGrid* grid,
-                                                       std::unique_ptr<Model> model) {
+absl::StatusOr<EngineComms> CommsForGrid(const EngineConfig& config, ProcessGrid* grid) {
   EngineComms comms;
   comms.dp = &grid->dp_shard();
   comms.replica = grid->dp_replica();
@@ -45,13 +44,20 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     comms.embedding = &grid->embedding();
   }
   if (grid->shape().tp > 1) comms.tp = &grid->tp();
-  ASSIGN_OR_RETURN(std::unique_ptr<EngineImpl> engine, EngineImpl::Create(config, comms, std::move(model)));
+  return comms;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, ProcessGrid* grid,
+                                                       std::unique_ptr<Model> model,
+                                                       const std::vector<EngineObserver*>& observers) {
+  ASSIGN_OR_RETURN(EngineComms comms, CommsForGrid(config, grid));
+  ASSIGN_OR_RETURN(std::unique_ptr<EngineImpl> engine, EngineImpl::Create(config, comms, std::move(model), observers));
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const EngineConfig& config,
-                                                                       Communicator* dp,
-                                                                       std::unique_ptr<Model> model) {
+absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(
+    const EngineConfig& config, Communicator* dp, std::unique_ptr<Model> model,
+    const std::vector<EngineObserver*>& observers) {
   // The engine's device comes from the config; the communicator must move
   // buffers on it (checked before any collective: every rank sees the same).
   const Device engine_device = config.device().type() == DeviceConfig::CUDA ? Device::kCuda : Device::kCpu;
@@ -65,7 +71,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const Eng
   }
   EngineComms comms;
   comms.dp = comms.control = comms.world = dp;
-  ASSIGN_OR_RETURN(std::unique_ptr<EngineImpl> engine, EngineImpl::Create(config, comms, std::move(model)));
+  ASSIGN_OR_RETURN(std::unique_ptr<EngineImpl> engine, EngineImpl::Create(config, comms, std::move(model), observers));
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
@@ -73,8 +79,23 @@ int EngineImpl::checkpoint_dp_rank() const {
   return replica_ == nullptr ? dp_->rank() : dp_->rank() * replica_->size() + replica_->rank();
 }
 
-EngineImpl& Internals(Engine& engine) { return static_cast<EngineImpl&>(engine); }
-const EngineImpl& Internals(const Engine& engine) { return static_cast<const EngineImpl&>(engine); }
+EngineCoordinates EngineImpl::coordinates() const {
+  EngineCoordinates c;
+  c.shard_rank = dp_->rank();
+  c.shard_size = dp_->size();
+  c.replica_rank = replica_ == nullptr ? 0 : replica_->rank();
+  c.replicas = replicas();
+  c.checkpoint_dp_rank = checkpoint_dp_rank();
+  c.dp_size = dp_size();
+  // The grid numbers dp ranks with the shard groups' neighbours together:
+  // replica group r holds shard-group rank s at dp rank r · shard size + s.
+  c.dp_rank = c.replica_rank * c.shard_size + c.shard_rank;
+  c.tp_rank = tp_rank();
+  c.tp_size = tp_size();
+  c.stage = plan_.stage;
+  c.stages = plan_.stages;
+  return c;
+}
 
 EngineImpl::~EngineImpl() {
   for (auto& shard : shards_) {
@@ -86,7 +107,7 @@ EngineImpl::~EngineImpl() {
 
 absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& config, EngineComms comms,
                                                                std::unique_ptr<Model> model,
-                                                               const EngineTestHooks& hooks) {
+                                                               const std::vector<EngineObserver*>& observers) {
   if (model == nullptr) return absl::InvalidArgumentError("Engine::Create got no model");
   if (comms.dp == nullptr || comms.control == nullptr) {
     return absl::InvalidArgumentError("Engine::Create needs a dp and a control communicator");
@@ -108,11 +129,12 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfi
   engine->embedding_ = comms.embedding;
   engine->tp_ = comms.tp;
   engine->model_ = std::move(model);
-  RETURN_IF_ERROR(engine->Init(config, hooks));
+  for (EngineObserver* o : observers) engine->AddObserver(o);
+  RETURN_IF_ERROR(engine->Init(config));
   return engine;
 }
 
-absl::Status EngineImpl::Init(const EngineConfig& config, const EngineTestHooks& hooks) {
+absl::Status EngineImpl::Init(const EngineConfig& config) {
   absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
   if (options.ok() && config.parallel().dp() != dp_->size() * replicas()) {
     options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.dp: ", config.parallel().dp(),
@@ -150,7 +172,7 @@ absl::Status EngineImpl::Init(const EngineConfig& config, const EngineTestHooks&
   // checks failed, so that no rank is left waiting in a collective.
   absl::Status local = !options.ok() ? options.status() : !model_ok.ok() ? model_ok : !device_ok.ok() ? device_ok : trace_ok;
   RETURN_IF_ERROR(CheckFingerprints(config, local));
-  if (hooks.before_allocation) hooks.before_allocation(tracker_);
+  Notify([&](EngineObserver& o) { o.OnBeforeAllocation(tracker_); });
   // Past the fingerprints every rank allocates; an allocation that fails on
   // one rank is agreed on, so every rank returns its code.
   RETURN_IF_ERROR(AgreeAcrossRanks(*control_, Allocate(), "Engine::Create (allocating the model state)"));
@@ -265,6 +287,7 @@ absl::Status EngineImpl::Allocate() {
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options_.lr_schedule));
   schedule_ = std::make_unique<LrSchedule>(schedule);
   RETURN_IF_ERROR(reducer_->SetStagingSlots(plan_.staging_slots));
+  state_view_.Init();
   return InitParams();
 }
 
@@ -321,10 +344,15 @@ absl::Status EngineImpl::PublishMasterWeights() {
   return status;
 }
 
-void EngineImpl::RestoreCounters(int64_t step, int64_t skipped_steps) {
+void EngineImpl::RestoreProgress(int64_t step, int64_t skipped_steps) {
   step_ = step;
   skipped_steps_ = skipped_steps;
   attempts_ = step + skipped_steps;
+}
+
+void EngineImpl::RestoreLossScaler(double scale, int64_t clean_streak, int hysteresis_left, int64_t overflows) {
+  if (scaler_->options().type == LossScaleType::kNone) return;
+  scaler_->Restore(scale, clean_streak, hysteresis_left, overflows);
 }
 
 std::vector<std::string> EngineImpl::ParamNames() const {
@@ -339,9 +367,9 @@ std::string EngineImpl::ControlGroup() const {
   return control_->name().substr(0, control_->name().find('.'));
 }
 
-std::vector<bool> EngineImpl::checkpointed_units() const {
+std::vector<bool> Engine::checkpointed_units() const {
   std::vector<bool> out;
-  for (const UnitPlan& u : plan_.units) out.push_back(u.checkpointed);
+  for (const UnitPlan& u : plan().units) out.push_back(u.checkpointed);
   return out;
 }
 

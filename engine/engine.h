@@ -1,7 +1,10 @@
 // Engine: trains a Model with ZeRO stages 0-3 over the data-parallel group
-// (docs/architecture.md, docs/sharding.md). This header is the contract a
-// trainer author uses; engine/engine_impl.h holds the internals that the
-// checkpoint code and tests reach.
+// (docs/architecture.md, docs/sharding.md). This header, with
+// engine/state_view.h and engine/observer.h, is the whole contract: a
+// trainer trains, evaluates and reads counters; a checkpoint saves and
+// loads through the state view and the plan queries; tools and tests watch
+// and inject faults through observers. The implementation
+// (engine/engine_impl.h) is private to //engine.
 //
 // One TrainStep runs the step program built at Create
 // (engine/data_parallel_program.h): for each of the
@@ -46,9 +49,15 @@
 #include "comm/process_grid.h"
 #include "core/memory_tracker.h"
 #include "core/timeline.h"
+#include "engine/engine_options.h"
+#include "engine/step_plan.h"
+#include "engine/step_program.h"
 #include "engine/trace_writer.h"
 #include "nn/model.h"
 #include "proto/config.pb.h"
+#include "sharding/flat_param_layout.h"
+#include "sharding/grad_reducer.h"
+#include "sharding/loss_scaler.h"
 
 namespace zeroshard {
 
@@ -106,6 +115,28 @@ struct EngineStats {
   int peak_kept_activations = 0;  // most (micro-batch, unit) activations kept at once
 };
 
+// This rank's place in the job. The dp group is shard groups × replicas
+// (hybrid sharding, docs/parallelism.md; without it one shard group of all
+// of dp and one replica).
+struct EngineCoordinates {
+  int dp_rank = 0;             // in all of dp (the grid's)
+  int dp_size = 1;
+  int shard_rank = 0;          // in the group ZeRO shards over
+  int shard_size = 1;
+  int replica_rank = 0;        // in the replica group (ranks holding the same shard)
+  int replicas = 1;
+  // In the dp-wide layout checkpoints are written in: shard_rank ·
+  // replicas + replica_rank (dp_rank without hybrid sharding).
+  int checkpoint_dp_rank = 0;
+  int tp_rank = 0;
+  int tp_size = 1;
+  int stage = 0;               // pipeline stage
+  int stages = 1;
+};
+
+class EngineObserver;   // engine/observer.h
+class EngineStateView;  // engine/state_view.h
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -117,14 +148,17 @@ class Engine {
   // kUnimplemented naming the field), the ranks were given different models
   // or configs (kFailedPrecondition), an allocation failed on some rank
   // (kResourceExhausted) — on every rank.
+  // `observers` (not owned, outliving the engine) are added before
+  // anything else, so they also see Create's events (OnBeforeAllocation).
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config, ProcessGrid* grid,
-                                                        std::unique_ptr<Model> model);
+                                                        std::unique_ptr<Model> model,
+                                                        const std::vector<EngineObserver*>& observers = {});
   // The same over one data-parallel communicator, which then also carries
   // the engine's control traffic (it must outlive the engine and work on the
   // engine's device: kInvalidArgument naming both otherwise).
-  static absl::StatusOr<std::unique_ptr<Engine>> CreateWithCommunicator(const EngineConfig& config,
-                                                                        Communicator* dp,
-                                                                        std::unique_ptr<Model> model);
+  static absl::StatusOr<std::unique_ptr<Engine>> CreateWithCommunicator(
+      const EngineConfig& config, Communicator* dp, std::unique_ptr<Model> model,
+      const std::vector<EngineObserver*>& observers = {});
 
   // One optimizer step over this rank's micro-batches: exactly
   // gradient_accumulation_steps of them, host tensors, micro-batch m with
@@ -173,6 +207,54 @@ class Engine {
   // kFailedPrecondition without a trace_path, or on a rank whose engine is
   // unusable after a failed step (do not call it then: stop the job).
   virtual absl::StatusOr<TraceFileInfo> WriteTrace() = 0;
+
+  // Observers (engine/observer.h): not owned; each must outlive the engine
+  // or be removed first. Adding one twice adds it once; removing one that
+  // is not there does nothing.
+  virtual void AddObserver(EngineObserver* observer) = 0;
+  virtual void RemoveObserver(EngineObserver* observer) = 0;
+
+  // This rank's training state per unit and kind, readable and writable
+  // (engine/state_view.h). Valid as long as the engine.
+  virtual EngineStateView& state() = 0;
+  virtual const EngineStateView& state() const = 0;
+
+  // The plan and layout, fixed at Create. The plan (engine/step_plan.h)
+  // holds each unit's flat layout over the shard group and role (trainable,
+  // checkpointed, which pipeline stage computes and holds it), the gradient
+  // buckets and the train and evaluation step programs this rank runs.
+  virtual const EngineOptions& options() const = 0;
+  virtual const StepPlan& plan() const = 0;
+  int num_units() const { return static_cast<int>(plan().layouts.size()); }
+  const FlatParamLayout& layout(int unit) const { return plan().layouts[unit]; }
+  bool trainable(int unit) const { return plan().units[unit].trainable; }
+  const StepProgram& train_program() const { return plan().train; }
+  const StepProgram& eval_program() const { return plan().eval; }
+  // Whether each unit's activations are recomputed (activation checkpointing).
+  std::vector<bool> checkpointed_units() const;
+  virtual EngineCoordinates coordinates() const = 0;
+  // The reducer's buckets (units, bytes per reduction), in plan order.
+  virtual const GradReducer& reducer() const = 0;
+  // All-gathers of unit's parameters issued so far (stage 3; 0 for a unit
+  // this rank does not hold).
+  virtual int64_t gathers(int unit) const = 0;
+
+  // The communicators a caller may run its own collectives on, in step
+  // with every rank: `control` spans every rank of the job on host memory
+  // (agreements, checkpoints); `shard_group` is the group ZeRO shards over
+  // and `replica_group` hybrid sharding's replica group (null without it).
+  virtual Communicator& control() = 0;
+  virtual Communicator& shard_group() = 0;
+  virtual Communicator* replica_group() = 0;
+
+  // The loss scaler (its type is kNone unless compute is f16).
+  virtual const LossScaler& loss_scaler() const = 0;
+  // Checkpoint loading: the optimizer steps (AdamW bias correction and the
+  // LR schedule continue from them) and skipped steps taken so far, and the
+  // loss scaler's state (ignored by an engine without a scaler). Local: no
+  // collective; every rank must restore the same values.
+  virtual void RestoreProgress(int64_t step, int64_t skipped_steps) = 0;
+  virtual void RestoreLossScaler(double scale, int64_t clean_streak, int hysteresis_left, int64_t overflows) = 0;
 
  protected:
   Engine() = default;

@@ -13,7 +13,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm/status_agreement.h"
-#include "engine/engine_impl.h"
+#include "engine/engine.h"
+#include "engine/observer.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/toy_model.h"
 #include "gtest/gtest.h"
@@ -47,9 +48,21 @@ void OnRanks(Fn fn) {
   for (std::thread& t : threads) t.join();
 }
 
-absl::StatusOr<std::unique_ptr<EngineImpl>> Create(int stage, Communicator* comm, const EngineTestHooks& hooks = {}) {
-  return EngineImpl::Create(Config(stage), {comm, comm}, BuildToyModel(Toy()), hooks);
+absl::StatusOr<std::unique_ptr<Engine>> Create(int stage, Communicator* comm,
+                                              const std::vector<EngineObserver*>& observers = {}) {
+  return Engine::CreateWithCommunicator(Config(stage), comm, BuildToyModel(Toy()), observers);
 }
+
+// Sets a byte limit on one category before Create allocates the model state.
+class LimitBeforeAllocation : public EngineObserver {
+ public:
+  LimitBeforeAllocation(MemoryCategory category, int64_t bytes) : category_(category), bytes_(bytes) {}
+  void OnBeforeAllocation(MemoryTracker& tracker) override { tracker.SetLimit(category_, bytes_); }
+
+ private:
+  MemoryCategory category_;
+  int64_t bytes_;
+};
 
 // What a rank that was fine returns for another rank's failure.
 void ExpectRelayed(const absl::Status& s, absl::string_view expected) {
@@ -62,10 +75,11 @@ TEST(EngineFailureTest, AnAllocationFailingInCreateOnOneRankFailsCreateOnEveryRa
   for (int stage : {0, 3}) {
     SCOPED_TRACE(absl::StrCat("stage ", stage));
     OnRanks([&](int rank, Communicator* comm) {
-      EngineTestHooks hooks;
-      if (rank == 1) hooks.before_allocation = [](MemoryTracker& t) { t.SetLimit(MemoryCategory::kOptimizerState, 0); };
+      LimitBeforeAllocation starve(MemoryCategory::kOptimizerState, 0);
+      std::vector<EngineObserver*> observers;
+      if (rank == 1) observers.push_back(&starve);
       const Clock::time_point t0 = Clock::now();
-      absl::StatusOr<std::unique_ptr<EngineImpl>> engine = Create(stage, comm, hooks);
+      absl::StatusOr<std::unique_ptr<Engine>> engine = Create(stage, comm, observers);
       EXPECT_LT(SecondsSince(t0), 1.0);
       ASSERT_FALSE(engine.ok());
       if (rank == 1) {
@@ -87,7 +101,7 @@ TEST(EngineFailureTest, AStagingBufferFailingOnOneRankStopsTheStepEverywhereAndN
   for (int stage : {0, 2}) {
     SCOPED_TRACE(absl::StrCat("stage ", stage));
     OnRanks([&](int rank, Communicator* comm) {
-      absl::StatusOr<std::unique_ptr<EngineImpl>> engine = Create(stage, comm);
+      absl::StatusOr<std::unique_ptr<Engine>> engine = Create(stage, comm);
       ASSERT_TRUE(engine.ok()) << engine.status();
       std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Toy().seq_len, kDp, 1, rank);
       // Stage 0-1 reserve the gradient shard, every stage the reduction's
@@ -118,7 +132,7 @@ TEST(EngineFailureTest, AStagingBufferFailingOnOneRankStopsTheStepEverywhereAndN
 
 TEST(EngineFailureTest, GatherParamFailingOnOneRankFailsEverywhere) {
   OnRanks([&](int rank, Communicator* comm) {
-    absl::StatusOr<std::unique_ptr<EngineImpl>> engine = Create(3, comm);
+    absl::StatusOr<std::unique_ptr<Engine>> engine = Create(3, comm);
     ASSERT_TRUE(engine.ok()) << engine.status();
     if (rank == 0) (*engine)->memory().SetLimit(MemoryCategory::kWorkspace, 0);
     const Clock::time_point t0 = Clock::now();

@@ -1,7 +1,8 @@
 // EngineImpl: the engine's internals behind engine/engine.h — the step
 // program and its executor, the per-unit shards, the reducer and the
-// optimizer. Trainers use engine.h; the checkpoint code and tests reach in
-// here through Internals(engine) for the state they save, load and check.
+// optimizer. Private to //engine (Bazel visibility: //engine/... and
+// //tests/engine/...); everything else uses engine.h, its state view and
+// its observers.
 //
 // The executor runs the step program (engine/step_program.h) one action at a
 // time. Its state is keyed by (micro-batch, unit): the output of a FORWARD
@@ -32,6 +33,8 @@
 #include "core/timeline.h"
 #include "engine/engine.h"
 #include "engine/engine_options.h"
+#include "engine/observer.h"
+#include "engine/state_view.h"
 #include "engine/step_plan.h"
 #include "engine/step_program.h"
 #include "nn/model.h"
@@ -67,12 +70,34 @@ struct EngineComms {
   Communicator* replica = nullptr;  // hybrid sharding's replica group (null: none)
 };
 
-// Test seams of Create.
-struct EngineTestHooks {
-  // Called on the engine's memory tracker before the model state is
-  // allocated (e.g. to set a byte limit that makes this rank's allocation
-  // fail).
-  std::function<void(MemoryTracker&)> before_allocation;
+// The communicators Engine::Create takes from a grid for `config`
+// (kInvalidArgument when the grid's shard groups differ from the config's).
+absl::StatusOr<EngineComms> CommsForGrid(const EngineConfig& config, ProcessGrid* grid);
+
+class EngineImpl;
+
+// The state view (engine/state_view.h) over an EngineImpl's shards and
+// optimizer.
+class EngineStateViewImpl final : public EngineStateView {
+ public:
+  explicit EngineStateViewImpl(EngineImpl* engine) : engine_(engine) {}
+  // After the optimizer exists: its state kinds follow the fixed three.
+  void Init();
+
+  int num_units() const override;
+  const std::vector<StateKindInfo>& kinds() const override { return kinds_; }
+  StateRegion region(int unit, int kind) const override;
+  void* data(int unit, int kind) override;
+  const void* data(int unit, int kind) const override;
+  absl::Status Read(int unit, int kind, int64_t offset, int64_t count, void* host_out) const override;
+  absl::Status Write(int unit, int kind, int64_t offset, int64_t count, const void* host_in) override;
+  absl::Status Commit() override;
+
+ private:
+  absl::Status CheckRange(int unit, int kind, int64_t offset, int64_t count) const;
+
+  EngineImpl* engine_;
+  std::vector<StateKindInfo> kinds_;
 };
 
 class EngineImpl final : public Engine {
@@ -80,7 +105,7 @@ class EngineImpl final : public Engine {
   // Collective over comms.dp and comms.control (see Engine::Create).
   static absl::StatusOr<std::unique_ptr<EngineImpl>> Create(const EngineConfig& config, EngineComms comms,
                                                             std::unique_ptr<Model> model,
-                                                            const EngineTestHooks& hooks = EngineTestHooks());
+                                                            const std::vector<EngineObserver*>& observers = {});
   ~EngineImpl() override;
 
   // Engine.
@@ -99,68 +124,53 @@ class EngineImpl final : public Engine {
     return timeline_ != nullptr && !trace_written_ && trace_steps_ > 0 && traced_steps_ >= trace_steps_;
   }
   absl::StatusOr<TraceFileInfo> WriteTrace() override;
+  void AddObserver(EngineObserver* observer) override;
+  void RemoveObserver(EngineObserver* observer) override;
+  EngineStateView& state() override { return state_view_; }
+  const EngineStateView& state() const override { return state_view_; }
+  const EngineOptions& options() const override { return options_; }
+  const StepPlan& plan() const override { return plan_; }
+  EngineCoordinates coordinates() const override;
+  const GradReducer& reducer() const override { return *reducer_; }
+  int64_t gathers(int unit) const override { return shards_[unit] == nullptr ? 0 : shards_[unit]->gathers(); }
+  Communicator& control() override { return *control_; }
+  Communicator& shard_group() override { return *dp_; }
+  Communicator* replica_group() override { return replica_; }
+  const LossScaler& loss_scaler() const override { return *scaler_; }
+  void RestoreProgress(int64_t step, int64_t skipped_steps) override;
+  void RestoreLossScaler(double scale, int64_t clean_streak, int hysteresis_left, int64_t overflows) override;
 
   // Internals.
-  const EngineOptions& options() const { return options_; }
   Device device() const { return options_.device; }
-  int num_units() const { return static_cast<int>(plan_.layouts.size()); }
-  const FlatParamLayout& layout(int unit) const { return plan_.layouts[unit]; }
-  UnitShard& unit_shard(int unit) { return *shards_[unit]; }
-  bool trainable(int unit) const { return plan_.units[unit].trainable; }
+  // Null for a unit of another pipeline stage.
+  UnitShard* unit_shard(int unit) { return shards_[unit].get(); }
+  const UnitShard* unit_shard(int unit) const { return shards_[unit].get(); }
   // The optimizer, and the region of `unit` in it: -1 for a frozen unit
   // (no optimizer state).
   ShardedOptimizer& optimizer() { return *optimizer_; }
+  const ShardedOptimizer& optimizer() const { return *optimizer_; }
   int optimizer_region(int unit) const { return regions_[unit]; }
-  LossScaler& loss_scaler() { return *scaler_; }
-  int64_t step() const { return step_; }
-  int64_t skipped_steps() const { return skipped_steps_; }
-  // Checkpoint loading: optimizer steps (AdamW bias correction and the LR
-  // schedule continue from them) and skipped steps.
-  void RestoreCounters(int64_t step, int64_t skipped_steps);
-  // The shard group (all of dp without hybrid sharding).
-  Communicator& dp() { return *dp_; }
-  // Hybrid sharding: the replica group (null without it).
-  Communicator* replica() { return replica_; }
-  // This rank's coordinate in the dp-wide layout checkpoints are written
-  // in: shard group rank · replicas + replica rank (the dp rank without
-  // hybrid sharding).
   int checkpoint_dp_rank() const;
   int replicas() const { return replica_ == nullptr ? 1 : replica_->size(); }
   // Ranks of the whole dp group (shard group size times replicas).
   int dp_size() const { return dp_->size() * replicas(); }
-  // Every rank of the job, host memory (checkpoints, traces, agreements).
-  Communicator& control() { return *control_; }
-  int pipeline_stage() const { return plan_.stage; }
   // This rank's tensor-parallel coordinate (0 of 1 without a tp group).
   int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
   int tp_size() const { return tp_ == nullptr ? 1 : tp_->size(); }
   // Collective over dp: rounds every unit's master weights into its compute
   // parameters, as a step's publication does (after a checkpoint load).
   absl::Status PublishMasterWeights();
-  // Whether each unit's activations are recomputed (activation checkpointing).
-  std::vector<bool> checkpointed_units() const;
-  const StepPlan& plan() const { return plan_; }
-  const GradReducer& reducer() const { return *reducer_; }
-  const StepProgram& train_program() const { return plan_.train; }
-  const StepProgram& eval_program() const { return plan_.eval; }
-
-  // Test hook: called on every rank after the step's gradient reduction and
-  // before the overflow check, once per trainable unit, with the count of
-  // steps attempted before this one (skipped ones included), the unit, and
-  // this rank's f32 reduced (still scaled) gradient shard. Tests poison it.
-  using GradHook = std::function<void(int64_t attempt, int unit, float* grad_shard, int64_t numel)>;
-  void SetGradHookForTesting(GradHook hook) { grad_hook_ = std::move(hook); }
-  // Test hook: like the grad hook, but with the gradient the optimizer
-  // applies (unscaled, reweighed to the global mean, clipped), right before
-  // the update of a step that is not skipped.
-  void SetFinalGradHookForTesting(GradHook hook) { final_grad_hook_ = std::move(hook); }
-  // Test hook: called before every action of a training step, with the
-  // count of steps attempted before this one. Fault tests stall a rank
-  // mid-step with it.
-  using ActionHook = std::function<void(int64_t attempt, const Action& action)>;
-  void SetActionHookForTesting(ActionHook hook) { action_hook_ = std::move(hook); }
 
  private:
+  // Calls `event` on every observer, in the order they were added.
+  template <typename F>
+  void Notify(const F& event) {
+    for (EngineObserver* o : observers_) event(*o);
+  }
+  // OnReducedGradient / OnFinalGradient for every trainable unit.
+  void NotifyGradients(void (EngineObserver::*event)(const GradientEvent&), int64_t attempt);
+  void NotifyGradient(void (EngineObserver::*event)(const GradientEvent&), int64_t attempt, int unit);
+
   // A pipeline transfer is a header (tensor count, dtypes, shapes) then one
   // message per tensor, on the pp communicator.
   struct TransferReceive {
@@ -234,7 +244,7 @@ class EngineImpl final : public Engine {
 
   EngineImpl() = default;
   // engine.cc: set-up.
-  absl::Status Init(const EngineConfig& config, const EngineTestHooks& hooks);
+  absl::Status Init(const EngineConfig& config);
   absl::Status CheckFingerprints(const EngineConfig& config, const absl::Status& local);
   absl::Status Allocate();
   absl::Status InitParams();
@@ -263,10 +273,15 @@ class EngineImpl final : public Engine {
   absl::Status HostCollective(Communicator& comm, const float* in, int64_t in_count, float* out, int64_t out_count,
                               const std::function<std::unique_ptr<Work>(const void*, void*)>& issue,
                               const std::function<absl::Status(Work&)>& wait = nullptr);
-  // engine_step.cc: the executor.
+  // engine_step.cc: the executor. TrainStep (engine_observe.cc) is this
+  // between the observers' step events.
+  absl::StatusOr<StepResult> RunTrainStep(absl::Span<const Batch> micro_batches);
   absl::Status AgreeOnBatches(absl::Span<const Batch> batches, const absl::Status& local, double* nominal_weight);
   absl::Status RunProgram(const StepProgram& program, RunContext* run);
   absl::Status RunAction(const Action& action, RunContext* run);
+  // engine_observe.cc: RunAction between the observers' action events, with
+  // the waits it added to run->timings.
+  absl::Status RunObservedAction(const Action& action, int index, RunContext* run);
   // engine_transfer.cc: SEND_* / RECV_* and their completion.
   absl::Status PostSend(const Action& action, RunContext* run);
   absl::Status PostReceive(const Action& action, RunContext* run);
@@ -336,9 +351,8 @@ class EngineImpl final : public Engine {
   int peak_gathered_ = 0;
   int peak_kept_ = 0;
   int kept_now_ = 0;
-  GradHook grad_hook_;
-  GradHook final_grad_hook_;
-  ActionHook action_hook_;
+  std::vector<EngineObserver*> observers_;  // not owned
+  EngineStateViewImpl state_view_{this};
   absl::Status broken_;
   std::string trace_path_;
   int64_t trace_steps_ = 0;
@@ -346,10 +360,6 @@ class EngineImpl final : public Engine {
   bool trace_written_ = false;
   absl::StatusOr<TraceFileInfo> trace_result_;
 };
-
-// The internals of an engine made by Engine::Create (every engine is one).
-EngineImpl& Internals(Engine& engine);
-const EngineImpl& Internals(const Engine& engine);
 
 }  // namespace zeroshard
 

@@ -38,13 +38,7 @@ void EngineImpl::StartOptimizerPhase(RunContext* run) {
   phase.started = true;
   if (timeline_ != nullptr) phase.span.emplace(timeline_.get(), "optimizer", "optimizer");
   const int L = num_units();
-  if (grad_hook_) {
-    for (int u = 0; u < L; ++u) {
-      if (regions_[u] < 0) continue;
-      grad_hook_(attempts_, u, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel());
-    }
-  }
-  ++attempts_;
+  NotifyGradients(&EngineObserver::OnReducedGradient, attempts_);
   run->result->loss_scale = scaler_->scale();
   phase.unit_sumsq.assign(L, 0.0);
   phase.counted.assign(L, false);
@@ -229,7 +223,7 @@ absl::Status EngineImpl::Update(int bucket, RunContext* run) {
       RETURN_IF_ERROR(kernels::ScaleInPlace(compute_.kernels, shards_[u]->grad_shard(),
                                             plan_.layouts[u].shard_numel(), DType::kF32, phase.factor, nullptr));
     }
-    if (final_grad_hook_) final_grad_hook_(attempts_ - 1, u, shards_[u]->grad_shard(), plan_.layouts[u].shard_numel());
+    NotifyGradient(&EngineObserver::OnFinalGradient, attempts_, u);
   }
   if (options_.zero.all_gathers_reduced_grads()) {
     // The second half of the all-reduce: every rank gets every reduced shard.
@@ -283,6 +277,9 @@ absl::Status EngineImpl::Publish(int bucket, RunContext* run) {
 
 absl::Status EngineImpl::ScalerUpdate(RunContext* run) {
   StepResult* result = run->result;
+  // Every action of the step saw the same attempt count (the RNG keys, the
+  // observer's events); the next step is the next attempt.
+  ++attempts_;
   run->optimizer.full_f32.clear();
   for (auto& shard : shards_) {
     if (shard != nullptr) shard->FreeGradShard();

@@ -117,7 +117,7 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_batches) {
+absl::StatusOr<StepResult> EngineImpl::RunTrainStep(absl::Span<const Batch> micro_batches) {
   RETURN_IF_ERROR(CheckUsable());
   Clock::time_point start = Clock::now();
   StepResult result;
@@ -201,8 +201,9 @@ absl::Status EngineImpl::RunProgram(const StepProgram& program, RunContext* run)
   for (auto& per_mb : run->state) per_mb.resize(L);
   kept_now_ = 0;
   for (const Action& action : program.actions) {
-    if (action_hook_ && run->training) action_hook_(attempts_, action);
-    RETURN_IF_ERROR(RunAction(action, run));
+    RETURN_IF_ERROR(observers_.empty() || !run->training
+                        ? RunAction(action, run)
+                        : RunObservedAction(action, static_cast<int>(&action - program.actions.data()), run));
     if (!run->receives.empty() || !run->sends.empty()) RETURN_IF_ERROR(ProgressTransfers(run));
   }
   return FinishTransfers(run);

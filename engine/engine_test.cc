@@ -5,7 +5,6 @@
 #include "comm/status_agreement.h"
 #include "core/testing/test_seed.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
 #include "sharding/flat_param_layout.h"
 
 #include <cmath>
@@ -536,7 +535,7 @@ TEST(EngineTest, CheckpointingPolicyPicksUnits) {
       for (const std::string& u : c.named) config.mutable_activation_checkpointing()->add_units(u);
       auto engine = Engine::CreateWithCommunicator(config, comm, BuildToyModel(toy));
       ASSERT_TRUE(engine.ok()) << engine.status();
-      EXPECT_EQ(Internals(**engine).checkpointed_units(), c.expected)
+      EXPECT_EQ((*engine)->checkpointed_units(), c.expected)
           << ActivationCheckpointingConfig::Policy_Name(c.policy) << " k " << c.k;
     });
   }
@@ -787,7 +786,7 @@ TEST(EngineTest, UnitWithoutParametersWorksInEveryStage) {
       spec.bucket_bytes = 0;
       auto engine = Engine::CreateWithCommunicator(MakeConfig(spec), comm, BuildToyModel(cfg));
       ASSERT_TRUE(engine.ok()) << engine.status();
-      EXPECT_EQ(Internals(**engine).layout(3).padded_numel(), 0);
+      EXPECT_EQ((*engine)->layout(3).padded_numel(), 0);
       std::vector<HostBatch> batches = SliceBatch(tokens, 2, 1, rank);
       for (int s = 0; s < 3; ++s) ASSERT_TRUE((*engine)->TrainStep({&batches[0].view, 1}).ok());
       for (const std::string& name : (*engine)->ParamNames()) {

@@ -13,6 +13,14 @@ double ComputeMs(const StepTimings& t) {
   return std::max(0.0, t.total - waits) * 1e3;
 }
 
+void ComputeTimeObserver::OnStepEnd(const StepEvent&, const StepResult& result) { ms_ += ComputeMs(result.timings); }
+
+double ComputeTimeObserver::TakeMs() {
+  const double ms = ms_;
+  ms_ = 0;
+  return ms;
+}
+
 absl::StatusOr<StragglerReport> ShareComputeTimes(Communicator& group, double compute_ms) {
   const float mine = static_cast<float>(compute_ms);
   std::vector<float> all(static_cast<size_t>(group.size()));

@@ -56,5 +56,17 @@ TEST(StragglerTest, ComputeIsTheStepLessItsWaits) {
   EXPECT_NEAR(ComputeMs(t), 500.0, 1e-9);
 }
 
+TEST(StragglerTest, TheObserverAddsUpComputeTimeUntilTaken) {
+  ComputeTimeObserver observer;
+  StepResult r;
+  r.timings.total = 0.5;
+  r.timings.gather_wait = 0.1;
+  r.timings.publish_wait = 0.15;
+  observer.OnStepEnd(StepEvent{0, 0}, r);
+  observer.OnStepEnd(StepEvent{1, 1}, r);
+  EXPECT_DOUBLE_EQ(observer.TakeMs(), 2 * 250.0);
+  EXPECT_EQ(observer.TakeMs(), 0);
+}
+
 }  // namespace
 }  // namespace zeroshard

@@ -25,7 +25,7 @@
 #include "data/token_file.h"
 #include "engine/config_loader.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
+#include "engine/observer.h"
 #include "engine/engine_runtime.h"
 #include "engine/metrics_writer.h"
 #include "engine/straggler.h"
@@ -171,6 +171,24 @@ std::string DescribePipeline(const StepPlan& plan, const EngineConfig& config) {
   return out;
 }
 
+// --testing_slow_rank: this rank sleeps before the first FORWARD of every
+// training step it attempts, inside the step's compute time, so the
+// straggler report has a rank to name.
+class SlowRank : public EngineObserver {
+ public:
+  explicit SlowRank(double ms) : ms_(ms) {}
+  bool active() const { return ms_ > 0; }
+  void OnActionStart(const ActionEvent& action) override {
+    if (action.action->kind != ActionKind::kForward || action.attempt == slowed_) return;
+    slowed_ = action.attempt;
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms_));
+  }
+
+ private:
+  double ms_;
+  int64_t slowed_ = -1;
+};
+
 }  // namespace
 
 absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
@@ -210,8 +228,15 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
 
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildGpt2(Gpt2ConfigFromTrainConfig(config)));
   const int64_t num_params = model->num_logical_params();  // vocabulary padding not counted
-  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_config, &grid, std::move(model)));
-  const std::string pipeline = DescribePipeline(Internals(*engine).plan(), engine_config);
+  // This rank's compute time for the straggler report, and the testing
+  // straggler; both outlive the engine.
+  ComputeTimeObserver compute_time;
+  SlowRank slow_rank(flags.slow_rank == world_rank ? flags.slow_rank_ms : 0);
+  std::vector<EngineObserver*> observers = {&compute_time};
+  if (slow_rank.active()) observers.push_back(&slow_rank);
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                   Engine::Create(engine_config, &grid, std::move(model), observers));
+  const std::string pipeline = DescribePipeline(engine->plan(), engine_config);
 
   ASSIGN_OR_RETURN(std::unique_ptr<DataSplit> train, OpenSplit(config.data().train_path(), config));
   std::unique_ptr<DataSplit> val;
@@ -315,15 +340,6 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   std::optional<float> last_loss;
   const SaveOptions save_options = SaveOptionsFromConfig(config);
   bool trace_written = false;
-  double interval_compute_ms = 0;  // this rank's, since the last logging step
-  if (flags.slow_rank == world_rank && flags.slow_rank_ms > 0) {
-    int64_t slowed = -1;
-    Internals(*engine).SetActionHookForTesting([&flags, slowed](int64_t attempt, const Action&) mutable {
-      if (attempt == slowed) return;
-      slowed = attempt;
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(flags.slow_rank_ms));
-    });
-  }
   while (step < total_steps) {
     {
       TraceScope span(engine->timeline(), "data", "load batch");
@@ -351,12 +367,10 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     const double tokens_per_s = static_cast<double>(r.rows) * config.model().seq_len() / (step_ms / 1000.0);
     // Every logging step the ranks share their compute time since the last
     // one (one small all-gather on the world) and name the slowest.
-    interval_compute_ms += ComputeMs(r.timings);
     const bool logging = step % log_interval == 0 || last || step == 1;
     std::optional<StragglerReport> straggler;
     if (logging) {
-      ASSIGN_OR_RETURN(straggler, ShareComputeTimes(*world_ptr, interval_compute_ms));
-      interval_compute_ms = 0;
+      ASSIGN_OR_RETURN(straggler, ShareComputeTimes(*world_ptr, compute_time.TakeMs()));
     }
     if (metrics != nullptr) {
       StepMetrics m;

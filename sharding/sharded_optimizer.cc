@@ -43,6 +43,11 @@ absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(const
   std::unique_ptr<ShardedOptimizer> opt(new ShardedOptimizer());
   opt->options_ = options;
   opt->ctx_ = ctx;
+  if (options.type == OptimizerType::kAdamW) {
+    opt->kinds_ = {{"exp_avg", DType::kF32, 4, "exp_avg"}, {"exp_avg_sq", DType::kF32, 4, "exp_avg_sq"}};
+  } else if (options.momentum > 0) {
+    opt->kinds_ = {{"momentum", DType::kF32, 4, "momentum"}};
+  }
   const WeightDecayPolicy policy(options.no_decay_patterns);
   for (const OptimizerRegion& region : regions) {
     if (region.layout == nullptr || region.begin < 0 || region.length < 0 ||

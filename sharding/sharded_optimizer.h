@@ -28,6 +28,7 @@
 #include "core/memory_tracker.h"
 #include "kernels/context.h"
 #include "sharding/flat_param_layout.h"
+#include "sharding/optimizer_state_kind.h"
 #include "sharding/weight_decay_policy.h"
 
 namespace zeroshard {
@@ -101,6 +102,11 @@ class ShardedOptimizer {
   Buffer& mutable_exp_avg(int i) { return state_[i].first; }
   Buffer& mutable_exp_avg_sq(int i) { return state_[i].second; }
   Buffer& mutable_momentum(int i) { return state_[i].first; }
+  // The state kinds by name (AdamW: exp_avg, exp_avg_sq; SGD with momentum:
+  // momentum; plain SGD: none), and kind k's buffer of region i.
+  const std::vector<OptimizerStateKind>& state_kinds() const { return kinds_; }
+  const Buffer& state(int kind, int region) const { return kind == 0 ? state_[region].first : state_[region].second; }
+  Buffer& mutable_state(int kind, int region) { return kind == 0 ? state_[region].first : state_[region].second; }
 
  private:
   struct Segment {
@@ -116,6 +122,7 @@ class ShardedOptimizer {
   std::vector<OptimizerRegion> regions_;
   std::vector<std::vector<Segment>> segments_;            // per region
   std::vector<std::pair<Buffer, Buffer>> state_;          // AdamW (m, v); SGD (momentum, -)
+  std::vector<OptimizerStateKind> kinds_;                 // names of state_'s members in use
 };
 
 }  // namespace zeroshard

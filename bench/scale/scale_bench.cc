@@ -36,7 +36,6 @@
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "kernels/context.h"
 #include "nn/gpt2.h"
@@ -135,45 +134,45 @@ std::vector<int64_t> UnitNumels(const Gpt2Config& m) {
 //   replica group (R = dp / n ranks), per bucket: all-reduce of the reduced
 //     f32 shard, 2(R − 1)/R · 4·S_b, rounded down.
 // Under HSDP the norm all-reduce goes over the world, in neither dp group.
-// `gathers[u]` is unit u's stage-3 gathers in the step (UnitShard::gathers()
+// `gathers[u]` is unit u's stage-3 gathers in the step (Engine::gathers
 // delta).
-std::map<std::string, CommStats> CommTheory(const EngineImpl& impl, int stage, const std::vector<int64_t>& gathers,
+std::map<std::string, CommStats> CommTheory(const Engine& engine, int stage, const std::vector<int64_t>& gathers,
                                             bool int8_weights, bool int8_grads, int64_t block) {
-  const bool hybrid = impl.replicas() > 1;
+  const bool hybrid = engine.coordinates().replicas > 1;
   const std::string shard_group = hybrid ? "dp_shard" : "dp";
   std::map<std::string, CommStats> out;
   CommStats& s = out[shard_group];
-  const int n = impl.layout(0).dp();
-  for (int u = 0; u < impl.num_units(); ++u) {
-    const FlatParamLayout& l = impl.layout(u);
+  const int n = engine.layout(0).dp();
+  for (int u = 0; u < engine.num_units(); ++u) {
+    const FlatParamLayout& l = engine.layout(u);
     if (l.shard_numel() == 0) continue;
     if (stage == 3) {
       const int64_t part = int8_weights ? MaxPackedShardBytes(l, block) : l.shard_numel() * kF32;
       for (int64_t g = 0; g < gathers[u]; ++g) s.Record(CommOp::kAllGather, n, part, false);
-    } else if (impl.trainable(u)) {
+    } else if (engine.trainable(u)) {
       s.Record(CommOp::kAllGather, n, l.shard_numel() * kF32, false);
     }
   }
-  const GradReducer& reducer = impl.reducer();
+  const GradReducer& reducer = engine.reducer();
   for (int b = 0; b < reducer.num_buckets(); ++b) {
     int64_t shard = 0;
-    for (int u : reducer.bucket_units(b)) shard += impl.layout(u).shard_numel();
+    for (int u : reducer.bucket_units(b)) shard += engine.layout(u).shard_numel();
     if (shard == 0) continue;
     if (int8_grads) {
       int64_t chunk = 0;
       for (int d = 0; d < n; ++d) {
         int64_t bytes = 0;
-        for (int u : reducer.bucket_units(b)) bytes += PackedShardBytes(QuantizationRuns(impl.layout(u), d), block);
+        for (int u : reducer.bucket_units(b)) bytes += PackedShardBytes(QuantizationRuns(engine.layout(u), d), block);
         chunk = std::max(chunk, bytes);
       }
       s.Record(CommOp::kAllToAll, n, chunk, false);
     } else {
       s.Record(CommOp::kReduceScatter, n, shard * kF32, false);
     }
-    if (hybrid) out["dp_replica"].Record(CommOp::kAllReduce, impl.replicas(), shard * kF32, false);
+    if (hybrid) out["dp_replica"].Record(CommOp::kAllReduce, engine.coordinates().replicas, shard * kF32, false);
   }
   if (!hybrid) {
-    const int64_t sums = 5 + 2 * static_cast<int64_t>(impl.plan().metric_names.size());
+    const int64_t sums = 5 + 2 * static_cast<int64_t>(engine.plan().metric_names.size());
     s.Record(CommOp::kAllReduce, n, sums * kF32, false);
   }
   return out;
@@ -254,9 +253,9 @@ Run Start(const Variant& v, int world, const std::vector<int32_t>& tokens) {
 
 // One step, with its bytes and their prediction when `measure`.
 void Step(Run& run, bool measure) {
-  EngineImpl& impl = Internals(*run.engine);
+  Engine& engine = *run.engine;
   std::vector<int64_t> gathers_before;
-  for (int u = 0; u < impl.num_units(); ++u) gathers_before.push_back(impl.unit_shard(u).gathers());
+  for (int u = 0; u < engine.num_units(); ++u) gathers_before.push_back(engine.gathers(u));
   const std::map<std::string, CommStats> before = run.engine->comm_stats_by_group();
   absl::StatusOr<StepResult> r = run.engine->TrainStep(run.views);
   Check(r.status(), "TrainStep");
@@ -265,13 +264,13 @@ void Step(Run& run, bool measure) {
   if (!measure) return;
   run.sent.clear();
   for (const auto& [group, stats] : run.engine->comm_stats_by_group()) run.sent[group] = stats - before.at(group);
-  std::vector<int64_t> gathers(impl.num_units());
+  std::vector<int64_t> gathers(engine.num_units());
   run.gathers = 0;
-  for (int u = 0; u < impl.num_units(); ++u) {
-    gathers[u] = impl.unit_shard(u).gathers() - gathers_before[u];
+  for (int u = 0; u < engine.num_units(); ++u) {
+    gathers[u] = engine.gathers(u) - gathers_before[u];
     run.gathers += gathers[u];
   }
-  run.theory = CommTheory(impl, absl::GetFlag(FLAGS_stage), gathers, run.variant.int8_weights,
+  run.theory = CommTheory(engine, absl::GetFlag(FLAGS_stage), gathers, run.variant.int8_weights,
                           run.variant.int8_grads, absl::GetFlag(FLAGS_quantization_block));
 }
 
@@ -376,19 +375,19 @@ int Main(int argc, char** argv) {
   };
   std::vector<Memory> memory(runs.size());
   for (size_t i = 0; i < runs.size(); ++i) {
-    const EngineImpl& impl = Internals(*runs[i].engine);
+    const Engine& engine = *runs[i].engine;
     Memory& mem = memory[i];
-    mem.n = impl.layout(0).dp();
+    mem.n = engine.layout(0).dp();
     // The layouts against the shard-size rule: S = the smallest multiple of
     // 16·R elements with N·S >= the unit's numel (docs/parallelism.md).
     const std::vector<int64_t> numels = UnitNumels(m);
-    mem.layouts_match = impl.num_units() == static_cast<int>(numels.size());
+    mem.layouts_match = engine.num_units() == static_cast<int>(numels.size());
     int64_t shard = 0;
-    for (int u = 0; u < impl.num_units(); ++u) {
-      const FlatParamLayout& l = impl.layout(u);
+    for (int u = 0; u < engine.num_units(); ++u) {
+      const FlatParamLayout& l = engine.layout(u);
       mem.psi += l.numel();
       shard += l.shard_numel();
-      const int64_t want = RoundUp((numels[u] + mem.n - 1) / mem.n, kDefaultShardAlignment * impl.replicas());
+      const int64_t want = RoundUp((numels[u] + mem.n - 1) / mem.n, kDefaultShardAlignment * engine.coordinates().replicas);
       mem.layouts_match &= l.numel() == numels[u] && l.shard_numel() == want;
     }
     mem.padded = shard * mem.n;
@@ -501,12 +500,12 @@ int Main(int argc, char** argv) {
     const int64_t block = absl::GetFlag(FLAGS_quantization_block);
     std::vector<int> shown;
     for (const Run& run : runs) {
-      const EngineImpl& impl = Internals(*run.engine);
-      const int n = impl.layout(0).dp();
+      const Engine& engine = *run.engine;
+      const int n = engine.layout(0).dp();
       if (std::find(shown.begin(), shown.end(), n) != shown.end()) continue;
       shown.push_back(n);
-      for (int u = 0; u < impl.num_units(); ++u) {
-        const FlatParamLayout& l = impl.layout(u);
+      for (int u = 0; u < engine.num_units(); ++u) {
+        const FlatParamLayout& l = engine.layout(u);
         const int64_t s = l.shard_numel(), one_run = RoundUp(s, 4) + 4 * ((s + block - 1) / block);
         const int64_t runs_bytes = MaxPackedShardBytes(l, block);
         std::printf("| %d | %s | %lld | %lld | %lld | %.6f | %.4f |\n", n, l.unit_name().c_str(),

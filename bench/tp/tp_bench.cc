@@ -43,7 +43,6 @@
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "kernels/context.h"
 #include "nn/gpt2.h"
@@ -293,10 +292,9 @@ Run Start(Bench& bench, const Layout& l, int stage) {
 
 // The engine's flat-buffer layouts, against the analytical unit sizes.
 bool LayoutsMatchTheory(const Engine& engine, const std::vector<int64_t>& numels, int dp) {
-  const EngineImpl& impl = Internals(engine);
-  if (impl.num_units() != static_cast<int>(numels.size())) return false;
-  for (int u = 0; u < impl.num_units(); ++u) {
-    const FlatParamLayout& layout = impl.layout(u);
+  if (engine.num_units() != static_cast<int>(numels.size())) return false;
+  for (int u = 0; u < engine.num_units(); ++u) {
+    const FlatParamLayout& layout = engine.layout(u);
     if (layout.numel() != numels[u] || layout.shard_numel() != ShardNumel(numels[u], dp)) return false;
   }
   return true;

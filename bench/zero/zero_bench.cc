@@ -40,7 +40,6 @@
 #include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "kernels/context.h"
 #include "nn/gpt2.h"
@@ -132,7 +131,7 @@ void MemoryAndComm(ProcessGrid& grid, int threads) {
     auto engine = Engine::Create(Config(stage, n, threads), &grid, std::move(model).value());
     Check(engine.status(), "Engine::Create");
     int64_t padded = 0;
-    for (int u = 0; u < Internals(**engine).num_units(); ++u) padded += Internals(**engine).layout(u).padded_numel();
+    for (int u = 0; u < (*engine)->num_units(); ++u) padded += (*engine)->layout(u).padded_numel();
     (*engine)->memory().ResetPeaks();
     const CommStats before = (*engine)->comm_stats();
     Check((*engine)->TrainStep(views).status(), "TrainStep");
@@ -314,7 +313,7 @@ void GridMemory(int world_rank, int world_size, int threads) {
       auto engine = Engine::Create(c, &grid, std::move(model).value());
       Check(engine.status(), "Engine::Create");
       Check((*engine)->TrainStep(views).status(), "TrainStep");
-      const StepPlan& plan = Internals(**engine).plan();
+      const StepPlan& plan = (*engine)->plan();
       const MemoryTracker& m = (*engine)->memory();
       RankState mine{grid.pp_rank(), 0, 0, 0,
                      m.Usage(MemoryCategory::kParams).current, m.Usage(MemoryCategory::kGrads).current,
@@ -351,8 +350,7 @@ void GridMemory(int world_rank, int world_size, int threads) {
 }
 
 // The stage's collectives alone (no compute): what compute could hide.
-double CommOnlySeconds(Engine& public_engine, Communicator& dp, int stage) {
-  const EngineImpl& engine = Internals(public_engine);
+double CommOnlySeconds(const Engine& engine, Communicator& dp, int stage) {
   std::vector<std::vector<float>> full, shard;
   for (int u = 0; u < engine.num_units(); ++u) {
     full.emplace_back(engine.layout(u).padded_numel());

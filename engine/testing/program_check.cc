@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/comm_stats.h"
-#include "engine/engine_impl.h"
 #include "engine/step_program.h"
 
 namespace zeroshard {
@@ -29,10 +28,10 @@ std::string ProgramGroup(const std::string& engine_group) {
 }  // namespace
 
 ProgramCheck CheckStepAgainstProgram(Engine& engine, const std::function<void()>& step) {
-  EngineImpl& impl = Internals(engine);
-  const std::map<std::string, int> sizes = {{"dp", impl.dp().size()}, {"dp_replica", impl.replicas()}};
+  const EngineCoordinates at = engine.coordinates();
+  const std::map<std::string, int> sizes = {{"dp", at.shard_size}, {"dp_replica", at.replicas}};
   CollectivesByGroup predicted;
-  for (const auto& [key, totals] : CountCollectives(impl.train_program(), sizes)) {
+  for (const auto& [key, totals] : CountCollectives(engine.train_program(), sizes)) {
     if (sizes.count(key.first) > 0) predicted[key] = totals;
   }
   const std::map<std::string, CommStats> before = engine.comm_stats_by_group();

@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
+#include "engine/state_view.h"
 #include "engine/testing/shared_seed.h"
 #include "examples/classifier/classifier_data.h"
 #include "examples/classifier/classifier_model.h"
@@ -121,22 +121,24 @@ EngineRun RunEngine(const Case& c, int steps, const LabeledExamples& train, cons
   auto engine = Engine::Create(MakeConfig(c, steps), &Grid(), std::move(model).value());
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return run;
-  EngineImpl& internals = Internals(**engine);
+  const Engine& trained = **engine;
+  const EngineStateView& view = trained.state();
+  const int first_state = EngineStateView::kFirstOptimizerKind;
 
-  // The frozen projection has no optimizer region, and AdamW's state is
+  // The frozen projection has no optimizer state, and AdamW's state is
   // exactly m and v of the trainable units' shards (SGD: the momentum).
-  EXPECT_FALSE(internals.trainable(0));
-  EXPECT_EQ(internals.optimizer_region(0), -1);
+  EXPECT_FALSE(trained.trainable(0));
+  EXPECT_FALSE(view.region(0, first_state).present);
   int64_t trainable_shard = 0;
-  for (int u = 0; u < internals.num_units(); ++u) {
+  for (int u = 0; u < trained.num_units(); ++u) {
     if (u > 0) {
-      EXPECT_GE(internals.optimizer_region(u), 0) << u;
+      EXPECT_TRUE(view.region(u, first_state).present) << u;
     }
-    if (internals.trainable(u)) trainable_shard += internals.unit_shard(u).master_numel();
+    if (trained.trainable(u)) trainable_shard += view.region(u, EngineStateView::kMaster).length;
   }
   if (c.stage > 0) {
     int64_t layout_shards = 0;
-    for (int u = 1; u < internals.num_units(); ++u) layout_shards += internals.layout(u).shard_numel();
+    for (int u = 1; u < trained.num_units(); ++u) layout_shards += trained.layout(u).shard_numel();
     EXPECT_EQ(trainable_shard, layout_shards);
   }
   const int64_t bytes_per_element = c.optimizer == OptimizerConfig::ADAMW ? 8 : 4;

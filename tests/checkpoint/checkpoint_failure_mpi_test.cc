@@ -22,7 +22,6 @@
 #include "comm/status_agreement.h"
 #include "core/file_io.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
@@ -90,7 +89,7 @@ struct TrainRun {
     EXPECT_TRUE(e.ok()) << e.status();
     if (e.ok()) engine = std::move(*e);
   }
-  int64_t step() const { return Internals(*engine).step(); }
+  int64_t step() const { return engine->stats().step; }
   absl::Status Steps(int n) {
     for (int i = 0; i < n; ++i) {
       const std::vector<int32_t> tokens = RandomTokens(static_cast<uint32_t>(100 + step()), kGlobalBatch,

@@ -34,7 +34,6 @@
 #include "comm/process_grid.h"
 #include "core/file_io.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/shared_seed.h"
 #include "engine/testing/tiny_gpt2.h"
@@ -117,12 +116,12 @@ struct TrainRun {
   std::vector<int64_t> skipped;     // StepResult::skipped_steps after each step
 
   absl::Status Step() {
-    const int dp = Internals(*engine).dp().size();
+    const int dp = engine->coordinates().shard_size;
     const int k = config.engine().gradient_accumulation_steps();
-    const int64_t s = Internals(*engine).step();
+    const int64_t s = engine->stats().step;
     const std::vector<int32_t> tokens =
         RandomTokens(static_cast<uint32_t>(data_seed + s), kGlobalBatch, Tiny().seq_len, Tiny().vocab_size);
-    std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, k, Internals(*engine).dp().rank());
+    std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, k, engine->coordinates().shard_rank);
     absl::StatusOr<StepResult> r = engine->TrainStep(Views(batches));
     if (!r.ok()) return r.status();
     losses.push_back(r->loss);
@@ -147,7 +146,7 @@ struct TrainRun {
     return w;
   }
   absl::Status Save(const std::string& root, const SaveOptions& options = SaveOptions()) {
-    return SaveCheckpoint(*engine, root, Internals(*engine).step(), config, {Internals(*engine).step() * kGlobalBatch, 0}, options);
+    return SaveCheckpoint(*engine, root, engine->stats().step, config, {engine->stats().step * kGlobalBatch, 0}, options);
   }
 };
 
@@ -211,8 +210,8 @@ TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAccumulationAndF16LossS
         TrainRun first = MakeRun(&World(), stage, k, seed, 2, edit);
         ASSERT_TRUE(first.Steps(10).ok());
         ASSERT_TRUE(first.Save(root).ok());
-        const int64_t saved_at = Internals(*first.engine).step();
-        const int64_t first_skipped = Internals(*first.engine).skipped_steps();
+        const int64_t saved_at = first.engine->stats().step;
+        const int64_t first_skipped = first.engine->stats().skipped_steps;
         first.engine.reset();
 
         TrainRun second = MakeRun(&World(), stage, k, seed, 2, edit);
@@ -223,11 +222,11 @@ TEST(CheckpointMpiTest, ResumeIsBitwiseExactForEveryStageAccumulationAndF16LossS
         EXPECT_EQ(loaded->saved_dp, dp);
         EXPECT_EQ(loaded->data.sequences_consumed, saved_at * kGlobalBatch);
         EXPECT_EQ(loaded->seed, kSeed);
-        EXPECT_EQ(Internals(*second.engine).step(), saved_at);
-        EXPECT_EQ(Internals(*second.engine).skipped_steps(), first_skipped);
+        EXPECT_EQ(second.engine->stats().step, saved_at);
+        EXPECT_EQ(second.engine->stats().skipped_steps, first_skipped);
         if (f16) {
           EXPECT_EQ(loaded->loss_scaler.scale(), straight.next_scales[9]);
-          EXPECT_EQ(Internals(*second.engine).loss_scaler().scale(), straight.next_scales[9]);
+          EXPECT_EQ(second.engine->loss_scaler().scale(), straight.next_scales[9]);
           // The scale keeps moving after the save, so restoring it matters.
           EXPECT_NE(*std::min_element(straight.next_scales.begin() + 10, straight.next_scales.end()),
                     *std::max_element(straight.next_scales.begin() + 10, straight.next_scales.end()));
@@ -411,7 +410,7 @@ TEST(CheckpointMpiTest, SgdMomentumResumesExactlyAndWeightsOnlyLoadsIntoAdamW) {
   weights_only.weights_only = true;
   absl::StatusOr<LoadedCheckpoint> init = LoadCheckpoint(*adam.engine, root, weights_only);
   ASSERT_TRUE(init.ok()) << init.status();
-  EXPECT_EQ(Internals(*adam.engine).step(), 0);
+  EXPECT_EQ(adam.engine->stats().step, 0);
   ExpectBitwiseEqual(at_save, adam.Gather(), "weights-only load");
   ASSERT_TRUE(adam.Steps(1).ok());
 }

@@ -26,7 +26,6 @@
 #include "comm/process_grid.h"
 #include "core/file_io.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/shared_seed.h"
@@ -94,7 +93,7 @@ struct TrainRun {
   absl::Status Steps(int n) {
     ProcessGrid& grid = Grid(layout.dp, layout.pp);
     for (int i = 0; i < n; ++i) {
-      const int64_t s = Internals(*engine).step();
+      const int64_t s = engine->stats().step;
       const std::vector<int32_t> tokens =
           RandomTokens(static_cast<uint32_t>(data_seed + s), kGlobalBatch, Tiny().seq_len, Tiny().vocab_size);
       std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, layout.dp,
@@ -116,7 +115,7 @@ struct TrainRun {
     return w;
   }
   absl::Status Save(const std::string& root) {
-    const int64_t step = Internals(*engine).step();
+    const int64_t step = engine->stats().step;
     return SaveCheckpoint(*engine, root, step, config, {step * kGlobalBatch, 0});
   }
 };

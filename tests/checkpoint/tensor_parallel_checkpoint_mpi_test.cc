@@ -39,7 +39,6 @@
 #include "comm/process_grid.h"
 #include "core/file_io.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/shared_seed.h"
@@ -115,7 +114,7 @@ struct TrainRun {
 
   absl::Status Steps(int n) {
     for (int i = 0; i < n; ++i) {
-      const int64_t s = Internals(*engine).step();
+      const int64_t s = engine->stats().step;
       const std::vector<int32_t> tokens =
           RandomTokens(static_cast<uint32_t>(data_seed + s), kGlobalBatch, Model(1).seq_len, Model(1).vocab_size);
       std::vector<HostBatch> batches =
@@ -145,7 +144,7 @@ struct TrainRun {
     return w;
   }
   absl::Status Save(const std::string& root) {
-    const int64_t step = Internals(*engine).step();
+    const int64_t step = engine->stats().step;
     return SaveCheckpoint(*engine, root, step, config, {step * kGlobalBatch, 0});
   }
 };
@@ -294,7 +293,7 @@ TEST(TensorParallelCheckpointMpiTest, ResumeAtTheSavingLayoutIsBitwiseExact) {
     EXPECT_EQ(loaded->step, 3);
     EXPECT_EQ(loaded->saved_dp, dp);
     EXPECT_EQ(loaded->saved_tp, 2);
-    EXPECT_EQ(Internals(*second.engine).step(), 3);
+    EXPECT_EQ(second.engine->stats().step, 3);
     ExpectBitwiseEqual(saved, second.Gather(), "right after loading");
     ASSERT_TRUE(second.Steps(3).ok());
     ASSERT_EQ(second.losses.size(), 3u);

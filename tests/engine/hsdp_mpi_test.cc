@@ -28,7 +28,7 @@
 #include "comm/process_grid.h"
 #include "core/file_io.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
+#include "engine/state_view.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/program_check.h"
@@ -101,7 +101,7 @@ struct TrainRun {
   void Steps(int n) {
     const int batch = r_batch();
     for (int i = 0; i < n && engine != nullptr; ++i) {
-      const int64_t s = Internals(*engine).step();
+      const int64_t s = engine->stats().step;
       const std::vector<int32_t> tokens = RandomTokens(static_cast<uint32_t>(data_seed + s), batch, 8, 67);
       std::vector<HostBatch> batches =
           MicroBatchesForRank(tokens, batch, 8, WorldSize(), kAccumulation, Grid(c.shard_group).dp_rank());
@@ -169,11 +169,12 @@ TEST(HsdpMpiTest, MatchesFullShardingAndIsBitwiseAcrossStages) {
         EXPECT_TRUE(BitwiseEqual(w, first)) << run.c.Name() << " differs from ZeRO 0 at the same S";
       }
       // Every replica of a shard holds the same master shard, bit for bit.
-      EngineImpl& impl = Internals(*run.engine);
+      const EngineStateView& view = run.engine->state();
       Communicator* replica = Grid(S).dp_replica();
       ASSERT_NE(replica, nullptr);
-      for (int u = 0; u < impl.num_units(); ++u) {
-        int32_t mine = Fingerprint(impl.unit_shard(u).master(), impl.unit_shard(u).master_numel());
+      for (int u = 0; u < view.num_units(); ++u) {
+        int32_t mine = Fingerprint(static_cast<const float*>(view.data(u, EngineStateView::kMaster)),
+                                   view.region(u, EngineStateView::kMaster).length);
         std::vector<int32_t> all(replica->size());
         ASSERT_TRUE(replica->AllGather(&mine, all.data(), 1, DType::kI32)->Wait().ok());
         for (int32_t f : all) EXPECT_EQ(f, all[0]) << run.c.Name() << " unit " << u;
@@ -230,9 +231,9 @@ TEST(HsdpMpiTest, BytesPerStepOnShardAndReplicaGroupsMatchTheFormulas) {
     TrainRun run = TrainRun::Create({S, stage}, 3);
     ASSERT_NE(run.engine, nullptr);
     run.Steps(1);  // warm: the counters below are one steady step
-    EngineImpl& impl = Internals(*run.engine);
+    const Engine& engine = *run.engine;
     std::vector<int64_t> gathers_before;
-    for (int u = 0; u < impl.num_units(); ++u) gathers_before.push_back(impl.unit_shard(u).gathers());
+    for (int u = 0; u < engine.num_units(); ++u) gathers_before.push_back(engine.gathers(u));
     const auto before = run.engine->comm_stats_by_group();
     ASSERT_EQ(before.count("dp_shard"), 1u);
     ASSERT_EQ(before.count("dp_replica"), 1u);
@@ -242,12 +243,12 @@ TEST(HsdpMpiTest, BytesPerStepOnShardAndReplicaGroupsMatchTheFormulas) {
     const CommStats shard = Delta(after.at("dp_shard"), before.at("dp_shard"));
     const CommStats replica = Delta(after.at("dp_replica"), before.at("dp_replica"));
     int64_t shard_elems = 0, gathered = 0;
-    for (int u = 0; u < impl.num_units(); ++u) {
-      shard_elems += impl.layout(u).shard_numel();
-      gathered += (impl.unit_shard(u).gathers() - gathers_before[u]) * impl.layout(u).shard_numel();
+    for (int u = 0; u < engine.num_units(); ++u) {
+      shard_elems += engine.layout(u).shard_numel();
+      gathered += (engine.gathers(u) - gathers_before[u]) * engine.layout(u).shard_numel();
     }
     int buckets = 0;
-    for (int b = 0; b < impl.reducer().num_buckets(); ++b) buckets += impl.reducer().reduce_bytes(b) > 0;
+    for (int b = 0; b < engine.reducer().num_buckets(); ++b) buckets += engine.reducer().reduce_bytes(b) > 0;
     // Every micro-batch reduce-scatters each bucket over S ranks and then
     // all-reduces its shard over R replicas (f32).
     EXPECT_EQ(shard[CommOp::kReduceScatter].calls, kAccumulation * buckets) << run.c.Name();

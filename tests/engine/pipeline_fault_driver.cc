@@ -15,7 +15,7 @@
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
+#include "engine/testing/function_observer.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "nn/gpt2.h"
@@ -39,17 +39,19 @@ int Run(int timeout_s) {
   c.mutable_parallel()->set_pp(n);
   c.mutable_device()->set_threads_per_rank(1);
   const Gpt2Config model = TinyGpt2(2 * n);
+  FunctionObserver stall;  // before the engine: it outlives it
   auto engine = Engine::Create(c, &*grid, std::move(BuildGpt2(model)).value());
   if (!engine.ok()) {
     std::fprintf(stderr, "pipeline_fault_driver: %s\n", std::string(engine.status().message()).c_str());
     return 2;
   }
   const bool last = grid->pp_rank() == n - 1;
-  Internals(**engine).SetActionHookForTesting([&](int64_t attempt, const Action& a) {
-    if (!last || attempt != 1 || a.kind != ActionKind::kBackward) return;
+  stall.action_start = [&](const ActionEvent& a) {
+    if (!last || a.attempt != 1 || a.action->kind != ActionKind::kBackward) return;
     std::fflush(stderr);
     raise(SIGSTOP);  // mpirun's kill ends it
-  });
+  };
+  (*engine)->AddObserver(&stall);
   const int rows = 2 * n;
   std::vector<HostBatch> batches =
       MicroBatchesForRank(RandomTokens(3, rows, model.seq_len, model.vocab_size), rows, model.seq_len, 1, n, 0);

@@ -19,7 +19,8 @@
 #include "absl/strings/str_join.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
+#include "engine/state_view.h"
+#include "engine/testing/function_observer.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/tiny_gpt2.h"
@@ -100,24 +101,23 @@ std::vector<int32_t> SharedTokens(int rows, uint32_t* seed_out) {
 
 // Whether the embed unit's master shard on the first stage equals its
 // mirror's on the last (both ends of this rank's embedding group).
-bool TiedCopiesEqual(EngineImpl& impl, ProcessGrid& grid) {
+bool TiedCopiesEqual(Engine& engine, ProcessGrid& grid) {
   if (grid.shape().pp == 1 || (grid.pp_rank() != 0 && grid.pp_rank() != grid.shape().pp - 1)) return true;
-  UnitShard& embed = impl.unit_shard(0);
-  const int64_t n = embed.master_numel();
+  EngineStateView& view = engine.state();
+  const int64_t n = view.region(0, EngineStateView::kMaster).length;
   std::vector<float> both(2 * n);
-  EXPECT_TRUE(grid.embedding().AllGather(embed.master(), both.data(), n, DType::kF32)->Wait().ok());
+  EXPECT_TRUE(grid.embedding().AllGather(view.data(0, EngineStateView::kMaster), both.data(), n, DType::kF32)->Wait().ok());
   return std::memcmp(both.data(), both.data() + n, n * sizeof(float)) == 0;
 }
 
-using GradHook = EngineImpl::GradHook;
-
-Outcome RunPipeline(const Case& c, const std::vector<int32_t>& tokens, GradHook hook = nullptr) {
+Outcome RunPipeline(const Case& c, const std::vector<int32_t>& tokens, EngineObserver* observer = nullptr) {
   Outcome run;
   ProcessGrid& grid = Grid(c.dp, c.pp);
-  auto engine = Engine::Create(Config(c), &grid, std::move(BuildGpt2(Model())).value());
+  std::vector<EngineObserver*> observers;
+  if (observer != nullptr) observers.push_back(observer);
+  auto engine = Engine::Create(Config(c), &grid, std::move(BuildGpt2(Model())).value(), observers);
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return run;
-  if (hook) Internals(**engine).SetGradHookForTesting(hook);
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, c.Batch(), Model().seq_len, c.dp, c.m, grid.dp_rank());
   const std::vector<Batch> views = Views(batches);
   for (int s = 0; s < kSteps; ++s) {
@@ -127,7 +127,7 @@ Outcome RunPipeline(const Case& c, const std::vector<int32_t>& tokens, GradHook 
     run.losses.push_back(r->loss);
     run.skipped.push_back(r->skipped ? 1 : 0);
     run.scales.push_back(r->loss_scale);
-    run.tied_equal = run.tied_equal && TiedCopiesEqual(Internals(**engine), grid);
+    run.tied_equal = run.tied_equal && TiedCopiesEqual(**engine, grid);
   }
   run.activations_peak = (*engine)->memory().Usage(MemoryCategory::kActivations).peak;
   for (const std::string& name : (*engine)->ParamNames()) {
@@ -291,13 +291,14 @@ TEST(PipelineMpiTest, F16InfOnOneStageSkipsTheStepOnEveryStage) {
   const bool poisoner = grid.pp_rank() == c.pp - 1 && grid.dp_rank() == dp - 1;
   const int last_unit = 7;  // held by the last stage only
   const std::set<int64_t> poisoned = {2, 5};
-  GradHook hook = [&](int64_t attempt, int unit, float* g, int64_t numel) {
-    if (poisoner && unit == last_unit && numel > 0 && poisoned.count(attempt) > 0) g[numel / 2] = INFINITY;
+  FunctionObserver poison;
+  poison.reduced_gradient = [&](const GradientEvent& g) {
+    if (poisoner && g.unit == last_unit && g.numel > 0 && poisoned.count(g.attempt) > 0) g.shard[g.numel / 2] = INFINITY;
   };
   uint32_t seed = 0;
   const std::vector<int32_t> tokens = SharedTokens(c.Batch(), &seed);
   SCOPED_TRACE(absl::StrCat("token seed ", seed, " ", c.Name()));
-  const Outcome run = RunPipeline(c, tokens, hook);
+  const Outcome run = RunPipeline(c, tokens, &poison);
   ASSERT_EQ(run.skipped.size(), static_cast<size_t>(kSteps));
   std::vector<int> expected_skips(kSteps, 0);
   std::vector<double> expected_scales;

@@ -28,7 +28,8 @@
 #include "comm/mpi_communicator.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
+#include "engine/state_view.h"
+#include "engine/testing/function_observer.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/shared_seed.h"
@@ -137,10 +138,13 @@ Weights AllWeights(Engine& engine) {
 // This rank's optimizer state, every region, m then v.
 std::vector<float> OptimizerState(Engine& engine) {
   std::vector<float> out;
-  ShardedOptimizer& opt = Internals(engine).optimizer();
-  for (int i = 0; i < opt.num_regions(); ++i) {
-    for (const Buffer* b : {&opt.exp_avg(i), &opt.exp_avg_sq(i)}) {
-      out.insert(out.end(), b->as<float>(), b->as<float>() + b->numel());
+  const EngineStateView& view = engine.state();
+  for (int u = 0; u < view.num_units(); ++u) {
+    for (int k = EngineStateView::kFirstOptimizerKind; k < view.num_kinds(); ++k) {
+      const StateRegion r = view.region(u, k);
+      if (!r.present) continue;
+      const float* b = static_cast<const float*>(view.data(u, k));
+      out.insert(out.end(), b, b + r.length);
     }
   }
   return out;
@@ -259,14 +263,16 @@ TEST(PrecisionMpiTest, InfOnOneRankSkipsTheStepEverywhereAndScaleFollowsHysteres
     s.stage = stage;
     s.compute = F16;
     s.dynamic_scale = true;
+    FunctionObserver poison;  // before the engine: it outlives it
     auto engine = MakeEngine(s);
     ASSERT_TRUE(engine.ok()) << engine.status();
     const int dp = Grid().dp().size();
     const bool poisoner = Grid().dp_rank() == dp - 1;
-    Internals(**engine).SetGradHookForTesting([&](int64_t attempt, int unit, float* g, int64_t n) {
+    poison.reduced_gradient = [&](const GradientEvent& g) {
       // Unit 1 (h.0): its shard is non-empty on every rank.
-      if (poisoner && unit == 1 && n > 0 && kPoisoned.count(attempt) > 0) g[n / 2] = INFINITY;
-    });
+      if (poisoner && g.unit == 1 && g.numel > 0 && kPoisoned.count(g.attempt) > 0) g.shard[g.numel / 2] = INFINITY;
+    };
+    (*engine)->AddObserver(&poison);
     std::vector<HostBatch> batches =
         MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, 1, Grid().dp_rank());
     const std::vector<Batch> views = Views(batches);
@@ -319,13 +325,15 @@ TEST(PrecisionMpiTest, OverflowAtTheFloorStopsTheRunOnEveryRank) {
   s.dynamic_scale = true;
   s.initial_scale = 4;
   s.min_scale = 2;
+  FunctionObserver poison;  // before the engine: it outlives it
   auto engine = MakeEngine(s);
   ASSERT_TRUE(engine.ok()) << engine.status();
   const int dp = Grid().dp().size();
   const bool poisoner = Grid().dp_rank() == 0;
-  Internals(**engine).SetGradHookForTesting([&](int64_t, int unit, float* g, int64_t n) {
-    if (poisoner && unit == 1 && n > 0) g[0] = NAN;
-  });
+  poison.reduced_gradient = [&](const GradientEvent& g) {
+    if (poisoner && g.unit == 1 && g.numel > 0) g.shard[0] = NAN;
+  };
+  (*engine)->AddObserver(&poison);
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, Tiny().seq_len, dp, 1, Grid().dp_rank());
   const std::vector<Batch> views = Views(batches);
   // Hysteresis 2 at scale 4: spend, back off to 2, spend nothing more (the

@@ -28,6 +28,7 @@
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
+#include "engine/testing/function_observer.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/program_check.h"
@@ -116,16 +117,15 @@ Weights Train(const Case& c, int steps, uint32_t seed) {
 }
 
 CommStats OneStepDp(Engine& engine, const Case& c, uint32_t seed, int64_t* gathered_packed, int64_t* gathered_f32) {
-  EngineImpl& impl = Internals(engine);
   std::vector<int64_t> before;
-  for (int u = 0; u < impl.num_units(); ++u) before.push_back(impl.unit_shard(u).gathers());
+  for (int u = 0; u < engine.num_units(); ++u) before.push_back(engine.gathers(u));
   const CommStats start = engine.comm_stats();
   EXPECT_TRUE(Step(engine, c, seed).ok());
   const CommStats delta = engine.comm_stats() - start;
   *gathered_packed = *gathered_f32 = 0;
-  for (int u = 0; u < impl.num_units(); ++u) {
-    const int64_t g = impl.unit_shard(u).gathers() - before[u], S = impl.layout(u).shard_numel();
-    *gathered_packed += g * MaxPackedShardBytes(impl.layout(u), kBlock);
+  for (int u = 0; u < engine.num_units(); ++u) {
+    const int64_t g = engine.gathers(u) - before[u], S = engine.layout(u).shard_numel();
+    *gathered_packed += g * MaxPackedShardBytes(engine.layout(u), kBlock);
     *gathered_f32 += g * S * 4;
   }
   return delta;
@@ -157,7 +157,7 @@ TEST(QuantizationMpiTest, BytesMatchThePackedFormulaAndAreAQuarterOfF32) {
   std::unique_ptr<Engine> qg = Create(g);
   ASSERT_NE(qg, nullptr);
   const CommStats grads = OneStepDp(*qg, g, seed, &packed, &f32);
-  const GradReducer& reducer = Internals(*qg).reducer();
+  const GradReducer& reducer = qg->reducer();
   // Each destination's part of a bucket: its units' runs, padded to the
   // largest destination's.
   int64_t chunks = 0;
@@ -166,7 +166,7 @@ TEST(QuantizationMpiTest, BytesMatchThePackedFormulaAndAreAQuarterOfF32) {
     for (int d = 0; d < n; ++d) {
       int64_t bytes = 0;
       for (int u : reducer.bucket_units(b)) {
-        bytes += PackedShardBytes(QuantizationRuns(Internals(*qg).layout(u), d), kBlock);
+        bytes += PackedShardBytes(QuantizationRuns(qg->layout(u), d), kBlock);
       }
       largest = std::max(largest, bytes);
     }
@@ -195,12 +195,14 @@ double GradientError(const Case& c, uint32_t seed) {
   for (bool q : {false, true}) {
     Case run = c;
     run.grads = q;
+    auto& into = q ? quantized : exact;
+    FunctionObserver record;  // before the engine: it outlives it
+    record.reduced_gradient = [&](const GradientEvent& g) {
+      if (g.attempt == 0) into[g.unit].assign(g.shard, g.shard + g.numel);
+    };
     std::unique_ptr<Engine> e = Create(run);
     if (e == nullptr) return INFINITY;
-    auto& into = q ? quantized : exact;
-    Internals(*e).SetGradHookForTesting([&](int64_t attempt, int unit, float* g, int64_t numel) {
-      if (attempt == 0) into[unit].assign(g, g + numel);
-    });
+    e->AddObserver(&record);
     EXPECT_TRUE(Step(*e, run, seed).ok());
   }
   double sums[2] = {0, 0};
@@ -275,14 +277,19 @@ TEST(QuantizationMpiTest, RepeatsBitwiseAndStagesAgreeWithQuantizedGradients) {
 TEST(QuantizationMpiTest, QuantizedGatherIsWithinHalfAScaleOfTheMaster) {
   if (WorldSize() < 2) GTEST_SKIP() << "quantized collectives need 2 or more ranks";
   const Case c{3, true};
-  std::unique_ptr<Engine> e = Create(c);
-  ASSERT_NE(e, nullptr);
-  ASSERT_TRUE(Step(*e, c, 17).ok());
-  EngineImpl& impl = Internals(*e);
+  // The gathered (dequantized) copy is internal state: the engine is made
+  // as an EngineImpl to read it.
+  absl::StatusOr<EngineComms> comms = CommsForGrid(Config(c), &Grid(c.shard_group));
+  ASSERT_TRUE(comms.ok()) << comms.status();
+  absl::StatusOr<std::unique_ptr<EngineImpl>> made =
+      EngineImpl::Create(Config(c), *comms, std::move(BuildGpt2(Model())).value());
+  ASSERT_TRUE(made.ok()) << made.status();
+  EngineImpl& impl = **made;
+  ASSERT_TRUE(Step(impl, c, 17).ok());
   const int n = WorldSize();
   int checked = 0;
   for (int u = 0; u < impl.num_units(); ++u) {
-    UnitShard& shard = impl.unit_shard(u);
+    UnitShard& shard = *impl.unit_shard(u);
     const int64_t S = impl.layout(u).shard_numel();
     if (S == 0) continue;
     std::vector<float> exact(S * n);
@@ -321,7 +328,7 @@ TEST(QuantizationMpiTest, QuantizedGatherIsWithinHalfAScaleOfTheMaster) {
   }
   EXPECT_GT(checked, 2);
   // GatherParam reads the master: exact, not on the int8 grid.
-  const Weights w = GatherWeights(*e);
+  const Weights w = GatherWeights(impl);
   EXPECT_FALSE(w.empty());
 }
 

@@ -18,7 +18,6 @@
 #include "absl/strings/str_join.h"
 #include "comm/comm_stats.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
 #include "engine/engine_options.h"
 #include "engine/program_simulator.h"
 #include "engine/step_plan.h"
@@ -159,9 +158,9 @@ TEST(SchedulePredictionMpiTest, EngineRunsWhatTheScheduleAndSimulatorPredict) {
     ASSERT_TRUE(model.ok()) << model.status();
     absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(config, &grid, std::move(model).value());
     ASSERT_TRUE(engine.ok()) << engine.status();
-    ASSERT_TRUE(Internals(**engine).train_program().actions == program.actions)
+    ASSERT_TRUE((*engine)->train_program().actions == program.actions)
         << "the engine's program differs from PlanDataParallelStep's:\n--- engine ---\n"
-        << FormatProgram(Internals(**engine).train_program()) << "--- planned ---\n"
+        << FormatProgram((*engine)->train_program()) << "--- planned ---\n"
         << FormatProgram(program);
 
     for (int step = 1; step <= kSteps; ++step) {

@@ -27,7 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
+#include "engine/testing/function_observer.h"
 #include "engine/step_program.h"
 #include "engine/testing/global_batch.h"
 #include "gtest/gtest.h"
@@ -338,16 +338,18 @@ TEST(TensorParallelMpiTest, TpCollectivesAndModelStateMatchTheFormulas) {
 // recomputed): sequence parallelism keeps 1/tp of every row-split tensor.
 int64_t KeptActivationBytes(const Case& c, const std::vector<int32_t>& tokens) {
   ProcessGrid& grid = Grid(c.dp, c.tp);
+  FunctionObserver at_backward;  // before the engine: it outlives it
   auto engine = Engine::Create(Config(c), &grid, std::move(BuildGpt2(TestModel(c.tp))).value());
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return -1;
   int64_t kept = -1;
-  EngineImpl& impl = Internals(**engine);
-  impl.SetActionHookForTesting([&](int64_t, const Action& action) {
-    if (kept < 0 && action.kind == ActionKind::kBackward) {
-      kept = impl.memory().Usage(MemoryCategory::kActivations).current;
+  Engine& trained = **engine;
+  at_backward.action_start = [&](const ActionEvent& a) {
+    if (kept < 0 && a.action->kind == ActionKind::kBackward) {
+      kept = trained.memory().Usage(MemoryCategory::kActivations).current;
     }
-  });
+  };
+  trained.AddObserver(&at_backward);
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, c.Batch(), TestModel(c.tp).seq_len, c.dp, c.m,
                                                        grid.dp_rank());
   EXPECT_TRUE((*engine)->TrainStep(Views(batches)).ok());

@@ -26,7 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
+#include "engine/state_view.h"
 #include "engine/testing/global_batch.h"
 #include "gtest/gtest.h"
 #include "nn/gpt2.h"
@@ -119,12 +119,12 @@ std::vector<int32_t> SharedTokens(uint32_t* seed_out) {
 
 // The embed unit's master shard on the first stage against its mirror's on
 // the last (the same tp slice and dp shard at both ends of the group).
-bool TiedCopiesEqual(EngineImpl& impl, ProcessGrid& grid) {
+bool TiedCopiesEqual(Engine& engine, ProcessGrid& grid) {
   if (grid.shape().pp == 1 || (grid.pp_rank() != 0 && grid.pp_rank() != grid.shape().pp - 1)) return true;
-  UnitShard& embed = impl.unit_shard(0);
-  const int64_t n = embed.master_numel();
+  EngineStateView& view = engine.state();
+  const int64_t n = view.region(0, EngineStateView::kMaster).length;
   std::vector<float> both(2 * n);
-  EXPECT_TRUE(grid.embedding().AllGather(embed.master(), both.data(), n, DType::kF32)->Wait().ok());
+  EXPECT_TRUE(grid.embedding().AllGather(view.data(0, EngineStateView::kMaster), both.data(), n, DType::kF32)->Wait().ok());
   return std::memcmp(both.data(), both.data() + n, n * sizeof(float)) == 0;
 }
 
@@ -145,7 +145,7 @@ Outcome Run3d(const Case& c, const std::vector<int32_t>& tokens) {
     std::vector<float> all(grid.world().size());
     EXPECT_TRUE(grid.world().AllGather(&r->loss, all.data(), 1, DType::kF32)->Wait().ok());
     for (float l : all) run.loss_same_on_every_rank = run.loss_same_on_every_rank && l == all[0];
-    run.tied_equal = run.tied_equal && TiedCopiesEqual(Internals(**engine), grid);
+    run.tied_equal = run.tied_equal && TiedCopiesEqual(**engine, grid);
   }
   run.activations_peak = (*engine)->memory().Usage(MemoryCategory::kActivations).peak;
   run.weights = GatherWeights(**engine);

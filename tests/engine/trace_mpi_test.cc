@@ -19,7 +19,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
@@ -106,17 +105,17 @@ TEST_P(TraceTest, OneFileFromEveryRankWithTheWindowNestedAndAligned) {
   std::unique_ptr<Engine> engine = MakeEngine(TracedConfig(stage, path));
   ASSERT_NE(engine, nullptr);
   ASSERT_NE(engine->timeline(), nullptr);
-  const int L = Internals(*engine).num_units();
+  const int L = engine->num_units();
   std::vector<HostBatch> batches = MicroBatchesForRank(RandomTokens(5, kGlobalBatch, Tiny().seq_len, Tiny().vocab_size),
                                                        kGlobalBatch, Tiny().seq_len, n, 1, Grid().dp_rank());
   const std::vector<Batch> views = Views(batches);
   int64_t gathers_before = 0, gathers_after = 0;
-  for (int u = 0; u < L; ++u) gathers_before += Internals(*engine).unit_shard(u).gathers();
+  for (int u = 0; u < L; ++u) gathers_before += engine->gathers(u);
   for (int s = 1; s <= kTraceSteps + 1; ++s) {
     ASSERT_TRUE(engine->TrainStep(views).ok());
     EXPECT_EQ(engine->trace_due(), s >= kTraceSteps) << "after step " << s;
     if (s == kTraceSteps) {
-      for (int u = 0; u < L; ++u) gathers_after += Internals(*engine).unit_shard(u).gathers();
+      for (int u = 0; u < L; ++u) gathers_after += engine->gathers(u);
     }
   }
   absl::StatusOr<TraceFileInfo> info = engine->WriteTrace();
@@ -177,10 +176,10 @@ TEST_P(TraceTest, OneFileFromEveryRankWithTheWindowNestedAndAligned) {
     EXPECT_EQ(Count(compute, "recompute"), kTraceSteps * (L - 1));
     EXPECT_EQ(Count(compute, "optimizer", "optimizer"), kTraceSteps);
     // One UPDATE per gradient bucket.
-    EXPECT_EQ(Count(compute, "optimizer", "update"), kTraceSteps * Internals(*engine).reducer().num_buckets());
+    EXPECT_EQ(Count(compute, "optimizer", "update"), kTraceSteps * engine->reducer().num_buckets());
     EXPECT_EQ(Count(comm, "gather"), gathers_after - gathers_before);
     EXPECT_EQ(Count(comm, "gather") > 0, stage == 3);
-    EXPECT_EQ(Count(comm, "reduce_scatter"), kTraceSteps * Internals(*engine).reducer().num_buckets());
+    EXPECT_EQ(Count(comm, "reduce_scatter"), kTraceSteps * engine->reducer().num_buckets());
     EXPECT_EQ(Count(comm, "publish", "AllGather params") > 0, stage == 1 || stage == 2);
     EXPECT_EQ(Count(comm, "publish", "AllGather grads") > 0, stage == 0);
     EXPECT_EQ(Count(comm, "allreduce", "AllReduce grad norm"), kTraceSteps);

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
+#include "engine/testing/function_observer.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/shared_seed.h"
@@ -107,18 +107,20 @@ TEST(WeightedLossMpiTest, MicroBatchesOfDifferentWeightsGiveTheGradientOfTheGlob
   for (int k : {1, 3}) {
     for (int stage : {0, 1, 2, 3}) {
       SCOPED_TRACE(absl::StrCat("dp ", dp, " k ", k, " stage ", stage));
+      FunctionObserver compare;  // before the engine: it outlives it
       auto engine = Engine::Create(Config(stage, dp, k), &Grid(), std::move(BuildGpt2(TinyGpt2())).value());
       ASSERT_TRUE(engine.ok()) << engine.status();
-      EngineImpl& impl = Internals(**engine);
+      const Engine& trained = **engine;
       std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, TinyGpt2().seq_len, dp, k, rank);
       MaskTargets(&batches);
       // Compare this rank's shard of the applied gradient with the same
       // elements of the reference, summing squares over every parameter.
       double diff2 = 0, norm2 = 0;
       int hooked = 0;
-      impl.SetFinalGradHookForTesting([&](int64_t, int unit, float* g, int64_t) {
+      compare.final_gradient = [&](const GradientEvent& grad) {
         ++hooked;
-        const FlatParamLayout& layout = impl.layout(unit);
+        const float* g = grad.shard;
+        const FlatParamLayout& layout = trained.layout(grad.unit);
         for (const ShardSegment& seg : layout.SegmentsForRank(rank)) {
           const std::vector<float>& r = ref.grads.at(layout.params()[seg.param_index].name);
           for (int64_t i = 0; i < seg.length; ++i) {
@@ -127,10 +129,11 @@ TEST(WeightedLossMpiTest, MicroBatchesOfDifferentWeightsGiveTheGradientOfTheGlob
             norm2 += static_cast<double>(r[seg.offset_in_param + i]) * r[seg.offset_in_param + i];
           }
         }
-      });
+      };
+      (*engine)->AddObserver(&compare);
       absl::StatusOr<StepResult> step = (*engine)->TrainStep(Views(batches));
       ASSERT_TRUE(step.ok()) << step.status();
-      EXPECT_EQ(hooked, impl.num_units());
+      EXPECT_EQ(hooked, trained.num_units());
       // An f32 sum of the ranks' partial sums is exact enough for a ratio.
       float fsums[2] = {static_cast<float>(diff2), static_cast<float>(norm2)};
       ASSERT_TRUE(Grid().dp().AllReduce(fsums, 2, DType::kF32, ReduceOp::kSum)->Wait().ok());

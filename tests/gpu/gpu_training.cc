@@ -4,7 +4,7 @@
 #include <map>
 #include <utility>
 
-#include "engine/engine_impl.h"
+#include "engine/engine.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/tiny_gpt2.h"
@@ -67,7 +67,7 @@ void TrainMore(TrainedRun& run, const TrainConfig& config, int steps) {
   const Device device = config.engine().device().type() == DeviceConfig::CUDA ? Device::kCuda : Device::kCpu;
   const int rank = RuntimeFor(device, config.engine().parallel().pp()).grid->dp_rank();
   for (int i = 0; i < steps && run.engine != nullptr; ++i) {
-    const int64_t s = Internals(*run.engine).step();
+    const int64_t s = run.engine->stats().step;
     const std::vector<int32_t> tokens = RandomTokens(static_cast<uint32_t>(100 + s), GlobalBatch(), 8, 67);
     std::vector<HostBatch> batches = MicroBatchesForRank(tokens, GlobalBatch(), 8, dp, kAccumulation, rank);
     absl::StatusOr<StepResult> result = run.engine->TrainStep(Views(batches));
