@@ -8,6 +8,7 @@
 #include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
 #include "kernels/optimizer.h"
+#include "sharding/optimizer_registry.h"
 
 namespace zeroshard {
 namespace {
@@ -30,7 +31,7 @@ std::vector<float> RandomVector(std::mt19937* rng, int64_t n) {
 
 OptimizerOptions AdamW() {
   OptimizerOptions o;
-  o.type = OptimizerType::kAdamW;
+  o.name = "adamw";
   o.beta1 = 0.9f;
   o.beta2 = 0.95f;
   o.eps = 1e-8f;
@@ -40,7 +41,7 @@ OptimizerOptions AdamW() {
 
 OptimizerOptions SgdNesterov() {
   OptimizerOptions o;
-  o.type = OptimizerType::kSgd;
+  o.name = "sgd";
   o.momentum = 0.9f;
   o.nesterov = true;
   o.weight_decay = 0.01f;
@@ -67,7 +68,9 @@ void ExpectShardsMatchWhole(const OptimizerOptions& options) {
     ASSERT_TRUE(opt.ok()) << opt.status();
     shard_opts.push_back(std::move(*opt));
   }
-  const int64_t per_element = options.type == OptimizerType::kAdamW ? 8 : 4;
+  int64_t per_element = 0;  // what the plug-in declares: AdamW 8, SGD with momentum 4
+  for (const OptimizerStateKind& k : (*full_opt)->state_kinds()) per_element += k.bytes_per_element;
+  EXPECT_EQ(per_element, options.name == "adamw" ? 8 : 4);
   EXPECT_EQ(tracker.Usage(MemoryCategory::kOptimizerState).current, per_element * (P + 3 * S));
   for (int step = 1; step <= 3; ++step) {
     std::vector<float> grad = RandomVector(&rng, P);
@@ -131,8 +134,8 @@ TEST(ShardedOptimizerTest, AdamWFirstStepMatchesFormula) {
   for (int64_t i = 0; i < layout.numel(); ++i) {
     const double expected = before[i] - 1e-3 * g[i] / (std::fabs(g[i]) + 1e-8);
     EXPECT_NEAR(p[i], expected, 1e-6 * std::fabs(expected) + 1e-9) << i;
-    EXPECT_NEAR((*opt)->exp_avg(0).as<float>()[i], 0.1 * g[i], 1e-6 * std::fabs(g[i]));
-    EXPECT_NEAR((*opt)->exp_avg_sq(0).as<float>()[i], 0.05 * g[i] * g[i], 1e-6 * g[i] * g[i]);
+    EXPECT_NEAR((*opt)->state(0, 0).as<float>()[i], 0.1 * g[i], 1e-6 * std::fabs(g[i]));
+    EXPECT_NEAR((*opt)->state(1, 0).as<float>()[i], 0.05 * g[i] * g[i], 1e-6 * g[i] * g[i]);
   }
 }
 
@@ -151,6 +154,11 @@ TEST(ShardedOptimizerTest, RejectsBadRegionsAndOptions) {
   nesterov.dampening = 0.5f;
   EXPECT_EQ(ShardedOptimizer::Create(nesterov, {}, &tracker, ctx).status().code(),
             absl::StatusCode::kInvalidArgument);
+  OptimizerOptions unknown = AdamW();
+  unknown.name = "adam";
+  s = ShardedOptimizer::Create(unknown, {}, &tracker, ctx).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "unknown optimizer 'adam'; expected one of " + RegisteredOptimizerNames());
   auto opt = ShardedOptimizer::Create(AdamW(), {{&layout, 0, 16}}, &tracker, ctx);
   ASSERT_TRUE(opt.ok());
   EXPECT_EQ((*opt)->Step({}, {}, 1.0f, 1).code(), absl::StatusCode::kInvalidArgument);

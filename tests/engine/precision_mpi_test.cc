@@ -134,13 +134,14 @@ Weights AllWeights(Engine& engine) {
   return out;
 }
 
-// This rank's optimizer state, every region, m then v.
+// This rank's optimizer state, every region, each state kind in order (m then v).
 std::vector<float> OptimizerState(Engine& engine) {
   std::vector<float> out;
   ShardedOptimizer& opt = Internals(engine).optimizer();
   for (int i = 0; i < opt.num_regions(); ++i) {
-    for (const Buffer* b : {&opt.exp_avg(i), &opt.exp_avg_sq(i)}) {
-      out.insert(out.end(), b->as<float>(), b->as<float>() + b->numel());
+    for (size_t k = 0; k < opt.state_kinds().size(); ++k) {
+      const Buffer& b = opt.state(static_cast<int>(k), i);
+      out.insert(out.end(), b.as<float>(), b.as<float>() + b.numel());
     }
   }
   return out;
