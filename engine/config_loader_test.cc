@@ -270,6 +270,12 @@ const BadConfig kBadConfigs[] = {
     {"nesterov_without_momentum", "engine { optimizer { type: SGD nesterov: true } }", false, 3,
      "PATH: invalid config:\nengine.optimizer.nesterov: needs momentum > 0 and dampening 0; got momentum 0, "
      "dampening 0"},
+    {"adamw_given_momentum", "engine { optimizer { momentum: 0 } }", false, 3,
+     "PATH: invalid config:\nengine.optimizer.momentum: set, but ADAMW does not take it; expected unset (ADAMW takes "
+     "beta1, beta2, eps besides lr, weight_decay, no_decay_patterns, grad_clip)"},
+    {"sgd_given_eps", "engine { optimizer { type: SGD eps: 1e-8 } }", false, 3,
+     "PATH: invalid config:\nengine.optimizer.eps: set, but SGD does not take it; expected unset (SGD takes momentum, "
+     "dampening, nesterov besides lr, weight_decay, no_decay_patterns, grad_clip)"},
     {"tensor_parallel", "engine { parallel { dp: 1 tp: 3 } }", false, 3,
      "PATH: invalid config:\nmodel.n_head: 2 is not a multiple of engine.parallel.tp = 3 (each tp rank holds whole "
      "heads)\nmodel.n_embd: 32 is not a multiple of engine.parallel.tp = 3"},
