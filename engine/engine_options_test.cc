@@ -125,6 +125,24 @@ TEST(EngineOptionsTest, EveryFieldIsCarried) {
   EXPECT_EQ(o->seed, 99u);
 }
 
+// Lion's betas default to its own 0.9 / 0.99 when unset (proto2 has-bits),
+// not to the proto's AdamW defaults; set ones are taken as given.
+TEST(EngineOptionsTest, LionTakesItsOwnBetaDefaultsWhenUnset) {
+  EngineConfig c;
+  c.mutable_optimizer()->set_type(OptimizerConfig::LION);
+  absl::StatusOr<EngineOptions> o = EngineOptionsFromConfig(c);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->optimizer.name, "lion");
+  EXPECT_EQ(o->optimizer.beta1, 0.9f);
+  EXPECT_EQ(o->optimizer.beta2, 0.99f);
+  EXPECT_EQ(o->optimizer.weight_decay, 0.1f);
+  c.mutable_optimizer()->set_beta2(0.98);
+  o = EngineOptionsFromConfig(c);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->optimizer.beta1, 0.9f);
+  EXPECT_EQ(o->optimizer.beta2, 0.98f);
+}
+
 TEST(EngineOptionsTest, RejectsWhatTheEngineCannotRun) {
   EngineConfig c;
   c.mutable_precision()->set_master_dtype(BF16);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sharding/optimizers/adamw.h"
+#include "sharding/optimizers/lion.h"
 #include "sharding/optimizers/sgd.h"
 
 namespace zeroshard {
@@ -14,6 +15,7 @@ const std::vector<const Optimizer*>& RegisteredOptimizers() {
   static const std::vector<const Optimizer*>* const registered = new std::vector<const Optimizer*>{
       &AdamWOptimizer(),
       &SgdOptimizer(),
+      &LionOptimizer(),
   };
   return *registered;
 }

@@ -34,6 +34,10 @@ TEST(OptimizerRegistryTest, StateKindsAndBytesPerElement) {
   ASSERT_GE(names.size(), 3u);
   EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 3),
             (std::vector<std::string>{"exp_avg", "exp_avg_sq", "momentum"}));
+  OptimizerOptions lion;
+  lion.name = "lion";
+  EXPECT_EQ(OptimizerStateBytesPerElement(lion).value(), 4);
+  EXPECT_EQ(FindOptimizer("lion").value()->Defaults().beta2, 0.99f);
   OptimizerOptions unknown;
   unknown.name = "rmsprop";
   EXPECT_EQ(OptimizerStateBytesPerElement(unknown).status().code(), absl::StatusCode::kInvalidArgument);

@@ -7,6 +7,7 @@
 
 #include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
+#include "kernels/lion.h"
 #include "kernels/optimizer.h"
 #include "sharding/optimizer_registry.h"
 
@@ -35,6 +36,15 @@ OptimizerOptions AdamW() {
   o.beta1 = 0.9f;
   o.beta2 = 0.95f;
   o.eps = 1e-8f;
+  o.weight_decay = 0.1f;
+  return o;
+}
+
+OptimizerOptions Lion() {
+  OptimizerOptions o;
+  o.name = "lion";
+  o.beta1 = 0.9f;
+  o.beta2 = 0.99f;
   o.weight_decay = 0.1f;
   return o;
 }
@@ -70,7 +80,7 @@ void ExpectShardsMatchWhole(const OptimizerOptions& options) {
   }
   int64_t per_element = 0;  // what the plug-in declares: AdamW 8, SGD with momentum 4
   for (const OptimizerStateKind& k : (*full_opt)->state_kinds()) per_element += k.bytes_per_element;
-  EXPECT_EQ(per_element, options.name == "adamw" ? 8 : 4);
+  EXPECT_EQ(per_element, options.name == "adamw" ? 8 : 4);  // SGD with momentum, Lion: 4
   EXPECT_EQ(tracker.Usage(MemoryCategory::kOptimizerState).current, per_element * (P + 3 * S));
   for (int step = 1; step <= 3; ++step) {
     std::vector<float> grad = RandomVector(&rng, P);
@@ -91,6 +101,40 @@ void ExpectShardsMatchWhole(const OptimizerOptions& options) {
 
 TEST(ShardedOptimizerTest, AdamWShardsEqualWholeBitwise) { ExpectShardsMatchWhole(AdamW()); }
 TEST(ShardedOptimizerTest, SgdNesterovShardsEqualWholeBitwise) { ExpectShardsMatchWhole(SgdNesterov()); }
+TEST(ShardedOptimizerTest, LionShardsEqualWholeBitwise) { ExpectShardsMatchWhole(Lion()); }
+
+// Lion through the optimizer equals its kernel on each parameter with the
+// group's decay: weights decay, the bias and LayerNorm do not (exact bits).
+TEST(ShardedOptimizerTest, LionSegmentsMatchTheKernel) {
+  const uint32_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  const FlatParamLayout layout = MakeLayout();
+  const int64_t P = layout.padded_numel();
+  const std::vector<float> w0 = RandomVector(&rng, P), g = RandomVector(&rng, P);
+  MemoryTracker tracker;
+  const kernels::KernelContext ctx = kernels::KernelContext::Cpu(1);
+  auto opt = ShardedOptimizer::Create(Lion(), {{&layout, 0, P}}, &tracker, ctx);
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  ASSERT_EQ((*opt)->state_kinds().size(), 1u);
+  EXPECT_EQ((*opt)->state_kinds()[0].checkpoint_name, "exp_avg");
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kOptimizerState).current, 4 * P);
+  std::vector<float> w = w0;
+  float* wp = w.data();
+  const float* gp = g.data();
+  for (int step = 1; step <= 2; ++step) ASSERT_TRUE((*opt)->Step({&wp, 1}, {&gp, 1}, 1e-2f, step).ok());
+  std::vector<float> expected = w0, m(P, 0.0f);
+  for (const FlatParamInfo& info : layout.params()) {
+    const float wd = info.name == "h.0.attn.c_attn.weight" ? 0.1f : 0.0f;
+    for (int step = 1; step <= 2; ++step) {
+      ASSERT_TRUE(kernels::LionUpdate(ctx, expected.data() + info.offset, g.data() + info.offset,
+                                      m.data() + info.offset, info.numel, kernels::LionHyper{1e-2f, 0.9f, 0.99f, wd})
+                      .ok());
+    }
+  }
+  EXPECT_EQ(std::memcmp(w.data(), expected.data(), layout.numel() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp((*opt)->state(0, 0).as<float>(), m.data(), layout.numel() * sizeof(float)), 0);
+}
 
 TEST(ShardedOptimizerTest, WeightDecayOnlyOnDecayedParameters) {
   // With zero gradients AdamW moves nothing but the decay: p *= 1 - lr*wd.
