@@ -25,6 +25,7 @@
 #include "engine/state_view.h"
 #include "engine/pipeline_schedule.h"
 #include "sharding/loss_scaler.h"
+#include "sharding/optimizer_registry.h"
 
 namespace zeroshard {
 namespace {
@@ -182,7 +183,7 @@ absl::Status ReadResharded(const Engine& engine, const CheckpointReader& reader,
 // kinds would drop the saved state (or start from none) without notice.
 absl::Status CheckOptimizerMatches(const CheckpointManifest& m, const OptimizerOptions& options,
                                    const std::string& dir) {
-  const std::string mine = options.type == OptimizerType::kAdamW ? "adamw" : "sgd";
+  const std::string mine = options.name;
   const std::vector<std::string> want = CheckpointKinds(options);
   const std::vector<std::string> saved(m.kinds().begin(), m.kinds().end());
   if ((m.optimizer().empty() || m.optimizer() == mine) &&
@@ -194,18 +195,19 @@ absl::Status CheckOptimizerMatches(const CheckpointManifest& m, const OptimizerO
     return absl::StrJoin(std::vector<std::string>(kinds.begin() + std::min<size_t>(1, kinds.size()), kinds.end()),
                          ", ");
   };
-  std::string run = mine;
-  if (options.type != OptimizerType::kAdamW) {
-    absl::StrAppend(&run, options.momentum > 0 ? " with momentum" : " without momentum");
-  }
+  absl::StatusOr<const Optimizer*> plugin = FindOptimizer(mine);
+  std::string run = plugin.ok() ? (*plugin)->Describe(options) : mine;
   absl::StrAppend(&run, " (", want.size() > 1 ? state(want) : "no state", ")");
+  // The saved optimizer as its plug-in describes it with no state.
+  std::string saved_stateless = m.optimizer();
+  if (absl::StatusOr<const Optimizer*> p = FindOptimizer(m.optimizer()); p.ok()) {
+    saved_stateless = (*p)->Describe((*p)->Defaults());
+  }
   std::string held;
   if (saved.size() > 1) {
     held = absl::StrCat(m.optimizer().empty() ? "" : m.optimizer() + " ", "optimizer state (", state(saved), ")");
   } else {
-    held = absl::StrCat("no optimizer state",
-                        m.optimizer() == "sgd" ? " (sgd without momentum)"
-                                               : m.optimizer().empty() ? "" : " (" + m.optimizer() + ")");
+    held = absl::StrCat("no optimizer state", m.optimizer().empty() ? "" : " (" + saved_stateless + ")");
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "checkpoint '", dir, "' holds ", held, "; this run's optimizer is ", run,
@@ -236,9 +238,11 @@ absl::Status AbandonSave(Communicator& dp, const std::string& tmp_dir, int64_t s
 }  // namespace
 
 std::vector<std::string> CheckpointKinds(const OptimizerOptions& options) {
-  if (options.type == OptimizerType::kAdamW) return {kKindMaster, kKindExpAvg, kKindExpAvgSq};
-  if (options.momentum > 0) return {kKindMaster, kKindMomentum};
-  return {kKindMaster};
+  std::vector<std::string> kinds = {kKindMaster};
+  absl::StatusOr<const Optimizer*> plugin = FindOptimizer(options.name);
+  if (!plugin.ok()) return kinds;  // the engine was created, so it is registered
+  for (const OptimizerStateKind& k : (*plugin)->StateKinds(options)) kinds.push_back(k.checkpoint_name);
+  return kinds;
 }
 
 bool CheckpointDue(const TrainConfig& config, int64_t step) {
@@ -375,7 +379,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     m.mutable_rng()->set_data_shuffle_seed(data.shuffle_seed);
     m.mutable_data()->set_step(step);
     m.mutable_data()->set_sequences_consumed(data.sequences_consumed);
-    m.set_optimizer(engine.options().optimizer.type == OptimizerType::kAdamW ? "adamw" : "sgd");
+    m.set_optimizer(engine.options().optimizer.name);
     m.set_producer("zeroshard SaveCheckpoint");
     RETURN_IF_ERROR(ValidateManifest(m));
     const std::string text = EncodeManifest(m);

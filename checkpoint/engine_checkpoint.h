@@ -6,7 +6,8 @@
 // rank sees.
 //
 // What is saved per rank: its slice [r*S, (r+1)*S) of each unit's f32
-// master weights and optimizer state (AdamW m and v, or SGD momentum),
+// master weights and optimizer state (the state kinds the optimizer's
+// plug-in declares: AdamW m and v, SGD momentum, Lion's momentum),
 // whatever the ZeRO stage; rank 0 adds the manifest (layout, config, step,
 // optimizer step count, the engine's loss-scaler state, seed, data
 // position). Compute parameters (f32, bf16 or f16) are not saved: loading

@@ -11,6 +11,8 @@
 #include "checkpoint/offline_writer.h"
 #include "checkpoint/safetensors_file.h"
 #include "core/status_macros.h"
+#include "engine/optimizer_config.h"
+#include "sharding/optimizer_registry.h"
 
 namespace zeroshard {
 
@@ -74,15 +76,12 @@ absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path
   topo->set_zero_stage(config.engine().zero().stage());
   topo->set_alignment(kDefaultShardAlignment);
   *whole.mutable_config() = config;
-  const OptimizerConfig& opt = config.engine().optimizer();
+  // The state kinds the config's optimizer keeps, as a run of it saves them.
+  ASSIGN_OR_RETURN(const OptimizerOptions opt, OptimizerOptionsFromConfig(config.engine().optimizer()));
+  ASSIGN_OR_RETURN(const Optimizer* plugin, FindOptimizer(opt.name));
   whole.add_kinds(kKindMaster);
-  if (opt.type() == OptimizerConfig::ADAMW) {
-    whole.add_kinds(kKindExpAvg);
-    whole.add_kinds(kKindExpAvgSq);
-  } else if (opt.momentum() > 0) {
-    whole.add_kinds(kKindMomentum);
-  }
-  whole.set_optimizer(opt.type() == OptimizerConfig::ADAMW ? "adamw" : "sgd");
+  for (const OptimizerStateKind& k : plugin->StateKinds(opt)) whole.add_kinds(k.checkpoint_name);
+  whole.set_optimizer(opt.name);
   whole.set_producer("zeroshard ckpt import");
   whole.mutable_rng()->set_seed(config.engine().seed());
   SetManifestUnits(layouts, borrowed, &whole);

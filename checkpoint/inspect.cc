@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/manifest.h"
+#include "sharding/optimizer_registry.h"
 
 namespace zeroshard {
 
@@ -43,8 +44,15 @@ std::string InspectCheckpoint(const CheckpointReader& reader) {
   absl::StrAppendFormat(&out, "optimizer:   %s; kinds %s\n", m.optimizer(), absl::StrJoin(m.kinds(), ", "));
   absl::StrAppendFormat(&out, "dtypes:      stored F32; the run computed in %s\n",
                         DTypeProto_Name(m.config().engine().precision().compute_dtype()));
+  // Bytes per element from the saving optimizer's plug-in (master: f32);
+  // every tp rank stores its slices.
+  std::map<std::string, int64_t> element_bytes = {{kKindMaster, 4}};
+  if (absl::StatusOr<const Optimizer*> plugin = FindOptimizer(m.optimizer()); plugin.ok()) {
+    for (const OptimizerStateKind& k : (*plugin)->AllStateKinds()) element_bytes[k.checkpoint_name] = k.bytes_per_element;
+  }
   for (const std::string& kind : m.kinds()) {
-    absl::StrAppendFormat(&out, "  %-11s %d bytes\n", kind, padded * 4 * t.tp());  // every tp rank stores its slices
+    const auto it = element_bytes.find(kind);
+    absl::StrAppendFormat(&out, "  %-11s %d bytes\n", kind, padded * (it == element_bytes.end() ? 4 : it->second) * t.tp());
   }
   int64_t total = 0;
   for (const CheckpointFile& f : m.files()) total += f.size_bytes();

@@ -1,5 +1,6 @@
 #include "checkpoint/manifest.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/escaping.h"
@@ -11,6 +12,7 @@
 #include "checkpoint/crc32c.h"
 #include "core/status_macros.h"
 #include "nn/param_spec.h"
+#include "sharding/optimizer_registry.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -235,10 +237,13 @@ absl::Status ValidateManifest(const CheckpointManifest& m) {
                                 " is out of range (dp, tp, pp, alignment >= 1; stage 0-3)"));
   }
   if (m.kinds_size() < 1 || m.kinds(0) != kKindMaster) return Invalid("kinds must start with \"master\"");
+  // master, or a state some registered optimizer keeps.
+  std::vector<std::string> known = RegisteredStateCheckpointNames();
+  known.insert(known.begin(), kKindMaster);
   std::set<std::string> kinds;
   for (const std::string& k : m.kinds()) {
-    if (!kinds.insert(k).second || (k != kKindMaster && k != kKindExpAvg && k != kKindExpAvgSq && k != kKindMomentum)) {
-      return Invalid(absl::StrCat("kind '", k, "' is repeated or not one of master, exp_avg, exp_avg_sq, momentum"));
+    if (!kinds.insert(k).second || std::find(known.begin(), known.end(), k) == known.end()) {
+      return Invalid(absl::StrCat("kind '", k, "' is repeated or not one of ", absl::StrJoin(known, ", ")));
     }
   }
   std::set<std::string> names;

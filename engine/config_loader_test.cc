@@ -194,6 +194,9 @@ TEST(ConfigLoaderTest, BadOverridesNameTheOverride) {
       {"engine.precision.compute_dtype=FP8",
        "--set engine.precision.compute_dtype=FP8: 'FP8' is not valid for engine.precision.compute_dtype; expected "
        "one of F32, BF16, F16"},
+      {"engine.optimizer.type=ADAM",
+       "--set engine.optimizer.type=ADAM: 'ADAM' is not valid for engine.optimizer.type; expected one of ADAMW, SGD, "
+       "LION"},
       {"engine.zero", "--set engine.zero: expected PATH=VALUE, e.g. engine.zero.stage=2"},
       {"engine.zero=1",
        "--set engine.zero=1: engine.zero is a section; set one of its fields: stage, prefetch, "
@@ -270,6 +273,24 @@ const BadConfig kBadConfigs[] = {
     {"nesterov_without_momentum", "engine { optimizer { type: SGD nesterov: true } }", false, 3,
      "PATH: invalid config:\nengine.optimizer.nesterov: needs momentum > 0 and dampening 0; got momentum 0, "
      "dampening 0"},
+    {"adamw_given_momentum", "engine { optimizer { momentum: 0 } }", false, 3,
+     "PATH: invalid config:\nengine.optimizer.momentum: set, but ADAMW does not take it; expected unset (ADAMW takes "
+     "beta1, beta2, eps besides lr, weight_decay, no_decay_patterns, grad_clip)"},
+    {"lion_given_sgd_fields", "engine { optimizer { type: LION momentum: 0.9 dampening: 0.1 nesterov: false } }",
+     false, 3,
+     "PATH: invalid config:\nengine.optimizer.momentum: set, but LION does not take it; expected unset (LION takes "
+     "beta1, beta2 besides lr, weight_decay, no_decay_patterns, grad_clip)\nengine.optimizer.dampening: set, but LION "
+     "does not take it; expected unset (LION takes beta1, beta2 besides lr, weight_decay, no_decay_patterns, "
+     "grad_clip)\nengine.optimizer.nesterov: set, but LION does not take it; expected unset (LION takes beta1, beta2 "
+     "besides lr, weight_decay, no_decay_patterns, grad_clip)"},
+    {"lion_given_eps", "engine { optimizer { type: LION eps: 1e-8 } }", false, 3,
+     "PATH: invalid config:\nengine.optimizer.eps: set, but LION does not take it; expected unset (LION takes beta1, "
+     "beta2 besides lr, weight_decay, no_decay_patterns, grad_clip)"},
+    {"lion_beta_one", "engine { optimizer { type: LION beta1: 1 } }", false, 3,
+     "PATH: invalid config:\nengine.optimizer.beta1: 1 is out of range [0, 1)"},
+    {"sgd_given_eps", "engine { optimizer { type: SGD eps: 1e-8 } }", false, 3,
+     "PATH: invalid config:\nengine.optimizer.eps: set, but SGD does not take it; expected unset (SGD takes momentum, "
+     "dampening, nesterov besides lr, weight_decay, no_decay_patterns, grad_clip)"},
     {"tensor_parallel", "engine { parallel { dp: 1 tp: 3 } }", false, 3,
      "PATH: invalid config:\nmodel.n_head: 2 is not a multiple of engine.parallel.tp = 3 (each tp rank holds whole "
      "heads)\nmodel.n_embd: 32 is not a multiple of engine.parallel.tp = 3"},

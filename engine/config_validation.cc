@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "engine/config_checker.h"
+#include "engine/optimizer_config.h"
 #include "engine/pipeline_schedule.h"
 #include "sharding/zero_policy.h"
 
@@ -79,24 +80,7 @@ void CheckPrecision(const PrecisionConfig& p, ConfigChecker& c) {
 }
 
 void CheckOptimizer(const OptimizerConfig& o, ConfigChecker& c) {
-  c.Positive("engine.optimizer.lr", o.lr());
-  c.HalfOpen01("engine.optimizer.beta1", o.beta1());
-  c.HalfOpen01("engine.optimizer.beta2", o.beta2());
-  c.Positive("engine.optimizer.eps", o.eps());
-  c.AtLeast("engine.optimizer.weight_decay", o.weight_decay(), 0);
-  c.HalfOpen01("engine.optimizer.momentum", o.momentum());
-  c.HalfOpen01("engine.optimizer.dampening", o.dampening());
-  c.AtLeast("engine.optimizer.grad_clip", o.grad_clip(), 0);
-  if (o.nesterov() && (o.momentum() <= 0 || o.dampening() != 0)) {
-    c.Add(absl::StrCat("engine.optimizer.nesterov: needs momentum > 0 and dampening 0; got momentum ", o.momentum(),
-                       ", dampening ", o.dampening()));
-  }
-  if (o.type() == OptimizerConfig::ADAMW && (o.momentum() != 0 || o.nesterov())) {
-    c.Add("engine.optimizer.momentum/nesterov: set for ADAMW, they apply to SGD only");
-  }
-  for (int i = 0; i < o.no_decay_patterns_size(); ++i) {
-    if (o.no_decay_patterns(i).empty()) c.Add(absl::StrCat("engine.optimizer.no_decay_patterns[", i, "]: empty pattern"));
-  }
+  for (std::string& e : OptimizerConfigErrors(o)) c.Add(std::move(e));
 }
 
 void CheckSchedule(const EngineConfig& e, ConfigChecker& c) {

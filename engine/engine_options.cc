@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "engine/config_validation.h"
+#include "engine/optimizer_config.h"
 
 namespace zeroshard {
 namespace {
@@ -133,15 +134,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   o.device = c.device().type() == DeviceConfig::CUDA ? Device::kCuda : Device::kCpu;
 
   const OptimizerConfig& opt = c.optimizer();
-  o.optimizer.type = opt.type() == OptimizerConfig::SGD ? OptimizerType::kSgd : OptimizerType::kAdamW;
-  o.optimizer.beta1 = static_cast<float>(opt.beta1());
-  o.optimizer.beta2 = static_cast<float>(opt.beta2());
-  o.optimizer.eps = static_cast<float>(opt.eps());
-  o.optimizer.weight_decay = static_cast<float>(opt.weight_decay());
-  o.optimizer.momentum = static_cast<float>(opt.momentum());
-  o.optimizer.dampening = static_cast<float>(opt.dampening());
-  o.optimizer.nesterov = opt.nesterov();
-  o.optimizer.no_decay_patterns.assign(opt.no_decay_patterns().begin(), opt.no_decay_patterns().end());
+  ASSIGN_OR_RETURN(o.optimizer, OptimizerOptionsFromConfig(opt));
   o.grad_clip = static_cast<float>(opt.grad_clip());
 
   const LrScheduleConfig& lr = c.lr_schedule();

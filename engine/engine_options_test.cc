@@ -16,7 +16,7 @@ TEST(EngineOptionsTest, DefaultConfigMapsToProtoDefaults) {
   EXPECT_EQ(o->bucket_bytes, 26214400);
   EXPECT_EQ(o->reduce_mode, ReduceMode::kAccumulate);
   EXPECT_EQ(o->accumulation_steps, 1);
-  EXPECT_EQ(o->optimizer.type, OptimizerType::kAdamW);
+  EXPECT_EQ(o->optimizer.name, "adamw");
   EXPECT_EQ(o->optimizer.beta1, 0.9f);
   EXPECT_EQ(o->optimizer.beta2, 0.95f);
   EXPECT_EQ(o->optimizer.eps, 1e-8f);
@@ -112,7 +112,7 @@ TEST(EngineOptionsTest, EveryFieldIsCarried) {
   EXPECT_EQ(o->bucket_bytes, 4096);
   EXPECT_EQ(o->reduce_mode, ReduceMode::kDefer);
   EXPECT_EQ(o->accumulation_steps, 4);
-  EXPECT_EQ(o->optimizer.type, OptimizerType::kSgd);
+  EXPECT_EQ(o->optimizer.name, "sgd");
   EXPECT_EQ(o->optimizer.momentum, 0.9f);
   EXPECT_TRUE(o->optimizer.nesterov);
   EXPECT_EQ(o->optimizer.no_decay_patterns, std::vector<std::string>({"wpe.weight"}));
@@ -123,6 +123,24 @@ TEST(EngineOptionsTest, EveryFieldIsCarried) {
   EXPECT_EQ(o->lr_schedule.min_lr, 1e-5);
   EXPECT_EQ(o->threads_per_rank, 3);
   EXPECT_EQ(o->seed, 99u);
+}
+
+// Lion's betas default to its own 0.9 / 0.99 when unset (proto2 has-bits),
+// not to the proto's AdamW defaults; set ones are taken as given.
+TEST(EngineOptionsTest, LionTakesItsOwnBetaDefaultsWhenUnset) {
+  EngineConfig c;
+  c.mutable_optimizer()->set_type(OptimizerConfig::LION);
+  absl::StatusOr<EngineOptions> o = EngineOptionsFromConfig(c);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->optimizer.name, "lion");
+  EXPECT_EQ(o->optimizer.beta1, 0.9f);
+  EXPECT_EQ(o->optimizer.beta2, 0.99f);
+  EXPECT_EQ(o->optimizer.weight_decay, 0.1f);
+  c.mutable_optimizer()->set_beta2(0.98);
+  o = EngineOptionsFromConfig(c);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->optimizer.beta1, 0.9f);
+  EXPECT_EQ(o->optimizer.beta2, 0.98f);
 }
 
 TEST(EngineOptionsTest, RejectsWhatTheEngineCannotRun) {

@@ -385,6 +385,17 @@ TEST(EngineTest, SgdNesterovStagesBitwiseEqual) {
   ExpectStages1To3BitwiseEqual(spec, tokens, dp3);
 }
 
+TEST(EngineTest, LionStagesBitwiseEqual) {
+  const uint32_t seed = TestSeed();
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const std::vector<int32_t> tokens = RandomTokens(seed);
+  RunSpec spec;
+  spec.optimizer = OptimizerConfig::LION;
+  spec.dp = 2;
+  const RunOutput stage0 = RunEngine(spec, tokens);
+  ExpectStages1To3BitwiseEqual(spec, tokens, stage0);
+}
+
 TEST(EngineTest, PersistentUnitsGatherOncePerStep) {
   const uint32_t seed = TestSeed();
   SCOPED_TRACE(absl::StrCat("token seed ", seed));

@@ -210,6 +210,24 @@ record_case resume_with_another_optimizer_refused $((rc == 1 && st == 0 && print
 run 2 init_as_sgd --steps 2 --set engine.optimizer.type=SGD --init_from "$tmp/ckB"
 record_case init_from_with_another_optimizer_trains $((rc == 0)) "rc=$rc: $(tail -3 "$tmp/init_as_sgd.log")"
 
+# Lion (a plug-in optimizer) learns: tiny's 50 steps at lr 1e-3, the mean
+# loss of the last 5 steps below 0.9x the first 5; its checkpoint records
+# the optimizer and its one state kind, which ckpt inspect lists.
+run 2 lion --set engine.optimizer.type=LION --set engine.optimizer.lr=1e-3 \
+  --set "engine.logging.metrics_path=$tmp/lion.jsonl" --set "engine.checkpoint.dir=$tmp/ckL"
+lion_losses=$(python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])][1:]
+first, last = sum(r['loss'] for r in rows[:5]) / 5, sum(r['loss'] for r in rows[-5:]) / 5
+print(len(rows), '%.4f' % first, '%.4f' % last, int(len(rows) == 50 and last < 0.9 * first))" "$tmp/lion.jsonl" 2>&1)
+record_case lion_trains_tiny_np2 $((rc == 0)) "rc=$rc: $(tail -3 "$tmp/lion.log")"
+echo "lion: steps, first-5 mean loss, last-5 mean loss, passed: $lion_losses"
+[ "${lion_losses##* }" = 1 ]
+record_case lion_last5_below_0.9x_first5 $((! $?)) "steps, first-5 mean, last-5 mean: $lion_losses"
+"$zeroshard" ckpt inspect "$tmp/ckL/step_50" >"$tmp/lion_inspect.log" 2>&1
+grep -q "^optimizer:   lion; kinds master, exp_avg$" "$tmp/lion_inspect.log"
+record_case lion_checkpoint_inspect_lists_its_state $((! $?)) "$(cat "$tmp/lion_inspect.log")"
+
 # A save that fails (here `latest` cannot be written) exits 1 with the error
 # printed once, leaving no temporary directory and `latest` at the old step.
 fail_ck=(--set steps=4 --set engine.checkpoint.interval=2 --set engine.logging.interval=100 --set "engine.checkpoint.dir=$tmp/ckF")

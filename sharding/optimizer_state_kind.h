@@ -1,6 +1,6 @@
-// OptimizerStateKind: how an optimizer names the state it keeps per region,
-// so checkpointing and the engine's state view walk it without knowing the
-// optimizer.
+// OptimizerStateKind: one tensor an optimizer keeps per parameter element,
+// as a plug-in declares it (sharding/optimizer.h). Checkpoints, memory
+// accounting and the state views walk these without knowing the optimizer.
 #ifndef ZEROSHARD_SHARDING_OPTIMIZER_STATE_KIND_H_
 #define ZEROSHARD_SHARDING_OPTIMIZER_STATE_KIND_H_
 

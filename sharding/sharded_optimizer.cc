@@ -4,50 +4,34 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "kernels/optimizer.h"
+#include "sharding/optimizer_registry.h"
 
 namespace zeroshard {
-namespace {
-
-absl::Status CheckOptions(const OptimizerOptions& o) {
-  if (o.type == OptimizerType::kAdamW) {
-    if (!(o.beta1 >= 0 && o.beta1 < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("beta1 is ", o.beta1, ", expected in [0, 1)"));
-    }
-    if (!(o.beta2 >= 0 && o.beta2 < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("beta2 is ", o.beta2, ", expected in [0, 1)"));
-    }
-    if (!(o.eps > 0)) return absl::InvalidArgumentError(absl::StrCat("eps is ", o.eps, ", expected > 0"));
-  } else {
-    if (!(o.momentum >= 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("momentum is ", o.momentum, ", expected >= 0"));
-    }
-    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("nesterov needs momentum > 0 and dampening 0, got momentum ",
-                                                     o.momentum, " and dampening ", o.dampening));
-    }
-  }
-  if (!(o.weight_decay >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("weight_decay is ", o.weight_decay, ", expected >= 0"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(const OptimizerOptions& options,
                                                                            std::vector<OptimizerRegion> regions,
                                                                            MemoryTracker* tracker,
                                                                            const kernels::KernelContext& ctx) {
-  RETURN_IF_ERROR(CheckOptions(options));
+  ASSIGN_OR_RETURN(const Optimizer* plugin, FindOptimizer(options.name));
+  RETURN_IF_ERROR(plugin->Validate(options));
   std::unique_ptr<ShardedOptimizer> opt(new ShardedOptimizer());
   opt->options_ = options;
+  opt->optimizer_ = plugin;
   opt->ctx_ = ctx;
-  if (options.type == OptimizerType::kAdamW) {
-    opt->kinds_ = {{"exp_avg", DType::kF32, 4, "exp_avg"}, {"exp_avg_sq", DType::kF32, 4, "exp_avg_sq"}};
-  } else if (options.momentum > 0) {
-    opt->kinds_ = {{"momentum", DType::kF32, 4, "momentum"}};
+  opt->kinds_ = plugin->StateKinds(options);
+  for (const OptimizerStateKind& k : opt->kinds_) {
+    // OptimizerSegment passes state as float*.
+    if (k.dtype != DType::kF32) {
+      return absl::UnimplementedError(absl::StrCat("optimizer '", options.name, "' state '", k.name, "' is ",
+                                                   DTypeName(k.dtype), "; only f32 state is supported"));
+    }
+    if (k.bytes_per_element != static_cast<int64_t>(DTypeSize(k.dtype))) {
+      return absl::InternalError(absl::StrCat("optimizer '", options.name, "' state '", k.name, "' declares ",
+                                              k.bytes_per_element, " bytes per element, its dtype ",
+                                              DTypeName(k.dtype), " has ", DTypeSize(k.dtype)));
+    }
   }
+  opt->state_.resize(opt->kinds_.size());
   const WeightDecayPolicy policy(options.no_decay_patterns);
   for (const OptimizerRegion& region : regions) {
     if (region.layout == nullptr || region.begin < 0 || region.length < 0 ||
@@ -80,17 +64,11 @@ absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(const
       }
     }
     opt->segments_.push_back(std::move(segments));
-    Buffer first, second;
-    const bool adamw = options.type == OptimizerType::kAdamW;
-    if (adamw || options.momentum > 0) {
-      ASSIGN_OR_RETURN(first, Buffer::AllocateZeroed(tracker, MemoryCategory::kOptimizerState, ctx.device, DType::kF32,
-                                               region.length));
+    for (size_t k = 0; k < opt->kinds_.size(); ++k) {
+      ASSIGN_OR_RETURN(Buffer b, Buffer::AllocateZeroed(tracker, MemoryCategory::kOptimizerState, ctx.device,
+                                                        opt->kinds_[k].dtype, region.length));
+      opt->state_[k].push_back(std::move(b));
     }
-    if (adamw) {
-      ASSIGN_OR_RETURN(second, Buffer::AllocateZeroed(tracker, MemoryCategory::kOptimizerState, ctx.device,
-                                                DType::kF32, region.length));
-    }
-    opt->state_.emplace_back(std::move(first), std::move(second));
   }
   opt->regions_ = std::move(regions);
   return opt;
@@ -103,7 +81,9 @@ absl::Status ShardedOptimizer::Step(absl::Span<float* const> master, absl::Span<
                                                    grads.size(), " gradient regions, expected ",
                                                    regions_.size()));
   }
-  for (size_t i = 0; i < regions_.size(); ++i) RETURN_IF_ERROR(StepRegion(static_cast<int>(i), master[i], grads[i], lr, step));
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    RETURN_IF_ERROR(StepRegion(static_cast<int>(i), master[i], grads[i], lr, step));
+  }
   return absl::OkStatus();
 }
 
@@ -125,22 +105,39 @@ absl::Status ShardedOptimizer::StepRegions(absl::Span<const int> regions, absl::
 }
 
 absl::Status ShardedOptimizer::StepRegion(int i, float* master, const float* grads, float lr, int64_t step) {
+  std::vector<float*> state(kinds_.size());
   for (const Segment& seg : segments_[i]) {
-    const float wd = options_.weight_decay * seg.group.weight_decay_mult;
-    const float seg_lr = lr * seg.group.lr_mult;
-    float* p = master + seg.offset;
-    const float* g = grads + seg.offset;
-    if (options_.type == OptimizerType::kAdamW) {
-      kernels::AdamWHyper h{seg_lr, options_.beta1, options_.beta2, options_.eps, wd, step};
-      RETURN_IF_ERROR(kernels::AdamWUpdate(ctx_, p, g, state_[i].first.as<float>() + seg.offset,
-                                           state_[i].second.as<float>() + seg.offset, seg.length, h));
-    } else {
-      kernels::SgdHyper h{seg_lr, options_.momentum, options_.dampening, wd, options_.nesterov, step == 1};
-      float* buf = state_[i].first.empty() ? nullptr : state_[i].first.as<float>() + seg.offset;
-      RETURN_IF_ERROR(kernels::SgdUpdate(ctx_, p, g, buf, seg.length, h));
-    }
+    for (size_t k = 0; k < kinds_.size(); ++k) state[k] = state_[k][i].as<float>() + seg.offset;
+    OptimizerSegment s;
+    s.param = master + seg.offset;
+    s.grad = grads + seg.offset;
+    s.state = state;
+    s.n = seg.length;
+    s.lr = lr * seg.group.lr_mult;
+    s.weight_decay = options_.weight_decay * seg.group.weight_decay_mult;
+    s.step = step;
+    RETURN_IF_ERROR(optimizer_->Update(ctx_, options_, s));
   }
   return absl::OkStatus();
+}
+
+const std::vector<OptimizerStateKind>& ShardedOptimizer::state_kinds() const { return kinds_; }
+
+const Buffer& ShardedOptimizer::state(int kind, int region) const { return state_[kind][region]; }
+
+Buffer& ShardedOptimizer::mutable_state(int kind, int region) { return state_[kind][region]; }
+
+int ShardedOptimizer::StateKindIndex(absl::string_view name) const {
+  for (size_t k = 0; k < kinds_.size(); ++k) {
+    if (kinds_[k].name == name) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+const Buffer& ShardedOptimizer::NamedState(absl::string_view name, int region) const {
+  static const Buffer* const kNone = new Buffer();
+  const int k = StateKindIndex(name);
+  return k < 0 ? *kNone : state_[k][region];
 }
 
 }  // namespace zeroshard

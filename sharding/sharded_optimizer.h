@@ -1,18 +1,20 @@
-// ShardedOptimizer: AdamW or SGD over the regions of the flat parameter
-// buffers a rank owns (its shard under ZeRO 1-3, the whole padded buffer
-// under stage 0), with a weight-decay and learning-rate multiplier per
-// parameter (its optimizer group).
+// ShardedOptimizer: a registered optimizer plug-in (sharding/optimizer.h)
+// over the regions of the flat parameter buffers a rank owns (its shard
+// under ZeRO 1-3, the whole padded buffer under stage 0), with a
+// weight-decay and learning-rate multiplier per parameter (its optimizer
+// group).
 //
 // Each region is cut into the parameter segments it contains
 // (FlatParamLayout::SegmentsInRange); each segment is updated by the
-// element-wise kernels of kernels/optimizer.h with its parameter's group. Padding elements are never touched, so they stay zero.
-// Because the kernels are element-wise, updating a shard gives bitwise the
-// same values as updating the whole tensor: the basis of the stage 0-3
-// equality.
+// plug-in's element-wise update with its parameter's group. Padding
+// elements are never touched, so they stay zero. Because the updates are
+// element-wise, updating a shard gives bitwise the same values as updating
+// the whole tensor: the basis of the stage 0-3 equality.
 //
-// State (AdamW m and v, SGD momentum; f32, zeroed) is allocated at Create in
-// MemoryCategory::kOptimizerState: 8 bytes per region element for AdamW,
-// 4 for SGD with momentum, 0 for plain SGD. Not thread-safe.
+// State: one buffer per (state kind, region), of the kind's dtype, zeroed,
+// allocated at Create in MemoryCategory::kOptimizerState: the kinds'
+// bytes_per_element summed per region element (8 for AdamW, 4 for SGD with
+// momentum, 0 for plain SGD). Not thread-safe.
 #ifndef ZEROSHARD_SHARDING_SHARDED_OPTIMIZER_H_
 #define ZEROSHARD_SHARDING_SHARDED_OPTIMIZER_H_
 
@@ -28,26 +30,11 @@
 #include "core/memory_tracker.h"
 #include "kernels/context.h"
 #include "sharding/flat_param_layout.h"
+#include "sharding/optimizer.h"
 #include "sharding/optimizer_state_kind.h"
 #include "sharding/weight_decay_policy.h"
 
 namespace zeroshard {
-
-enum class OptimizerType { kAdamW, kSgd };
-
-struct OptimizerOptions {
-  OptimizerType type = OptimizerType::kAdamW;
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  // AdamW: decoupled (p *= 1 - lr*wd); SGD: L2 added to the gradient.
-  float weight_decay = 0.0f;
-  float momentum = 0.0f;
-  float dampening = 0.0f;
-  bool nesterov = false;
-  // Empty: {".bias", "ln_"} (see weight_decay_policy.h).
-  std::vector<std::string> no_decay_patterns;
-};
 
 // A parameter's optimizer group: its weight decay is
 // OptimizerOptions::weight_decay x weight_decay_mult and its learning rate
@@ -69,9 +56,9 @@ struct OptimizerRegion {
 
 class ShardedOptimizer {
  public:
-  // kInvalidArgument for a region outside its layout's padded buffer, or
-  // options PyTorch rejects (betas outside [0,1), eps <= 0, negative weight
-  // decay or momentum, Nesterov without momentum or with dampening).
+  // kInvalidArgument for an unregistered options.name (listing the
+  // registered ones), a region outside its layout's padded buffer, or
+  // options the plug-in rejects (AdamW, SGD: what PyTorch rejects).
   static absl::StatusOr<std::unique_ptr<ShardedOptimizer>> Create(const OptimizerOptions& options,
                                                                   std::vector<OptimizerRegion> regions,
                                                                   MemoryTracker* tracker,
@@ -85,6 +72,9 @@ class ShardedOptimizer {
   absl::Status Step(absl::Span<float* const> master, absl::Span<const float* const> grads, float lr,
                     int64_t step);
 
+  const OptimizerOptions& options() const { return options_; }
+  // The plug-in options().name names.
+  const Optimizer& optimizer() const { return *optimizer_; }
   // The same update of the listed regions only (the optimizer phase updates
   // bucket by bucket): master[k] and grads[k] belong to region regions[k].
   // Element-wise, so any split of the regions gives the bits of one Step.
@@ -92,21 +82,23 @@ class ShardedOptimizer {
   absl::Status StepRegions(absl::Span<const int> regions, absl::Span<float* const> master,
                            absl::Span<const float* const> grads, float lr, int64_t step);
 
-  const OptimizerOptions& options() const { return options_; }
   int num_regions() const { return static_cast<int>(regions_.size()); }
-  // State buffers of region i (empty when the optimizer keeps none).
-  const Buffer& exp_avg(int i) const { return state_[i].first; }
-  const Buffer& exp_avg_sq(int i) const { return state_[i].second; }
-  const Buffer& momentum(int i) const { return state_[i].first; }
-  // Writable state, for checkpoint loading.
-  Buffer& mutable_exp_avg(int i) { return state_[i].first; }
-  Buffer& mutable_exp_avg_sq(int i) { return state_[i].second; }
-  Buffer& mutable_momentum(int i) { return state_[i].first; }
-  // The state kinds by name (AdamW: exp_avg, exp_avg_sq; SGD with momentum:
-  // momentum; plain SGD: none), and kind k's buffer of region i.
-  const std::vector<OptimizerStateKind>& state_kinds() const { return kinds_; }
-  const Buffer& state(int kind, int region) const { return kind == 0 ? state_[region].first : state_[region].second; }
-  Buffer& mutable_state(int kind, int region) { return kind == 0 ? state_[region].first : state_[region].second; }
+
+  // The state kinds the plug-in keeps for options() (empty for plain SGD),
+  // and the buffer of kind `kind` (index into state_kinds()) for region
+  // `region`: length elements of the kind's dtype. Writable for checkpoint
+  // loading.
+  const std::vector<OptimizerStateKind>& state_kinds() const;   // empty for plain SGD
+  const Buffer& state(int kind, int region) const;
+  Buffer& mutable_state(int kind, int region);
+  // The index of the kind called `name` in state_kinds(), or -1.
+  int StateKindIndex(absl::string_view name) const;
+
+  // Name-based views kept for older callers: the buffer of the state kind
+  // of that name, or an empty Buffer when the optimizer keeps none.
+  const Buffer& exp_avg(int i) const { return NamedState("exp_avg", i); }
+  const Buffer& exp_avg_sq(int i) const { return NamedState("exp_avg_sq", i); }
+  const Buffer& momentum(int i) const { return NamedState("momentum", i); }
 
  private:
   struct Segment {
@@ -116,13 +108,15 @@ class ShardedOptimizer {
   };
   ShardedOptimizer() = default;
   absl::Status StepRegion(int region, float* master, const float* grads, float lr, int64_t step);
+  const Buffer& NamedState(absl::string_view name, int region) const;
 
   OptimizerOptions options_;
+  const Optimizer* optimizer_ = nullptr;
   kernels::KernelContext ctx_;
+  std::vector<OptimizerStateKind> kinds_;
   std::vector<OptimizerRegion> regions_;
-  std::vector<std::vector<Segment>> segments_;            // per region
-  std::vector<std::pair<Buffer, Buffer>> state_;          // AdamW (m, v); SGD (momentum, -)
-  std::vector<OptimizerStateKind> kinds_;                 // names of state_'s members in use
+  std::vector<std::vector<Segment>> segments_;  // per region
+  std::vector<std::vector<Buffer>> state_;      // [kind][region]
 };
 
 }  // namespace zeroshard

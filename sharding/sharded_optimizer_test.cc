@@ -7,7 +7,9 @@
 
 #include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
+#include "kernels/lion.h"
 #include "kernels/optimizer.h"
+#include "sharding/optimizer_registry.h"
 
 namespace zeroshard {
 namespace {
@@ -30,7 +32,7 @@ std::vector<float> RandomVector(std::mt19937* rng, int64_t n) {
 
 OptimizerOptions AdamW() {
   OptimizerOptions o;
-  o.type = OptimizerType::kAdamW;
+  o.name = "adamw";
   o.beta1 = 0.9f;
   o.beta2 = 0.95f;
   o.eps = 1e-8f;
@@ -38,9 +40,18 @@ OptimizerOptions AdamW() {
   return o;
 }
 
+OptimizerOptions Lion() {
+  OptimizerOptions o;
+  o.name = "lion";
+  o.beta1 = 0.9f;
+  o.beta2 = 0.99f;
+  o.weight_decay = 0.1f;
+  return o;
+}
+
 OptimizerOptions SgdNesterov() {
   OptimizerOptions o;
-  o.type = OptimizerType::kSgd;
+  o.name = "sgd";
   o.momentum = 0.9f;
   o.nesterov = true;
   o.weight_decay = 0.01f;
@@ -67,7 +78,9 @@ void ExpectShardsMatchWhole(const OptimizerOptions& options) {
     ASSERT_TRUE(opt.ok()) << opt.status();
     shard_opts.push_back(std::move(*opt));
   }
-  const int64_t per_element = options.type == OptimizerType::kAdamW ? 8 : 4;
+  int64_t per_element = 0;  // what the plug-in declares: AdamW 8, SGD with momentum 4
+  for (const OptimizerStateKind& k : (*full_opt)->state_kinds()) per_element += k.bytes_per_element;
+  EXPECT_EQ(per_element, options.name == "adamw" ? 8 : 4);  // SGD with momentum, Lion: 4
   EXPECT_EQ(tracker.Usage(MemoryCategory::kOptimizerState).current, per_element * (P + 3 * S));
   for (int step = 1; step <= 3; ++step) {
     std::vector<float> grad = RandomVector(&rng, P);
@@ -88,6 +101,40 @@ void ExpectShardsMatchWhole(const OptimizerOptions& options) {
 
 TEST(ShardedOptimizerTest, AdamWShardsEqualWholeBitwise) { ExpectShardsMatchWhole(AdamW()); }
 TEST(ShardedOptimizerTest, SgdNesterovShardsEqualWholeBitwise) { ExpectShardsMatchWhole(SgdNesterov()); }
+TEST(ShardedOptimizerTest, LionShardsEqualWholeBitwise) { ExpectShardsMatchWhole(Lion()); }
+
+// Lion through the optimizer equals its kernel on each parameter with the
+// group's decay: weights decay, the bias and LayerNorm do not (exact bits).
+TEST(ShardedOptimizerTest, LionSegmentsMatchTheKernel) {
+  const uint32_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  const FlatParamLayout layout = MakeLayout();
+  const int64_t P = layout.padded_numel();
+  const std::vector<float> w0 = RandomVector(&rng, P), g = RandomVector(&rng, P);
+  MemoryTracker tracker;
+  const kernels::KernelContext ctx = kernels::KernelContext::Cpu(1);
+  auto opt = ShardedOptimizer::Create(Lion(), {{&layout, 0, P}}, &tracker, ctx);
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  ASSERT_EQ((*opt)->state_kinds().size(), 1u);
+  EXPECT_EQ((*opt)->state_kinds()[0].checkpoint_name, "exp_avg");
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kOptimizerState).current, 4 * P);
+  std::vector<float> w = w0;
+  float* wp = w.data();
+  const float* gp = g.data();
+  for (int step = 1; step <= 2; ++step) ASSERT_TRUE((*opt)->Step({&wp, 1}, {&gp, 1}, 1e-2f, step).ok());
+  std::vector<float> expected = w0, m(P, 0.0f);
+  for (const FlatParamInfo& info : layout.params()) {
+    const float wd = info.name == "h.0.attn.c_attn.weight" ? 0.1f : 0.0f;
+    for (int step = 1; step <= 2; ++step) {
+      ASSERT_TRUE(kernels::LionUpdate(ctx, expected.data() + info.offset, g.data() + info.offset,
+                                      m.data() + info.offset, info.numel, kernels::LionHyper{1e-2f, 0.9f, 0.99f, wd})
+                      .ok());
+    }
+  }
+  EXPECT_EQ(std::memcmp(w.data(), expected.data(), layout.numel() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp((*opt)->state(0, 0).as<float>(), m.data(), layout.numel() * sizeof(float)), 0);
+}
 
 TEST(ShardedOptimizerTest, WeightDecayOnlyOnDecayedParameters) {
   // With zero gradients AdamW moves nothing but the decay: p *= 1 - lr*wd.
@@ -131,8 +178,8 @@ TEST(ShardedOptimizerTest, AdamWFirstStepMatchesFormula) {
   for (int64_t i = 0; i < layout.numel(); ++i) {
     const double expected = before[i] - 1e-3 * g[i] / (std::fabs(g[i]) + 1e-8);
     EXPECT_NEAR(p[i], expected, 1e-6 * std::fabs(expected) + 1e-9) << i;
-    EXPECT_NEAR((*opt)->exp_avg(0).as<float>()[i], 0.1 * g[i], 1e-6 * std::fabs(g[i]));
-    EXPECT_NEAR((*opt)->exp_avg_sq(0).as<float>()[i], 0.05 * g[i] * g[i], 1e-6 * g[i] * g[i]);
+    EXPECT_NEAR((*opt)->state(0, 0).as<float>()[i], 0.1 * g[i], 1e-6 * std::fabs(g[i]));
+    EXPECT_NEAR((*opt)->state(1, 0).as<float>()[i], 0.05 * g[i] * g[i], 1e-6 * g[i] * g[i]);
   }
 }
 
@@ -151,6 +198,11 @@ TEST(ShardedOptimizerTest, RejectsBadRegionsAndOptions) {
   nesterov.dampening = 0.5f;
   EXPECT_EQ(ShardedOptimizer::Create(nesterov, {}, &tracker, ctx).status().code(),
             absl::StatusCode::kInvalidArgument);
+  OptimizerOptions unknown = AdamW();
+  unknown.name = "adam";
+  s = ShardedOptimizer::Create(unknown, {}, &tracker, ctx).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "unknown optimizer 'adam'; expected one of " + RegisteredOptimizerNames());
   auto opt = ShardedOptimizer::Create(AdamW(), {{&layout, 0, 16}}, &tracker, ctx);
   ASSERT_TRUE(opt.ok());
   EXPECT_EQ((*opt)->Step({}, {}, 1.0f, 1).code(), absl::StatusCode::kInvalidArgument);

@@ -34,35 +34,43 @@ inline double Median(std::vector<double> v) {
 
 inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// Model-state bytes per rank by category, f32 parameters and gradients,
-// AdamW (docs/sharding.md): full buffers hold `full` elements, shards
-// `shard`.
+// Bytes of optimizer state per parameter element: 8 for AdamW (exp_avg,
+// exp_avg_sq), the benchmarks' optimizer. OptimizerStateBytesPerElement
+// (sharding/optimizer_registry.h) gives any registered optimizer's.
+inline constexpr int64_t kAdamWStateBytesPerElement = 8;
+
+// Model-state bytes per rank by category, f32 parameters and gradients, an
+// optimizer keeping K = state_bytes bytes per element (docs/sharding.md):
+// full buffers hold `full` elements, shards `shard`.
 struct StateBytes {
   int64_t params = 0, grads = 0, master = 0, optimizer = 0;
   int64_t total() const { return params + grads + master + optimizer; }
 };
-inline StateBytes ZeroStateBytes(int stage, int64_t full, int64_t shard) {
+inline StateBytes ZeroStateBytes(int stage, int64_t full, int64_t shard,
+                                 int64_t state_bytes = kAdamWStateBytesPerElement) {
   constexpr int64_t kF32 = 4;
   StateBytes b;
   b.params = kF32 * (stage == 3 ? shard : full);
   b.grads = kF32 * (stage >= 2 ? shard : full);
   b.master = kF32 * (stage == 0 ? full : shard);
-  b.optimizer = 2 * kF32 * (stage == 0 ? full : shard);  // m and v
+  b.optimizer = state_bytes * (stage == 0 ? full : shard);
   return b;
 }
 
 // The same summed and without alignment padding, for psi elements sharded
-// over n ranks: stage 0: 20Ψ, 1: 8Ψ + 12Ψ/n, 2: 4Ψ + 16Ψ/n, 3: 20Ψ/n.
-inline double ZeroStateTheory(int stage, double psi, int n) {
+// over n ranks: stage 0: (12+K)Ψ, 1: 8Ψ + (4+K)Ψ/n, 2: 4Ψ + (8+K)Ψ/n,
+// 3: (12+K)Ψ/n — with AdamW's K = 8: 20Ψ, 8Ψ + 12Ψ/n, 4Ψ + 16Ψ/n, 20Ψ/n.
+inline double ZeroStateTheory(int stage, double psi, int n, int64_t state_bytes = kAdamWStateBytesPerElement) {
+  const double k = static_cast<double>(state_bytes);
   switch (stage) {
     case 0:
-      return 20 * psi;
+      return (12 + k) * psi;
     case 1:
-      return 8 * psi + 12 * psi / n;
+      return 8 * psi + (4 + k) * psi / n;
     case 2:
-      return 4 * psi + 16 * psi / n;
+      return 4 * psi + (8 + k) * psi / n;
     default:
-      return 20 * psi / n;
+      return (12 + k) * psi / n;
   }
 }
 

@@ -62,6 +62,7 @@ void SgdMomentum(TrainConfig* c) {
   Sgd(c);
   c->mutable_engine()->mutable_optimizer()->set_momentum(0.9);
 }
+void Lion(TrainConfig* c) { c->mutable_engine()->mutable_optimizer()->set_type(OptimizerConfig::LION); }
 
 // A directory every rank sees, emptied by rank 0.
 std::string SharedDir(const std::string& name) {
@@ -233,10 +234,11 @@ TEST(CheckpointFailureMpiTest, FailedSaveCleansUpOnEveryRankAndKeepsLatest) {
 
 TEST(CheckpointFailureMpiTest, ResumingWithAnotherOptimizerIsRefusedUnlessWeightsOnly) {
   const std::string dir = SharedDir("optimizer");
-  const std::string adamw = JoinPath(dir, "adamw"), momentum = JoinPath(dir, "momentum"), sgd = JoinPath(dir, "sgd");
+  const std::string adamw = JoinPath(dir, "adamw"), momentum = JoinPath(dir, "momentum"), sgd = JoinPath(dir, "sgd"),
+                    lion = JoinPath(dir, "lion");
   std::map<std::string, Weights> saved;
   for (const auto& [root, edit] : std::vector<std::pair<std::string, std::function<void(TrainConfig*)>>>{
-           {adamw, nullptr}, {momentum, SgdMomentum}, {sgd, Sgd}}) {
+           {adamw, nullptr}, {momentum, SgdMomentum}, {sgd, Sgd}, {lion, Lion}}) {
     TrainRun run(edit);
     ASSERT_TRUE(run.Steps(2).ok());
     ASSERT_TRUE(run.Save(root, 2).ok());
@@ -265,6 +267,15 @@ TEST(CheckpointFailureMpiTest, ResumingWithAnotherOptimizerIsRefusedUnlessWeight
       {sgd, SgdMomentum,
        absl::StrCat("checkpoint '", sgd, "/step_2' holds no optimizer state (sgd without momentum); this run's "
                     "optimizer is sgd with momentum (momentum)", tail)},
+      {adamw, Lion,
+       absl::StrCat("checkpoint '", adamw, "/step_2' holds adamw optimizer state (exp_avg, exp_avg_sq); this run's "
+                    "optimizer is lion (exp_avg)", tail)},
+      {lion, nullptr,
+       absl::StrCat("checkpoint '", lion, "/step_2' holds lion optimizer state (exp_avg); this run's optimizer is "
+                    "adamw (exp_avg, exp_avg_sq)", tail)},
+      {lion, SgdMomentum,
+       absl::StrCat("checkpoint '", lion, "/step_2' holds lion optimizer state (exp_avg); this run's optimizer is "
+                    "sgd with momentum (momentum)", tail)},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);

@@ -135,7 +135,7 @@ Weights AllWeights(Engine& engine) {
   return out;
 }
 
-// This rank's optimizer state, every region, m then v.
+// This rank's optimizer state, every region, each state kind in order (m then v).
 std::vector<float> OptimizerState(Engine& engine) {
   std::vector<float> out;
   const EngineStateView& view = engine.state();
