@@ -15,8 +15,9 @@
 namespace zeroshard {
 
 absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path, const Model& model,
-                                             const TrainConfig& config, const std::string& out_root) {
-  const ParallelConfig& par = config.engine().parallel();
+                                             const CheckpointRunConfig& run, const std::string& out_root) {
+  const EngineConfig& engine = run.engine();
+  const ParallelConfig& par = engine.parallel();
   // The model's parameters as whole, unpadded tensors (dp 1), which
   // ManifestAtLayout then cuts for the config's layout.
   std::vector<FlatParamLayout> layouts;
@@ -71,10 +72,10 @@ absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path
   topo->set_dp(1);
   topo->set_tp(1);
   topo->set_pp(1);
-  topo->set_zero_stage(config.engine().zero().stage());
+  topo->set_zero_stage(engine.zero().stage());
   topo->set_alignment(kDefaultShardAlignment);
-  *whole.mutable_config() = config;
-  const OptimizerConfig& opt = config.engine().optimizer();
+  *whole.mutable_config() = run;
+  const OptimizerConfig& opt = engine.optimizer();
   whole.add_kinds(kKindMaster);
   if (opt.type() == OptimizerConfig::ADAMW) {
     whole.add_kinds(kKindExpAvg);
@@ -84,7 +85,7 @@ absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path
   }
   whole.set_optimizer(opt.type() == OptimizerConfig::ADAMW ? "adamw" : "sgd");
   whole.set_producer("zeroshard ckpt import");
-  whole.mutable_rng()->set_seed(config.engine().seed());
+  whole.mutable_rng()->set_seed(engine.seed());
   SetManifestUnits(layouts, borrowed, &whole);
   for (int u = 0; u < whole.units_size(); ++u) {
     for (int p = 0; p < whole.units(u).params_size(); ++p) {

@@ -19,6 +19,8 @@ expect help 0 "consolidate DIR --out FILE.safetensors" -- "$bin" help ckpt
 expect no_command 2 "usage: zeroshard ckpt COMMAND" -- "$bin" ckpt
 expect unknown_command 2 "no ckpt command 'frob'" -- "$bin" ckpt frob
 expect inspect 0 "topology:    dp=4 tp=1 pp=1, saved by ZeRO stage 2" -- "$bin" ckpt inspect "$ck"
+expect inspect_model 0 "model:       gpt2 (zeroshard.TrainConfig)" -- "$bin" ckpt inspect "$ck"
+expect inspect_tensor_naming 0 "tensors:     Hugging Face GPT-2 names" -- "$bin" ckpt inspect "$ck"
 expect inspect_step_dir 0 "step:        9 (optimizer steps 9)" -- "$bin" ckpt inspect "$ck/step_9"
 expect inspect_missing 2 "checkpoint '$tmp/nope' does not exist" -- "$bin" ckpt inspect "$tmp/nope"
 expect verify_missing_dir 2 "checkpoint '$tmp/nope' does not exist" -- "$bin" ckpt verify "$tmp/nope"

@@ -48,7 +48,7 @@
 #include "core/timeline.h"
 #include "engine/trace_writer.h"
 #include "nn/model.h"
-#include "proto/config.pb.h"
+#include "proto/engine_config.pb.h"
 
 namespace zeroshard {
 

@@ -100,7 +100,11 @@ TEST(ShardedOptimizerTest, WeightDecayOnlyOnDecayedParameters) {
   const std::vector<float> before = p;
   std::vector<float> g(P, 0.0f);
   MemoryTracker tracker;
-  auto opt = ShardedOptimizer::Create(AdamW(), {{&layout, 0, P}}, &tracker, kernels::KernelContext::Cpu(1));
+  // The layout's names, matched by patterns (a region without parameter
+  // groups has no model marks).
+  OptimizerOptions o = AdamW();
+  o.no_decay_patterns = {".bias", "ln_"};
+  auto opt = ShardedOptimizer::Create(o, {{&layout, 0, P}}, &tracker, kernels::KernelContext::Cpu(1));
   ASSERT_TRUE(opt.ok());
   float* pp = p.data();
   const float* gp = g.data();

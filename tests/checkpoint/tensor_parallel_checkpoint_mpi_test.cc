@@ -46,7 +46,8 @@
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -146,7 +147,7 @@ struct TrainRun {
   }
   absl::Status Save(const std::string& root) {
     const int64_t step = Internals(*engine).step();
-    return SaveCheckpoint(*engine, root, step, config, {step * kGlobalBatch, 0});
+    return SaveCheckpoint(*engine, root, step, Gpt2RunRecord(config), {step * kGlobalBatch, 0});
   }
 };
 
