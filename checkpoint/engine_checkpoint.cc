@@ -255,8 +255,8 @@ SaveOptions SaveOptionsFromConfig(const EngineConfig& engine) {
   return options;
 }
 
-absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int64_t step, const CheckpointRunConfig& run,
-                            const DataPosition& data, const SaveOptions& options) {
+absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int64_t step,
+                            const CheckpointRunConfig& run, const DataPosition& data, const SaveOptions& options) {
   EngineImpl& engine = Internals(public_engine);
   Communicator& dp = engine.control();
   const int rank = dp.rank();

@@ -33,8 +33,8 @@ TEST(ModelRegistryTest, AnUnknownNameListsTheRegisteredOnes) {
   m = ModelRegistry::Global().FindByMessage("zeroshard.LlamaConfig");
   EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(m.status().message(),
-            "no registered model reads zeroshard.LlamaConfig; registered: classifier (zeroshard.ClassifierTrainConfig), "
-            "gpt2 (zeroshard.TrainConfig)");
+            "no registered model reads zeroshard.LlamaConfig; registered: classifier "
+            "(zeroshard.ClassifierTrainConfig), gpt2 (zeroshard.TrainConfig)");
 }
 
 // Every registered model: its default run config prints and parses back to
@@ -94,7 +94,8 @@ TEST(ModelRegistryTest, RegistrationsAreCompleteAndUnique) {
   copy.name = "gpt2-copy";
   again = registry.Register(copy);
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(again.message(), "model 'gpt2-copy' registers zeroshard.TrainConfig, which model 'gpt2' registered already");
+  EXPECT_EQ(again.message(),
+            "model 'gpt2-copy' registers zeroshard.TrainConfig, which model 'gpt2' registered already");
   copy.build = nullptr;
   again = registry.Register(copy);
   EXPECT_EQ(again.code(), absl::StatusCode::kInvalidArgument);

@@ -46,7 +46,9 @@ ModelRegistration Gpt2Registration() {
   return r;
 }
 
-CheckpointRunConfig Gpt2RunRecord(const TrainConfig& config) { return MakeRunRecord(kGpt2ModelName, config, config.engine()); }
+CheckpointRunConfig Gpt2RunRecord(const TrainConfig& config) {
+  return MakeRunRecord(kGpt2ModelName, config, config.engine());
+}
 
 ZS_REGISTER_MODEL(Gpt2Registration());
 

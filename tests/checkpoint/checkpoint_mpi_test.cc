@@ -148,7 +148,8 @@ struct TrainRun {
     return w;
   }
   absl::Status Save(const std::string& root, const SaveOptions& options = SaveOptions()) {
-    return SaveCheckpoint(*engine, root, Internals(*engine).step(), Gpt2RunRecord(config), {Internals(*engine).step() * kGlobalBatch, 0}, options);
+    return SaveCheckpoint(*engine, root, Internals(*engine).step(), Gpt2RunRecord(config),
+                          {Internals(*engine).step() * kGlobalBatch, 0}, options);
   }
 };
 
@@ -360,7 +361,8 @@ TEST(CheckpointMpiTest, ImportOfConsolidatedWeightsIsExact) {
     ASSERT_TRUE(reader.ok());
     ASSERT_TRUE(ConsolidateCheckpoint(*reader, file, {}).ok());
     TrainConfig config = MakeConfig(0, 2, 1);
-    absl::StatusOr<std::string> d = ImportCheckpoint(file, *BuildGpt2(TinyGpt2()).value(), Gpt2RunRecord(config), imported);
+    absl::StatusOr<std::string> d =
+        ImportCheckpoint(file, *BuildGpt2(TinyGpt2()).value(), Gpt2RunRecord(config), imported);
     ASSERT_TRUE(d.ok()) << d.status();
   }
   WorldBarrier();
