@@ -1,5 +1,5 @@
 // `zeroshard ckpt consolidate`: a sharded checkpoint to one full-model
-// safetensors file with Hugging Face GPT-2 names and shapes.
+// safetensors file with the parameter names and shapes the model declares.
 #ifndef ZEROSHARD_CHECKPOINT_CONSOLIDATE_H_
 #define ZEROSHARD_CHECKPOINT_CONSOLIDATE_H_
 

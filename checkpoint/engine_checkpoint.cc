@@ -245,20 +245,20 @@ std::vector<std::string> CheckpointKinds(const OptimizerOptions& options) {
   return kinds;
 }
 
-bool CheckpointDue(const TrainConfig& config, int64_t step) {
-  const CheckpointConfig& c = config.engine().checkpoint();
+bool CheckpointDue(const EngineConfig& engine, int64_t total_steps, int64_t step) {
+  const CheckpointConfig& c = engine.checkpoint();
   if (c.dir().empty() || step < 1) return false;
-  return (c.interval() > 0 && step % c.interval() == 0) || step == config.steps();
+  return (c.interval() > 0 && step % c.interval() == 0) || step == total_steps;
 }
 
-SaveOptions SaveOptionsFromConfig(const TrainConfig& config) {
+SaveOptions SaveOptionsFromConfig(const EngineConfig& engine) {
   SaveOptions options;
-  options.keep_last = config.engine().checkpoint().keep_last();
+  options.keep_last = engine.checkpoint().keep_last();
   return options;
 }
 
-absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int64_t step, const TrainConfig& config,
-                            const DataPosition& data, const SaveOptions& options) {
+absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int64_t step,
+                            const CheckpointRunConfig& run, const DataPosition& data, const SaveOptions& options) {
   Engine& engine = public_engine;
   const EngineStateView& view = engine.state();
   const EngineCoordinates at = engine.coordinates();
@@ -349,7 +349,7 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     topo->set_pp(engine.plan().stages);
     topo->set_zero_stage(stage);
     topo->set_alignment(layouts.empty() ? kDefaultShardAlignment : layouts[0].alignment());
-    *m.mutable_config() = config;
+    *m.mutable_config() = run;
     for (const std::string& k : kinds) m.add_kinds(k);
     std::vector<std::vector<std::string>> borrowed;
     for (const auto& unit : engine.model().units) borrowed.push_back(unit->borrowed_params());

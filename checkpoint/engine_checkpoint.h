@@ -14,13 +14,13 @@
 // publishes them from the master weights, which rounds them exactly as
 // training does, and restores the loss scaler (unless weights_only).
 //
-// Typical trainer use:
+// Typical trainer use (`run` from MakeRunRecord, checkpoint/run_record.h):
 //   if (resume) ASSIGN_OR_RETURN(LoadedCheckpoint ck, LoadCheckpoint(*engine, root));  // start at ck.step
 //   for (step = ck.step; step < steps; ++step) {
 //     engine->TrainStep(...);
-//     if (CheckpointDue(config, step + 1))
-//       RETURN_IF_ERROR(SaveCheckpoint(*engine, root, step + 1, config, {(step + 1) * batch, shuffle_seed},
-//                                      SaveOptionsFromConfig(config)));
+//     if (CheckpointDue(engine_config, steps, step + 1))
+//       RETURN_IF_ERROR(SaveCheckpoint(*engine, root, step + 1, run, {(step + 1) * batch, shuffle_seed},
+//                                      SaveOptionsFromConfig(engine_config)));
 //   }
 #ifndef ZEROSHARD_CHECKPOINT_ENGINE_CHECKPOINT_H_
 #define ZEROSHARD_CHECKPOINT_ENGINE_CHECKPOINT_H_
@@ -35,7 +35,7 @@
 #include "engine/engine.h"
 #include "sharding/sharded_optimizer.h"
 #include "proto/checkpoint.pb.h"
-#include "proto/config.pb.h"
+#include "proto/engine_config.pb.h"
 
 namespace zeroshard {
 
@@ -57,13 +57,13 @@ struct SaveOptions {
   std::function<void(absl::string_view phase)> fault_hook;
 };
 
-// Whether a trainer saves after completing `step` (1-based) under the
-// config's engine.checkpoint: a directory is set and the step is a multiple
-// of `interval` (> 0) or the last one (config.steps()).
-bool CheckpointDue(const TrainConfig& config, int64_t step);
+// Whether a trainer saves after completing `step` (1-based) under
+// engine.checkpoint: a directory is set and the step is a multiple of
+// `interval` (> 0) or the last one (`total_steps`, the run's length).
+bool CheckpointDue(const EngineConfig& engine, int64_t total_steps, int64_t step);
 
-// SaveOptions with keep_last from config.engine().checkpoint().
-SaveOptions SaveOptionsFromConfig(const TrainConfig& config);
+// SaveOptions with keep_last from engine.checkpoint().
+SaveOptions SaveOptionsFromConfig(const EngineConfig& engine);
 
 // Writes <root>/step_<step> atomically: every rank writes its shard file
 // into <root>/.tmp_step_<step>_<nonce>/ and fsyncs it; after all ranks
@@ -77,7 +77,8 @@ SaveOptions SaveOptionsFromConfig(const TrainConfig& config);
 // is removed. Saving reads the engine's state only: training results are
 // unchanged. `step` is the trainer's iteration count (engine.step() counts
 // optimizer updates, which differs after skipped steps; both are saved).
-absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t step, const TrainConfig& config,
+// `run` is what the manifest records of the run (its `config`).
+absl::Status SaveCheckpoint(Engine& engine, const std::string& root, int64_t step, const CheckpointRunConfig& run,
                             const DataPosition& data, const SaveOptions& options = SaveOptions());
 
 struct LoadOptions {
@@ -93,7 +94,7 @@ struct LoadedCheckpoint {
   int saved_dp = 0;              // dp of the saving job; != engine dp means resharded
   int saved_pp = 1;              // its pipeline stages (units are read wherever they were)
   int saved_tp = 1;              // its tensor-parallel size (any: slices are re-cut from whole tensors)
-  TrainConfig config;            // the saving run's config
+  CheckpointRunConfig config;    // the saving run (engine section, model, whole config)
   DataPosition data;
   CheckpointLossScaler loss_scaler;   // as saved (fields unset without a scaler)
   uint64_t seed = 0;
@@ -120,8 +121,8 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& engine, const std::strin
 // model in safetensors layout with the engine's parameter names and shapes
 // (F32, BF16 or F16; e.g. `zeroshard ckpt consolidate` output). Tensors the
 // model does not have are an error, except names starting with "optimizer."
-// and those the model lists in Model::ignored_import_tensors (GPT-2: the
-// tied "lm_head.weight" and Hugging Face's attention buffers), which are
+// and those the model lists in Model::ignored_import_tensors (names a model
+// declares but does not store, e.g. a tied head's copy), which are
 // skipped. Optimizer state and the step counter are untouched.
 absl::Status ImportSafetensors(Engine& engine, const std::string& path);
 

@@ -17,8 +17,9 @@
 namespace zeroshard {
 
 absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path, const Model& model,
-                                             const TrainConfig& config, const std::string& out_root) {
-  const ParallelConfig& par = config.engine().parallel();
+                                             const CheckpointRunConfig& run, const std::string& out_root) {
+  const EngineConfig& engine = run.engine();
+  const ParallelConfig& par = engine.parallel();
   // The model's parameters as whole, unpadded tensors (dp 1), which
   // ManifestAtLayout then cuts for the config's layout.
   std::vector<FlatParamLayout> layouts;
@@ -73,17 +74,17 @@ absl::StatusOr<std::string> ImportCheckpoint(const std::string& safetensors_path
   topo->set_dp(1);
   topo->set_tp(1);
   topo->set_pp(1);
-  topo->set_zero_stage(config.engine().zero().stage());
+  topo->set_zero_stage(engine.zero().stage());
   topo->set_alignment(kDefaultShardAlignment);
-  *whole.mutable_config() = config;
+  *whole.mutable_config() = run;
   // The state kinds the config's optimizer keeps, as a run of it saves them.
-  ASSIGN_OR_RETURN(const OptimizerOptions opt, OptimizerOptionsFromConfig(config.engine().optimizer()));
+  ASSIGN_OR_RETURN(const OptimizerOptions opt, OptimizerOptionsFromConfig(run.engine().optimizer()));
   ASSIGN_OR_RETURN(const Optimizer* plugin, FindOptimizer(opt.name));
   whole.add_kinds(kKindMaster);
   for (const OptimizerStateKind& k : plugin->StateKinds(opt)) whole.add_kinds(k.checkpoint_name);
   whole.set_optimizer(opt.name);
   whole.set_producer("zeroshard ckpt import");
-  whole.mutable_rng()->set_seed(config.engine().seed());
+  whole.mutable_rng()->set_seed(engine.seed());
   SetManifestUnits(layouts, borrowed, &whole);
   for (int u = 0; u < whole.units_size(); ++u) {
     for (int p = 0; p < whole.units(u).params_size(); ++p) {

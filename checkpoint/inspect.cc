@@ -41,6 +41,10 @@ std::string InspectCheckpoint(const CheckpointReader& reader) {
                           "parameters:  %d in %d units; each tp rank holds %d (%d stored with padding)\n", whole,
                           m.units_size(), ManifestParamCount(m), padded);
   }
+  const CheckpointRunConfig& run = m.config();
+  // Manifests written before the model registry record no model: GPT-2's.
+  absl::StrAppendFormat(&out, "model:       %s (%s)\n", run.model_name().empty() ? "unrecorded" : run.model_name(),
+                        run.config_message().empty() ? "no run config recorded" : run.config_message());
   absl::StrAppendFormat(&out, "optimizer:   %s; kinds %s\n", m.optimizer(), absl::StrJoin(m.kinds(), ", "));
   absl::StrAppendFormat(&out, "dtypes:      stored F32; the run computed in %s\n",
                         DTypeProto_Name(m.config().engine().precision().compute_dtype()));

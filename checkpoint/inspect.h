@@ -9,7 +9,7 @@
 
 namespace zeroshard {
 
-// Step, topology, units with their parameter counts and shard sizes,
+// Step, topology, the model (registry name and run-config message), units with their parameter counts and shard sizes,
 // parameter count, bytes by kind (stored, padding included) and by file
 // (each with its (pp, dp, tp) coordinates), dtypes, optimizer, loss scaler,
 // seed and data position. At tp > 1 also each split parameter's whole

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/run_config.h"
 #include "engine/config_validation.h"
 #include "kernels/context.h"
@@ -60,11 +60,6 @@ int Run(int argc, char** argv) {
 
 const Subcommand kCheckConfig = {"check-config", "validate a .pbtxt run config and print its normalized form",
                                  kUsage, Run};
-
-long long Gpt2ParamCount(const ModelConfig& m) {
-  const long long C = m.n_embd(), V = m.vocab_size(), T = m.seq_len(), L = m.n_layer();
-  return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
-}
 
 std::string ConfigSummary(const RunConfig& c, int world_size) {
   const EngineConfig& e = c.engine;

@@ -6,14 +6,10 @@
 
 #include "cli/run_config.h"
 #include "cli/subcommand.h"
-#include "proto/config.pb.h"
 
 namespace zeroshard::cli {
 
 extern const Subcommand kCheckConfig;
-
-// Parameters of the GPT-2 the config describes (tied head counted once).
-long long Gpt2ParamCount(const ModelConfig& model);
 
 // The human-readable summary check-config prints for a valid config of any
 // kind.

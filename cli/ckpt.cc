@@ -9,17 +9,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cli/args.h"
+#include "core/args.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/consolidate.h"
 #include "checkpoint/diff.h"
 #include "checkpoint/import_weights.h"
-#include "examples/gpt2_model_config.h"
-#include "nn/gpt2.h"
+#include "cli/run_config.h"
+#include "models/registry.h"
 #include "checkpoint/inspect.h"
 #include "checkpoint/reshard.h"
 #include "checkpoint/verify.h"
-#include "engine/config_loader.h"
 
 namespace zeroshard::cli {
 namespace {
@@ -71,6 +70,12 @@ int Inspect(int argc, char** argv) {
   absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(args->positional[0]);
   if (!reader.ok()) return Fail("inspect", reader.status());
   std::cout << InspectCheckpoint(*reader);
+  // How the model names its tensors, when this build registers it.
+  const std::string& model = reader->manifest().config().model_name();
+  if (!model.empty()) {
+    absl::StatusOr<const ModelRegistration*> m = ModelRegistry::Global().Find(model);
+    std::cout << "tensors:     " << (m.ok() ? (*m)->tensor_naming : std::string(m.status().message())) << "\n";
+  }
   return 0;
 }
 
@@ -149,13 +154,14 @@ int Import(int argc, char** argv) {
   absl::StatusOr<ParsedArgs> args = Parse(argc, argv, 1, {{"config"}, {"out"}, {"set", true, true}});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (!args->Has("config") || !args->Has("out")) return Usage("import needs --config C.pbtxt and --out DIR");
-  absl::StatusOr<TrainConfig> config = LoadTrainConfig(args->Get("config"), args->GetAll("set"), -1);
+  // Any registered model's run config (models/registry.h).
+  absl::StatusOr<RunConfig> config = LoadRunConfig(args->Get("config"), args->GetAll("set"), -1);
   if (!config.ok()) return Fail("import", config.status());
-  absl::StatusOr<std::unique_ptr<Model>> model = BuildGpt2(Gpt2ConfigFromTrainConfig(*config));
+  absl::StatusOr<std::unique_ptr<Model>> model = config->build_model();
   if (!model.ok()) return Fail("import", model.status());
-  absl::StatusOr<std::string> dir = ImportCheckpoint(args->positional[0], **model, *config, args->Get("out"));
+  absl::StatusOr<std::string> dir = ImportCheckpoint(args->positional[0], **model, config->record, args->Get("out"));
   if (!dir.ok()) return Fail("import", dir.status());
-  const ParallelConfig& par = config->engine().parallel();
+  const ParallelConfig& par = config->engine.parallel();
   std::cout << "wrote " << *dir << " (dp " << par.dp() << " tp " << par.tp() << " pp " << par.pp() << ", step 0)\n";
   return 0;
 }

@@ -66,6 +66,8 @@ timeout 120 mpirun "${mpirun_flags[@]}" -np 2 "$fixture_main" --tp2 "$tpdir" >"$
 rc=$?
 record_case tp_fixture $((rc == 0)) "rc=$rc: $(cat "$tmp/tp_fixture.log")"
 tp2=$tpdir/tp2 tp1=$tpdir/tp1
+expect tp_inspect_model 0 "model:       gpt2 (zeroshard.TrainConfig)" -- "$bin" ckpt inspect "$tp2"
+expect tp_inspect_tensor_naming 0 "tensors:     Hugging Face GPT-2 names" -- "$bin" ckpt inspect "$tp2"
 expect tp_inspect_topology 0 "topology:    dp=1 tp=2 pp=1, saved by ZeRO stage 3" -- "$bin" ckpt inspect "$tp2"
 expect tp_inspect_parameters 0 "parameters:  1024 in 3 units; each tp rank holds 564 (576 stored with padding)" -- "$bin" ckpt inspect "$tp2"
 expect tp_inspect_file0 0 "shard_pp000_dp00000_tp000.safetensors pp 0 dp 0 tp 0," -- "$bin" ckpt inspect "$tp2"

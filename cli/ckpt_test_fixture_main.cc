@@ -27,7 +27,8 @@
 #include "core/testing/test_seed.h"
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -82,7 +83,7 @@ absl::Status TrainAndSave(int dp, int tp, uint32_t data_seed, const std::string&
     absl::StatusOr<StepResult> r = (*engine)->TrainStep(Views(batches));
     if (!r.ok()) return r.status();
   }
-  absl::Status s = SaveCheckpoint(**engine, root, 2, config, {2 * kBatch, 0});
+  absl::Status s = SaveCheckpoint(**engine, root, 2, Gpt2RunRecord(config), {2 * kBatch, 0});
   if (!s.ok() || gathered.empty()) return s;
   std::vector<std::vector<float>> storage;
   std::vector<SafetensorsTensorData> tensors;

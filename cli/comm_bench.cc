@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "cli/args.h"
+#include "core/args.h"
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"

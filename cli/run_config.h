@@ -1,8 +1,7 @@
-// RunConfig: any run config the zeroshard command reads — GPT-2's
-// TrainConfig or another model's (the classifier example's) — loaded,
-// validated and able to build its model, so check-config, schedule and
-// `ckpt import` treat every shipped config alike. docs/config_reference.md
-// says how a config names its model.
+// RunConfig: the run config of any registered model (models/registry.h),
+// loaded, validated and able to build its model, so check-config, schedule
+// and `ckpt import` treat every model alike. docs/config_reference.md says
+// how a config names its model.
 #ifndef ZEROSHARD_CLI_RUN_CONFIG_H_
 #define ZEROSHARD_CLI_RUN_CONFIG_H_
 
@@ -14,12 +13,13 @@
 
 #include "absl/status/statusor.h"
 #include "nn/model.h"
-#include "proto/config.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/engine_config.pb.h"
 
 namespace zeroshard::cli {
 
 struct RunConfig {
-  std::string kind;  // "gpt2", "classifier"
+  std::string kind;  // the registered model's name: "gpt2", "classifier"
   // The message type the file names ("zeroshard.TrainConfig", ...).
   std::string message_name;
   // The engine section, with decay_steps resolved as the trainer resolves it.
@@ -38,18 +38,21 @@ struct RunConfig {
   std::string model_summary;
   // Builds the run's model (no parameter memory is allocated).
   std::function<absl::StatusOr<std::unique_ptr<Model>>()> build_model;
+  // What a checkpoint manifest records of the run (`ckpt import`).
+  CheckpointRunConfig record;
 };
 
-// The message types a config may name, one per kind.
+// The message types a config may name, one per registered model.
 std::vector<std::string> KnownConfigMessages();
 
-// Reads `path`, recognises its kind by its "# proto-message:" header (none:
-// GPT-2's zeroshard.TrainConfig), applies the --set overrides in order,
-// validates it for `world_size` ranks (-1: not checked), builds its model
-// and checks the engine section against it (EngineModelErrors). kNotFound
-// when the file cannot be read; kInvalidArgument naming an unknown message
-// type and the known ones, or listing every error ("FILE:LINE:COL: ..." for
-// syntax, "field.path: ..." for values) otherwise.
+// Reads `path`, finds its model in ModelRegistry::Global() by its
+// "# proto-message:" header (none: kHeaderlessConfigMessage), applies the
+// --set overrides in order, validates it for `world_size` ranks (-1: not
+// checked), builds its model and checks the engine section against it
+// (EngineModelErrors). kNotFound when the file cannot be read;
+// kInvalidArgument naming an unknown message type and the registered
+// models, or listing every error ("FILE:LINE:COL: ..." for syntax,
+// "field.path: ..." for values) otherwise.
 absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides,
                                         int world_size);
 

@@ -71,9 +71,9 @@ TEST(RunConfigTest, AnUnknownMessageIsNamedWithTheKnownOnes) {
   const std::string path = WriteTemp("unknown.pbtxt", "# proto-message: zeroshard.RegressionConfig\nsteps: 1\n");
   absl::StatusOr<RunConfig> c = LoadRunConfig(path, {}, -1);
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.status().message(), path + ": '# proto-message: zeroshard.RegressionConfig' names no config kind "
-                                         "zeroshard knows; known: zeroshard.TrainConfig, "
-                                         "zeroshard.ClassifierTrainConfig");
+  EXPECT_EQ(c.status().message(), path + ": '# proto-message: zeroshard.RegressionConfig' names no registered "
+                                         "model; registered: classifier (zeroshard.ClassifierTrainConfig), gpt2 "
+                                         "(zeroshard.TrainConfig)");
   EXPECT_EQ(KnownConfigMessages().size(), 2u);
   EXPECT_EQ(LoadRunConfig("/no/such.pbtxt", {}, -1).status().code(), absl::StatusCode::kNotFound);
 }

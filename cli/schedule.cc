@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/run_config.h"
 #include "engine/engine_options.h"
 #include "engine/pipeline_plan.h"

@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "cli/args.h"
+#include "core/args.h"
 #include "core/file_io.h"
 #include "engine/trace_summary.h"
 

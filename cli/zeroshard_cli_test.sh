@@ -37,7 +37,7 @@ expect missing 2 "/no/such.pbtxt: cannot read config file" -- "$bin" check-confi
 expect gpt2_without_header 0 "kind       gpt2 (zeroshard.TrainConfig)" -- "$bin" check-config "$tmp/good.pbtxt" --world-size 4
 expect classifier 0 "model      classifier input_dim=4 projection_dim=8 (frozen) hidden=[6] num_classes=3" -- "$bin" check-config "$tmp/classifier.pbtxt" --world-size 3
 expect classifier_override 2 "model.num_classes: 1 is out of range [2, 4096]" -- "$bin" check-config "$tmp/classifier.pbtxt" --set model.num_classes=1
-expect unknown_kind 2 "'# proto-message: zeroshard.RegressionConfig' names no config kind zeroshard knows; known: zeroshard.TrainConfig, zeroshard.ClassifierTrainConfig" -- "$bin" check-config "$tmp/unknown_kind.pbtxt"
+expect unknown_kind 2 "'# proto-message: zeroshard.RegressionConfig' names no registered model; registered: classifier (zeroshard.ClassifierTrainConfig), gpt2 (zeroshard.TrainConfig)" -- "$bin" check-config "$tmp/unknown_kind.pbtxt"
 expect bad_flag 2 "unknown flag --wrld-size" -- "$bin" check-config "$tmp/good.pbtxt" --wrld-size 4
 printf '{"traceEvents": 3}' > "$tmp/not_a_trace.json"
 expect trace_missing 2 "zeroshard trace: cannot stat '/no/such/trace.json'" -- "$bin" trace /no/such/trace.json

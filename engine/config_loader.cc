@@ -10,7 +10,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/status_macros.h"
-#include "engine/config_validation.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -58,11 +57,6 @@ std::string ConfigMessageName(absl::string_view text) {
   return "";
 }
 
-std::string ConfigMessageNameOrDefault(absl::string_view text) {
-  std::string name = ConfigMessageName(text);
-  return name.empty() ? kDefaultConfigMessage : name;
-}
-
 absl::Status ParseConfigText(absl::string_view text, absl::string_view source_name, pb::Message* message) {
   message->Clear();
   CollectingErrors errors(source_name);
@@ -73,12 +67,6 @@ absl::Status ParseConfigText(absl::string_view text, absl::string_view source_na
     return absl::InvalidArgumentError(absl::StrJoin(errors.errors(), "\n"));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<TrainConfig> ParseTrainConfig(absl::string_view text, absl::string_view source_name) {
-  TrainConfig config;
-  RETURN_IF_ERROR(ParseConfigText(text, source_name, &config));
-  return config;
 }
 
 absl::Status ApplyOverride(absl::string_view override_text, pb::Message* config) {
@@ -153,13 +141,13 @@ absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
 }
 
 absl::Status LoadConfigMessage(const std::string& path, const std::vector<std::string>& overrides,
-                               pb::Message* message) {
+                               absl::string_view headerless_message, pb::Message* message) {
   ASSIGN_OR_RETURN(const std::string text, ReadConfigFile(path));
   const std::string named = ConfigMessageName(text);
   const std::string& expected = message->GetDescriptor()->full_name();
-  if (named.empty() && expected != kDefaultConfigMessage) {
+  if (named.empty() && expected != headerless_message) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": has no '# proto-message:' header, so it is a ",
-                                                   kDefaultConfigMessage, ", but this program reads a ", expected,
+                                                   headerless_message, ", but this program reads a ", expected,
                                                    "; start the file with '# proto-message: ", expected, "'"));
   }
   if (!named.empty() && named != expected) {
@@ -174,16 +162,6 @@ absl::Status LoadConfigMessage(const std::string& path, const std::vector<std::s
 absl::Status InvalidConfig(const std::string& path, const std::vector<std::string>& errors) {
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(path, ": invalid config:\n", absl::StrJoin(errors, "\n")));
-}
-
-absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
-                                            int world_size) {
-  TrainConfig config;
-  RETURN_IF_ERROR(LoadConfigMessage(path, overrides, &config));
-  ValidationOptions options;
-  options.world_size = world_size;
-  RETURN_IF_ERROR(InvalidConfig(path, TrainConfigErrors(config, options)));
-  return config;
 }
 
 }  // namespace zeroshard

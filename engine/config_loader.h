@@ -1,7 +1,8 @@
 // Reading a run configuration of any message type: text-format parsing with
-// file:line:col errors, command-line overrides by descriptor walking, the
-// header that names the file's message type, and (for GPT-2's TrainConfig)
-// validation. docs/config_reference.md ("How a config names its model").
+// file:line:col errors, command-line overrides by descriptor walking, and the
+// header that names the file's message type. Which message a file without a
+// header holds is the model registry's rule (models/registry.h);
+// docs/config_reference.md ("How a config names its model").
 #ifndef ZEROSHARD_ENGINE_CONFIG_LOADER_H_
 #define ZEROSHARD_ENGINE_CONFIG_LOADER_H_
 
@@ -12,27 +13,18 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
-#include "proto/config.pb.h"
 
 namespace zeroshard {
-
-// What a config file without a header is.
-inline constexpr char kDefaultConfigMessage[] = "zeroshard.TrainConfig";
 
 // The message type the text names in protobuf's text-format header comment
 // "# proto-message: NAME", looked for among the comment and blank lines
 // before the first field; empty when there is none.
 std::string ConfigMessageName(absl::string_view text);
 
-// ConfigMessageName, or kDefaultConfigMessage when the text names none.
-std::string ConfigMessageNameOrDefault(absl::string_view text);
-
 // Parses text-format `text` into `message` (cleared first). A syntax error
 // or unknown field is kInvalidArgument "SOURCE:LINE:COL: message" (1-based),
 // one line per error.
 absl::Status ParseConfigText(absl::string_view text, absl::string_view source_name, google::protobuf::Message* message);
-
-absl::StatusOr<TrainConfig> ParseTrainConfig(absl::string_view text, absl::string_view source_name);
 
 // Applies one override "PATH=VALUE" to any message, e.g.
 // "engine.zero.stage=2", "data.train_path=/tmp/x.bin",
@@ -45,20 +37,13 @@ absl::Status ApplyOverride(absl::string_view override_text, google::protobuf::Me
 // The file's contents; kNotFound "PATH: cannot read config file".
 absl::StatusOr<std::string> ReadConfigFile(const std::string& path);
 
-// Reads `path`, checks that its header names `message`'s type (no header:
-// kDefaultConfigMessage), parses it into `message` and applies `overrides`
-// in order. Does not validate. kNotFound when the file cannot be read;
-// kInvalidArgument for another message type (naming both), syntax or an
-// override.
+// Reads `path`, checks that its header names `message`'s type (a file
+// without a header holds `headerless_message`, a full message name), parses
+// it into `message` and applies `overrides` in order. Does not validate.
+// kNotFound when the file cannot be read; kInvalidArgument for another
+// message type (naming both), syntax or an override.
 absl::Status LoadConfigMessage(const std::string& path, const std::vector<std::string>& overrides,
-                               google::protobuf::Message* message);
-
-// LoadConfigMessage into a TrainConfig, then TrainConfigErrors
-// (config_validation.h) for `world_size` ranks (-1: don't check the world):
-// kInvalidArgument "PATH: invalid config:" and every error, one a line.
-absl::StatusOr<TrainConfig> LoadTrainConfig(const std::string& path,
-                                            const std::vector<std::string>& overrides = {},
-                                            int world_size = -1);
+                               absl::string_view headerless_message, google::protobuf::Message* message);
 
 // kInvalidArgument "PATH: invalid config:\n" + the errors, one a line; OK
 // when there are none.

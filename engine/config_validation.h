@@ -3,10 +3,9 @@
 // and names the bad and the expected value, e.g.
 //   engine.zero.stage: 4 is out of range [0, 3]
 //   engine.parallel: dp*tp*pp = 8 but the world has 4 ranks
-// EngineConfigErrors holds every rule of the engine section, so each config
-// kind (GPT-2's TrainConfig, the classifier example's) checks its own
-// sections and calls it; rules that need the model (which units exist) are
-// model_config_validation.h's.
+// EngineConfigErrors holds every rule of the engine section, so each model's
+// run config (models/registry.h) checks its own sections and calls it; rules
+// that need the model (which units exist) are model_config_validation.h's.
 #ifndef ZEROSHARD_ENGINE_CONFIG_VALIDATION_H_
 #define ZEROSHARD_ENGINE_CONFIG_VALIDATION_H_
 
@@ -14,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "proto/config.pb.h"
+#include "proto/engine_config.pb.h"
 
 namespace zeroshard {
 
@@ -40,13 +39,9 @@ std::vector<std::string> ZeroShardingErrors(const EngineConfig& engine);
 std::vector<std::string> EngineConfigErrors(const EngineConfig& engine, int64_t global_batch,
                                             const ValidationOptions& options);
 
-// A TrainConfig's errors: model and data sections, then EngineConfigErrors.
-std::vector<std::string> TrainConfigErrors(const TrainConfig& config, const ValidationOptions& options);
-
 // Rows per rank per forward implied by a valid engine section:
 // global_batch / (dp * gradient_accumulation_steps).
 int64_t MicroBatchSize(const EngineConfig& engine, int64_t global_batch);
-int MicroBatchSize(const TrainConfig& config);
 
 }  // namespace zeroshard
 

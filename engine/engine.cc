@@ -265,7 +265,9 @@ absl::Status EngineImpl::Allocate() {
     if (trainable && plan_.units[u].has_params) {
       OptimizerRegion region{&plan_.layouts[u], shard->master_begin(), shard->master_numel(), {}};
       for (const ParamSpec& p : model_->units[u]->params()) {
-        const float decay = p.weight_decay_mult.has_value() ? *p.weight_decay_mult : policy.Decays(p.name) ? 1.0f : 0.0f;
+        const float decay = p.weight_decay_mult.has_value()               ? *p.weight_decay_mult
+                            : policy.Decays(p.name, p.no_weight_decay) ? 1.0f
+                                                                       : 0.0f;
         region.groups.push_back(ParamGroup{decay, p.lr_mult});
       }
       regions_[u] = static_cast<int>(regions.size());

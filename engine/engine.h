@@ -54,7 +54,7 @@
 #include "engine/step_program.h"
 #include "engine/trace_writer.h"
 #include "nn/model.h"
-#include "proto/config.pb.h"
+#include "proto/engine_config.pb.h"
 #include "sharding/flat_param_layout.h"
 #include "sharding/grad_reducer.h"
 #include "sharding/loss_scaler.h"

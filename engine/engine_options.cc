@@ -155,7 +155,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   }
   if (o.lr_schedule.type != LrScheduleType::kConstant && lr.decay_steps() == 0) {
     return absl::InvalidArgumentError(
-        "engine.lr_schedule.decay_steps: 0 (meaning TrainConfig.steps) must be resolved to the step count before "
+        "engine.lr_schedule.decay_steps: 0 (meaning the run's steps) must be resolved to the step count before "
         "Engine::Create");
   }
   o.seed = c.seed();

@@ -16,7 +16,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "engine/pipeline_schedule.h"
-#include "proto/config.pb.h"
+#include "proto/engine_config.pb.h"
 #include "sharding/flat_param_layout.h"
 #include "sharding/loss_scaler.h"
 #include "sharding/lr_schedule.h"
@@ -113,7 +113,7 @@ struct EngineOptions {
   TensorParallelOptions tensor;
 };
 
-// decay_steps == 0 ("TrainConfig.steps") must be resolved by the caller for
+// decay_steps == 0 ("the run's steps") must be resolved by the caller for
 // decaying schedules: it is kInvalidArgument here.
 absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& config);
 

@@ -13,7 +13,7 @@
 #include "comm/communicator.h"
 #include "comm/process_grid.h"
 #include "core/device.h"
-#include "proto/config.pb.h"
+#include "proto/engine_config.pb.h"
 
 namespace zeroshard {
 

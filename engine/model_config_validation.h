@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "nn/model.h"
-#include "proto/config.pb.h"
+#include "proto/engine_config.pb.h"
 
 namespace zeroshard {
 

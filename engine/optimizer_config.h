@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/config.pb.h"
+#include "proto/engine_config.pb.h"
 #include "sharding/optimizer.h"
 
 namespace zeroshard {

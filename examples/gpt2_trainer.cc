@@ -23,15 +23,16 @@
 #include "core/timeline.h"
 #include "data/batch_plan.h"
 #include "data/token_file.h"
-#include "engine/config_loader.h"
 #include "engine/engine.h"
 #include "engine/observer.h"
 #include "engine/engine_runtime.h"
 #include "engine/metrics_writer.h"
 #include "engine/straggler.h"
-#include "examples/gpt2_model_config.h"
 #include "kernels/context.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_model_config.h"
+#include "models/gpt2/gpt2_registration.h"
+#include "models/gpt2/train_config.h"
 
 namespace zeroshard {
 namespace {
@@ -203,8 +204,9 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   // this job stops, so a run split into several jobs trains identically.
   const int64_t planned_steps = config.steps();
   const int64_t total_steps = flags.steps >= 0 ? flags.steps : planned_steps;
-  TrainConfig due_config = config;  // checkpoints are due every interval and at this job's last step
-  due_config.set_steps(static_cast<int32_t>(total_steps));
+  // Checkpoints are due every interval and at this job's last step; the
+  // manifest records the config as given.
+  const CheckpointRunConfig run_record = Gpt2RunRecord(config);
   if (flags.resume && config.engine().checkpoint().dir().empty()) {
     return absl::InvalidArgumentError("--resume needs engine.checkpoint.dir in the config (or --set it)");
   }
@@ -338,7 +340,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
                       config.model().seq_len());
   const int log_interval = engine_config.logging().interval();
   std::optional<float> last_loss;
-  const SaveOptions save_options = SaveOptionsFromConfig(config);
+  const SaveOptions save_options = SaveOptionsFromConfig(config.engine());
   bool trace_written = false;
   while (step < total_steps) {
     {
@@ -401,10 +403,11 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
         out << std::endl;
       }
     }
-    if (CheckpointDue(due_config, step)) {
+    if (CheckpointDue(config.engine(), total_steps, step)) {
       const DataPosition data{step * config.data().batch_size(), config.data().shuffle_seed()};
       TraceScope span(engine->timeline(), "checkpoint", "save checkpoint");
-      RETURN_IF_ERROR(SaveCheckpoint(*engine, config.engine().checkpoint().dir(), step, config, data, save_options));
+      RETURN_IF_ERROR(
+          SaveCheckpoint(*engine, config.engine().checkpoint().dir(), step, run_record, data, save_options));
       if (leader) out << "zeroshard: saved " << config.engine().checkpoint().dir() << "/step_" << step << std::endl;
     }
     last_loss = r.loss;

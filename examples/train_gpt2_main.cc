@@ -11,7 +11,7 @@
 #include <iostream>
 
 #include "absl/strings/numbers.h"
-#include "cli/args.h"
+#include "core/args.h"
 #include "comm/mpi_env.h"
 #include "examples/gpt2_trainer.h"
 
@@ -22,7 +22,7 @@ constexpr char kUsage[] =
     "                  [--init_from CHECKPOINT_DIR|FILE.safetensors] [--eval_only]\n";
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<zeroshard::cli::ParsedArgs> args = zeroshard::cli::ParseArgs(
+  absl::StatusOr<zeroshard::ParsedArgs> args = zeroshard::ParseArgs(
       argc, argv, 1, {{"config"}, {"set", true, true}, {"steps"}, {"eval_only", false}, {"resume", false},
                       {"init_from"}, {"testing_slow_rank"}, {"help", false}});
   if (!args.ok() || !args->positional.empty()) {

@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/token_file.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 namespace zeroshard {
 

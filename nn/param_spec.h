@@ -46,7 +46,9 @@ struct ParamSpec {
   // leaves its values bitwise unchanged.
   bool trainable = true;
   // Optimizer group. Weight decay is optimizer.weight_decay times this
-  // multiplier; unset, the config's no-decay name patterns choose 0 or 1.
+  // multiplier; unset, it is 0 or 1 as WeightDecayPolicy decides
+  // (sharding/weight_decay_policy.h): the config's no-decay name patterns
+  // when it lists any, otherwise no_weight_decay below.
   std::optional<float> weight_decay_mult;
   // The learning rate is the schedule's times this.
   float lr_mult = 1.0f;
@@ -63,6 +65,10 @@ struct ParamSpec {
   // checkpoint for another tp pad it the same way. Other split parameters
   // must divide (Model::Validate).
   bool pads_split_dim = false;
+  // The model's default: this parameter gets no weight decay (biases and
+  // normalisation weights, by the usual rule), unless the config lists its
+  // own engine.optimizer.no_decay_patterns.
+  bool no_weight_decay = false;
 
   int64_t numel() const;  // of the global shape
   // logical_shape, or shape when there is no padding.

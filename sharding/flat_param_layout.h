@@ -29,7 +29,7 @@ inline constexpr int64_t kDefaultShardAlignment = 16;
 
 // A parameter as a unit declares it.
 struct FlatParamDecl {
-  std::string name;  // globally unique, e.g. "h.0.attn.c_attn.weight"
+  std::string name;  // globally unique, e.g. "blocks.0.fc.weight"
   std::vector<int64_t> shape;
 };
 

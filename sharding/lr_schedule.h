@@ -26,7 +26,7 @@ struct LrScheduleOptions {
   double min_lr = 0.0;
   int64_t warmup_steps = 0;
   // Step at which decay reaches min_lr; must exceed warmup_steps for the
-  // decaying types (resolve "0 = TrainConfig.steps" before building this).
+  // decaying types (resolve "0 = the run's steps" before building this).
   int64_t decay_steps = 0;
 };
 

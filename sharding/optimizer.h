@@ -39,7 +39,7 @@ struct OptimizerOptions {
   float momentum = 0.0f;
   float dampening = 0.0f;
   bool nesterov = false;
-  // Empty: {".bias", "ln_"} (see weight_decay_policy.h).
+  // Empty: the model's ParamSpec::no_weight_decay marks (weight_decay_policy.h).
   std::vector<std::string> no_decay_patterns;
 };
 

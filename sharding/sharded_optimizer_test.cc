@@ -114,7 +114,9 @@ TEST(ShardedOptimizerTest, LionSegmentsMatchTheKernel) {
   const std::vector<float> w0 = RandomVector(&rng, P), g = RandomVector(&rng, P);
   MemoryTracker tracker;
   const kernels::KernelContext ctx = kernels::KernelContext::Cpu(1);
-  auto opt = ShardedOptimizer::Create(Lion(), {{&layout, 0, P}}, &tracker, ctx);
+  OptimizerOptions lion = Lion();
+  lion.no_decay_patterns = {".bias", "ln_"};  // only the weight decays
+  auto opt = ShardedOptimizer::Create(lion, {{&layout, 0, P}}, &tracker, ctx);
   ASSERT_TRUE(opt.ok()) << opt.status();
   ASSERT_EQ((*opt)->state_kinds().size(), 1u);
   EXPECT_EQ((*opt)->state_kinds()[0].checkpoint_name, "exp_avg");
@@ -147,7 +149,11 @@ TEST(ShardedOptimizerTest, WeightDecayOnlyOnDecayedParameters) {
   const std::vector<float> before = p;
   std::vector<float> g(P, 0.0f);
   MemoryTracker tracker;
-  auto opt = ShardedOptimizer::Create(AdamW(), {{&layout, 0, P}}, &tracker, kernels::KernelContext::Cpu(1));
+  // The layout's names, matched by patterns (a region without parameter
+  // groups has no model marks).
+  OptimizerOptions o = AdamW();
+  o.no_decay_patterns = {".bias", "ln_"};
+  auto opt = ShardedOptimizer::Create(o, {{&layout, 0, P}}, &tracker, kernels::KernelContext::Cpu(1));
   ASSERT_TRUE(opt.ok());
   float* pp = p.data();
   const float* gp = g.data();

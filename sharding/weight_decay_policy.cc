@@ -7,11 +7,10 @@
 namespace zeroshard {
 
 WeightDecayPolicy::WeightDecayPolicy(std::vector<std::string> no_decay_patterns)
-    : patterns_(std::move(no_decay_patterns)) {
-  if (patterns_.empty()) patterns_ = {".bias", "ln_"};
-}
+    : patterns_(std::move(no_decay_patterns)) {}
 
-bool WeightDecayPolicy::Decays(absl::string_view name) const {
+bool WeightDecayPolicy::Decays(absl::string_view name, bool model_no_decay) const {
+  if (patterns_.empty()) return !model_no_decay;
   for (const std::string& p : patterns_) {
     if (p.empty()) continue;
     if (absl::EndsWith(name, p)) return false;

@@ -1,9 +1,11 @@
-// Which parameters get weight decay, decided by name patterns.
+// Which parameters get weight decay: the config's name patterns when it
+// lists any, otherwise the model's own marks (ParamSpec::no_weight_decay,
+// which the model sets for its biases and normalisation weights).
 //
 // A pattern matches a name that ends with it, or that contains it when the
-// pattern ends in a separator ('.' or '_'): ".bias" matches "h.0.attn.c_attn.bias",
-// "ln_" matches "h.0.ln_1.weight" and "ln_f.bias". An empty pattern list means
-// the defaults {".bias", "ln_"}: no decay for biases and LayerNorm parameters.
+// pattern ends in a separator ('.' or '_'): ".bias" matches "blocks.0.fc.bias",
+// "norm_" matches "blocks.0.norm_1.weight". Patterns replace the model's
+// marks entirely.
 #ifndef ZEROSHARD_SHARDING_WEIGHT_DECAY_POLICY_H_
 #define ZEROSHARD_SHARDING_WEIGHT_DECAY_POLICY_H_
 
@@ -18,7 +20,10 @@ class WeightDecayPolicy {
  public:
   explicit WeightDecayPolicy(std::vector<std::string> no_decay_patterns = {});
 
-  bool Decays(absl::string_view param_name) const;
+  // Whether the parameter `param_name`, which its model marks
+  // `model_no_decay`, decays: by the patterns when there are any, else
+  // !model_no_decay.
+  bool Decays(absl::string_view param_name, bool model_no_decay = false) const;
   const std::vector<std::string>& no_decay_patterns() const { return patterns_; }
 
  private:

@@ -21,7 +21,7 @@
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
 #include "kernels/context.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 ABSL_FLAG(int, layers, 12, "transformer blocks");
 ABSL_FLAG(int, embd, 384, "width C");

@@ -22,8 +22,9 @@
 #include "checkpoint/reshard.h"
 #include "checkpoint/safetensors.h"
 #include "core/file_io.h"
-#include "examples/gpt2_model_config.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2_model_config.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -87,7 +88,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::string source_root = JoinPath(dir, "src_2x2x2");
-  auto imported = ImportCheckpoint(weights, **model, config, source_root);
+  auto imported = ImportCheckpoint(weights, **model, Gpt2RunRecord(config), source_root);
   if (!imported.ok()) {
     std::fprintf(stderr, "%s\n", imported.status().ToString().c_str());
     return 1;

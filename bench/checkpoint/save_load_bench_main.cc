@@ -17,7 +17,8 @@
 #include "comm/process_grid.h"
 #include "core/file_io.h"
 #include "engine/engine.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -60,7 +61,7 @@ int Main(int argc, char** argv) {
                 gc.n_embd, gc.vocab_size, static_cast<long long>(params), n, bytes / 1e6);
   }
   auto t0 = std::chrono::steady_clock::now();
-  absl::Status s = SaveCheckpoint(**saver, dir, 1, config, {});
+  absl::Status s = SaveCheckpoint(**saver, dir, 1, Gpt2RunRecord(config), {});
   const double save_s = Seconds(t0);
   if (!s.ok()) {
     std::fprintf(stderr, "save: %s\n", std::string(s.message()).c_str());

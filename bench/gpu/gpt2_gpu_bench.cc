@@ -31,7 +31,7 @@
 #include "core/device.h"
 #include "engine/engine.h"
 #include "engine/engine_runtime.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 #ifdef ZEROSHARD_HAS_CUDA
 #include <cuda_runtime.h>

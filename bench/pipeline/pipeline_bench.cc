@@ -36,7 +36,7 @@
 #include "engine/pipeline_schedule.h"
 #include "engine/testing/global_batch.h"
 #include "core/memory_tracker.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 ABSL_FLAG(int, blocks, 8, "transformer blocks (a multiple of 2 x ranks)");
 ABSL_FLAG(int, embd, 192, "model width");

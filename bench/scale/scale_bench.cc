@@ -38,7 +38,7 @@
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
 #include "kernels/context.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "sharding/flat_param_layout.h"
 #include "sharding/quantized_shard.h"
 

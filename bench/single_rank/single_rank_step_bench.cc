@@ -31,7 +31,7 @@
 #include "kernels/context.h"
 #include "kernels/gemm.h"
 #include "kernels/optimizer.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "nn/resident_model.h"
 
 ABSL_FLAG(int, threads, 0, "CPU threads for kernels and OpenBLAS (0: cores / ranks)");

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 namespace zeroshard {
 

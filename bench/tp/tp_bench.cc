@@ -45,7 +45,7 @@
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
 #include "kernels/context.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "sharding/flat_param_layout.h"
 
 ABSL_FLAG(int, layers, 2, "transformer blocks (12 in GPT-2 small)");
@@ -91,7 +91,7 @@ Gpt2Config Model(int tp) {
   m.n_head = absl::GetFlag(FLAGS_heads);
   m.vocab_size = absl::GetFlag(FLAGS_vocab);
   m.seq_len = absl::GetFlag(FLAGS_seq);
-  m.vocab_multiple = tp;  // as the trainer does (examples/gpt2_model_config.cc)
+  m.vocab_multiple = tp;  // as the trainer does (models/gpt2/gpt2_model_config.cc)
   return m;
 }
 

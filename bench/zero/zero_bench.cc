@@ -42,7 +42,7 @@
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
 #include "kernels/context.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "nn/param_spec.h"
 
 ABSL_FLAG(bool, memory, true, "run the memory and comm tables");

@@ -25,7 +25,7 @@ CheckpointManifest FixtureManifest(int dp, int64_t step) {
   m.add_kinds(kKindExpAvgSq);
   m.set_optimizer("adamw");
   m.set_producer("checkpoint_fixture");
-  m.mutable_config()->set_steps(100);
+  m.mutable_config()->set_model_name("gpt2");
   m.mutable_rng()->set_seed(1234);
   m.mutable_data()->set_step(step);
   m.mutable_data()->set_sequences_consumed(step * 8);

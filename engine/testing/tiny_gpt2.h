@@ -4,7 +4,7 @@
 #ifndef ZEROSHARD_ENGINE_TESTING_TINY_GPT2_H_
 #define ZEROSHARD_ENGINE_TESTING_TINY_GPT2_H_
 
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 namespace zeroshard {
 

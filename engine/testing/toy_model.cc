@@ -95,6 +95,7 @@ class Block : public NamedUnit {
   Block(int i, int c) : NamedUnit(absl::StrCat("blk.", i)), c_(c) {
     params_ = {{absl::StrCat(name_, ".fc.weight"), {c, c}, InitKind::kNormal, 0.3f},
                {absl::StrCat(name_, ".fc.bias"), {c}, InitKind::kNormal, 0.1f}};
+    params_.back().no_weight_decay = true;  // the bias
   }
   absl::Status Forward(const UnitContext& ctx, absl::Span<const TensorView> p, const Batch&,
                        absl::Span<const TensorView> ins, UnitOutput* unit_out,
@@ -165,6 +166,7 @@ class Head : public NamedUnit {
   Head(int v, int c, int nan_target, bool has_scale, bool owns_wte)
       : NamedUnit("head"), v_(v), c_(c), nan_target_(nan_target), ones_(c, 1.0f), owns_wte_(owns_wte) {
     if (has_scale) params_ = {{"ln_f.weight", {c}, InitKind::kOnes, 0}};
+    if (has_scale) params_[0].no_weight_decay = true;  // a norm weight
     if (owns_wte) params_.push_back(Wte(v, c));  // wte is p.back() either way
   }
   std::vector<std::string> borrowed_params() const override {

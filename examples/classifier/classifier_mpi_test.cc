@@ -23,8 +23,8 @@
 #include "engine/engine.h"
 #include "engine/state_view.h"
 #include "engine/testing/shared_seed.h"
-#include "examples/classifier/classifier_data.h"
-#include "examples/classifier/classifier_model.h"
+#include "models/classifier/classifier_data.h"
+#include "models/classifier/classifier_model.h"
 #include "gtest/gtest.h"
 #include "kernels/optimizer.h"
 #include "nn/param_init.h"
@@ -209,7 +209,7 @@ Reference RunReference(const Case& c, const LabeledExamples& train, const Labele
       if (!spec.trainable) continue;
       ParamLocation loc = *(*model)->FindParam(spec.name);
       params.push_back({rm->param(loc), rm->grad(loc), std::vector<float>(spec.numel()),
-                        std::vector<float>(spec.numel()), decay.Decays(spec.name)});
+                        std::vector<float>(spec.numel()), decay.Decays(spec.name, spec.no_weight_decay)});
     }
   }
   BatchPlan plan;

@@ -17,9 +17,9 @@
 #include "core/status_macros.h"
 #include "core/timeline.h"
 #include "engine/engine.h"
-#include "examples/classifier/classifier_config.h"
-#include "examples/classifier/classifier_data.h"
-#include "examples/classifier/classifier_model.h"
+#include "models/classifier/classifier_config.h"
+#include "models/classifier/classifier_data.h"
+#include "models/classifier/classifier_model.h"
 #include "kernels/context.h"
 
 namespace zeroshard {

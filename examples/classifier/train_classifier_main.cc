@@ -9,7 +9,7 @@
 // invalid flags or config, 1 for other errors.
 #include <iostream>
 
-#include "cli/args.h"
+#include "core/args.h"
 #include "comm/mpi_env.h"
 #include "examples/classifier/classifier_trainer.h"
 
@@ -19,8 +19,8 @@ constexpr char kUsage[] = "usage: train_classifier --config FILE.pbtxt [--set PA
 
 // The flags, or kInvalidArgument saying what is wrong with them.
 absl::StatusOr<zeroshard::ClassifierFlags> ParseFlags(int argc, char** argv, bool* help) {
-  absl::StatusOr<zeroshard::cli::ParsedArgs> args =
-      zeroshard::cli::ParseArgs(argc, argv, 1, {{"config"}, {"set", true, true}, {"steps"}, {"help", false}});
+  absl::StatusOr<zeroshard::ParsedArgs> args =
+      zeroshard::ParseArgs(argc, argv, 1, {{"config"}, {"set", true, true}, {"steps"}, {"help", false}});
   if (!args.ok()) return args.status();
   if (!args->positional.empty()) return absl::InvalidArgumentError("unexpected argument " + args->positional[0]);
   *help = args->Has("help");

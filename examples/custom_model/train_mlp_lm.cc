@@ -1,12 +1,14 @@
 // The embedding guide's complete trainer (docs/guide.md): your own model,
 // zeroshard's Engine, a config file, checkpoints. Run under mpirun:
 //   mpirun -np 2 bazel-bin/examples/custom_model/train_mlp_lm CONFIG.pbtxt CKPT_DIR
-// The config's model section supplies n_layer, vocab_size, seq_len, n_embd.
+// It reads GPT-2's run config (models/gpt2/gpt2_config.proto): the model
+// section supplies n_layer, vocab_size, seq_len, n_embd.
 #include <mpi.h>
 
 #include <iostream>
 
 #include "checkpoint/engine_checkpoint.h"
+#include "checkpoint/run_record.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
@@ -14,9 +16,9 @@
 #include "core/status_macros.h"
 #include "data/batch_plan.h"
 #include "data/token_file.h"
-#include "engine/config_loader.h"
 #include "engine/engine.h"
-#include "examples/custom_model/mlp_lm.h"
+#include "models/gpt2/train_config.h"
+#include "models/mlp_lm/mlp_lm.h"
 
 namespace zeroshard {
 
@@ -62,7 +64,8 @@ absl::Status Train(const std::string& config_path, const std::string& checkpoint
   }
   if (engine->timeline() != nullptr) RETURN_IF_ERROR(engine->WriteTrace().status());  // no-op once written
   const DataPosition position{config.steps() * int64_t{config.data().batch_size()}, 0};
-  return SaveCheckpoint(*engine, checkpoint_dir, config.steps(), config, position);
+  // The manifest records the run: this model's name and its whole config.
+  return SaveCheckpoint(*engine, checkpoint_dir, config.steps(), MakeRunRecord("mlp_lm", config, ec), position);
 }
 
 }  // namespace zeroshard

@@ -25,8 +25,9 @@
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "tests/data_parallel_world.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -104,7 +105,7 @@ struct TrainRun {
     return absl::OkStatus();
   }
   absl::Status Save(const std::string& root, int64_t step) {
-    return SaveCheckpoint(*engine, root, step, config, {step * kGlobalBatch, 0});
+    return SaveCheckpoint(*engine, root, step, Gpt2RunRecord(config), {step * kGlobalBatch, 0});
   }
   Weights Gather() {
     Weights w;

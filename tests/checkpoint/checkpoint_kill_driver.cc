@@ -23,7 +23,8 @@
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -107,7 +108,7 @@ int Main(int argc, char** argv) {
           raise(SIGKILL);
         }
       };
-      absl::Status saved = SaveCheckpoint(e, root, s + 1, config, {(s + 1) * kGlobalBatch, 0}, save);
+      absl::Status saved = SaveCheckpoint(e, root, s + 1, Gpt2RunRecord(config), {(s + 1) * kGlobalBatch, 0}, save);
       if (!saved.ok()) return Fail(saved, rank);
     }
   }

@@ -39,8 +39,9 @@
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "tests/data_parallel_world.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -146,7 +147,7 @@ struct TrainRun {
     return w;
   }
   absl::Status Save(const std::string& root, const SaveOptions& options = SaveOptions()) {
-    return SaveCheckpoint(*engine, root, engine->stats().step, config, {engine->stats().step * kGlobalBatch, 0}, options);
+    return SaveCheckpoint(*engine, root, engine->stats().step, Gpt2RunRecord(config), {engine->stats().step * kGlobalBatch, 0}, options);
   }
 };
 
@@ -358,7 +359,8 @@ TEST(CheckpointMpiTest, ImportOfConsolidatedWeightsIsExact) {
     ASSERT_TRUE(reader.ok());
     ASSERT_TRUE(ConsolidateCheckpoint(*reader, file, {}).ok());
     TrainConfig config = MakeConfig(0, 2, 1);
-    absl::StatusOr<std::string> d = ImportCheckpoint(file, *BuildGpt2(TinyGpt2()).value(), config, imported);
+    absl::StatusOr<std::string> d =
+        ImportCheckpoint(file, *BuildGpt2(TinyGpt2()).value(), Gpt2RunRecord(config), imported);
     ASSERT_TRUE(d.ok()) << d.status();
   }
   WorldBarrier();
@@ -445,16 +447,16 @@ TEST(CheckpointMpiTest, LionResumesExactly) {
 TEST(CheckpointMpiTest, CheckpointDueFollowsIntervalAndLastStep) {
   TrainConfig c = MakeConfig(0, 1, 1);
   c.set_steps(10);
-  EXPECT_FALSE(CheckpointDue(c, 10));  // no directory: never
+  EXPECT_FALSE(CheckpointDue(c.engine(), c.steps(), 10));  // no directory: never
   c.mutable_engine()->mutable_checkpoint()->set_dir("/x");
   c.mutable_engine()->mutable_checkpoint()->set_interval(4);
   c.mutable_engine()->mutable_checkpoint()->set_keep_last(3);
   std::vector<int64_t> due;
   for (int64_t s = 0; s <= 12; ++s) {
-    if (CheckpointDue(c, s)) due.push_back(s);
+    if (CheckpointDue(c.engine(), c.steps(), s)) due.push_back(s);
   }
   EXPECT_EQ(due, (std::vector<int64_t>{4, 8, 10, 12}));
-  EXPECT_EQ(SaveOptionsFromConfig(c).keep_last, 3);
+  EXPECT_EQ(SaveOptionsFromConfig(c.engine()).keep_last, 3);
 }
 
 TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {

@@ -33,8 +33,9 @@
 #include "core/status_macros.h"
 #include "engine/engine.h"
 #include "engine/testing/global_batch.h"
-#include "examples/gpt2_model_config.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2_model_config.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -148,7 +149,7 @@ absl::Status RunJob(int index, const Job& job, uint32_t seed, const Kill& kill) 
       raise(SIGKILL);
     }
   };
-  RETURN_IF_ERROR(SaveCheckpoint(*engine, job.root, job.steps, config,
+  RETURN_IF_ERROR(SaveCheckpoint(*engine, job.root, job.steps, Gpt2RunRecord(config),
                                  {int64_t{job.steps} * kGlobalBatch, seed}, save));
   if (rank == 0) std::printf("job %d saved %s/step_%d\n", index, job.root.c_str(), job.steps);
   std::fflush(stdout);

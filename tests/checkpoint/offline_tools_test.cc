@@ -20,7 +20,8 @@
 #include "core/file_io.h"
 #include "core/testing/test_seed.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -197,7 +198,7 @@ std::unique_ptr<Model> Gpt2Of(const TrainConfig& c) {
 }
 
 absl::StatusOr<std::string> Import(const std::string& in, const TrainConfig& c, const std::string& out) {
-  return ImportCheckpoint(in, *Gpt2Of(c), c, out);
+  return ImportCheckpoint(in, *Gpt2Of(c), Gpt2RunRecord(c), out);
 }
 
 // Random full GPT-2 weights from `seed` with the model's names, as a

@@ -31,8 +31,9 @@
 #include "engine/testing/shared_seed.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "engine/testing/weights.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -116,7 +117,7 @@ struct TrainRun {
   }
   absl::Status Save(const std::string& root) {
     const int64_t step = engine->stats().step;
-    return SaveCheckpoint(*engine, root, step, config, {step * kGlobalBatch, 0});
+    return SaveCheckpoint(*engine, root, step, Gpt2RunRecord(config), {step * kGlobalBatch, 0});
   }
 };
 

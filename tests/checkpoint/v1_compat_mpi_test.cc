@@ -31,9 +31,11 @@
 #include "core/file_io.h"
 #include "engine/config_loader.h"
 #include "engine/engine.h"
-#include "examples/gpt2_model_config.h"
+#include "models/gpt2/gpt2_model_config.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_registration.h"
+#include "models/gpt2/train_config.h"
 
 namespace zeroshard {
 namespace {
@@ -155,6 +157,11 @@ void LoadAndCompare(ProcessGrid& grid, const std::string& scratch) {
   EXPECT_EQ(loaded->step, 3);
   EXPECT_EQ(loaded->optimizer_steps, 3);
   EXPECT_EQ(loaded->saved_dp, 2);
+  // A manifest from before the model registry: its GPT-2 sections are
+  // skipped, its engine section kept, no model recorded.
+  EXPECT_EQ(loaded->config.engine().seed(), 7u);
+  EXPECT_EQ(loaded->config.engine().zero().stage(), 2);
+  EXPECT_EQ(loaded->config.model_name(), "");
   absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(kConsolidated);
   ASSERT_TRUE(file.ok()) << file.status();
   const std::vector<std::string> names = (*engine)->ParamNames();
@@ -171,7 +178,7 @@ void LoadAndCompare(ProcessGrid& grid, const std::string& scratch) {
   }
   // The optimizer state came back too: saving it again gives the same file.
   const std::string root = JoinPath(scratch, absl::StrCat("saved_", layout));
-  ASSERT_TRUE(SaveCheckpoint(**engine, root, 3, *config, loaded->data).ok());
+  ASSERT_TRUE(SaveCheckpoint(**engine, root, 3, Gpt2RunRecord(*config), loaded->data).ok());
   if (grid.world().rank() == 0) {
     EXPECT_TRUE(ConsolidatedBytes(root, root + ".safetensors") == Committed()) << layout;
   }

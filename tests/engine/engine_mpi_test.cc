@@ -27,7 +27,7 @@
 #include "gtest/gtest.h"
 #include "tests/data_parallel_world.h"
 #include "kernels/optimizer.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "nn/resident_model.h"
 #include "sharding/grad_clip.h"
 #include "sharding/lr_schedule.h"
@@ -139,7 +139,7 @@ Weights RunReference(const std::vector<int32_t>& tokens) {
     for (const ParamSpec& spec : unit->params()) {
       ParamLocation loc = *(*model)->FindParam(spec.name);
       params.push_back({rm->param(loc), rm->grad(loc), std::vector<float>(spec.numel()),
-                        std::vector<float>(spec.numel()), decay.Decays(spec.name)});
+                        std::vector<float>(spec.numel()), decay.Decays(spec.name, spec.no_weight_decay)});
     }
   }
   for (int step = 1; step <= kSteps; ++step) {

@@ -36,8 +36,9 @@
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "sharding/flat_param_layout.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -319,7 +320,7 @@ TEST(HsdpMpiTest, CheckpointsLoadAtAnyShardGroupSize) {
   TrainRun saver = TrainRun::Create({2, 3}, seed);
   saver.Steps(saved_step);
   const std::string root = TempRoot("hsdp_ckpt");
-  ASSERT_TRUE(SaveCheckpoint(*saver.engine, root, saved_step, saver.config, {saved_step * 16, 0}).ok());
+  ASSERT_TRUE(SaveCheckpoint(*saver.engine, root, saved_step, Gpt2RunRecord(saver.config), {saved_step * 16, 0}).ok());
   const Weights at_save = GatherWeights(*saver.engine);
   saver.Steps(3);
   const Weights continued = GatherWeights(*saver.engine);
@@ -355,7 +356,7 @@ TEST(HsdpMpiTest, CheckpointsLoadAtAnyShardGroupSize) {
   const std::string full_root = TempRoot("full_ckpt");
   TrainRun full = TrainRun::Create({0, 2}, seed);
   full.Steps(2);
-  ASSERT_TRUE(SaveCheckpoint(*full.engine, full_root, 2, full.config, {2 * 16, 0}).ok());
+  ASSERT_TRUE(SaveCheckpoint(*full.engine, full_root, 2, Gpt2RunRecord(full.config), {2 * 16, 0}).ok());
   TrainRun hybrid = TrainRun::Create({2, 2}, seed);
   ASSERT_TRUE(LoadCheckpoint(*hybrid.engine, full_root).ok());
   EXPECT_TRUE(BitwiseEqual(GatherWeights(*hybrid.engine), GatherWeights(*full.engine)));

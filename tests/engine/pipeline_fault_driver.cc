@@ -18,7 +18,7 @@
 #include "engine/testing/function_observer.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 namespace zeroshard {
 namespace {

@@ -25,7 +25,7 @@
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "sharding/testing/thread_communicator.h"
 #include "engine/testing/weights.h"
 #include "engine/testing/shared_seed.h"

@@ -35,7 +35,7 @@
 #include "engine/testing/shared_seed.h"
 #include "gtest/gtest.h"
 #include "tests/data_parallel_world.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 
 namespace zeroshard {
 namespace {

@@ -37,7 +37,7 @@
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
 #include "kernels/quantize.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "sharding/quantized_shard.h"
 
 namespace zeroshard {

@@ -25,7 +25,7 @@
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "tests/data_parallel_world.h"
 
 namespace zeroshard {

@@ -32,7 +32,7 @@
 #include "engine/testing/global_batch.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "nn/param_spec.h"
 #include "sharding/flat_param_layout.h"
 #include "sharding/testing/thread_communicator.h"

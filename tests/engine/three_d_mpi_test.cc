@@ -29,7 +29,7 @@
 #include "engine/state_view.h"
 #include "engine/testing/global_batch.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "sharding/testing/thread_communicator.h"
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/weights.h"

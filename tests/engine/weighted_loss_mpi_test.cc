@@ -17,7 +17,7 @@
 #include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/shared_seed.h"
 #include "gtest/gtest.h"
-#include "nn/gpt2.h"
+#include "models/gpt2/gpt2.h"
 #include "nn/resident_model.h"
 #include "tests/data_parallel_world.h"
 

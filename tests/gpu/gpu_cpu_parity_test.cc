@@ -12,6 +12,7 @@
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_training.h"
+#include "models/gpt2/gpt2_registration.h"
 
 namespace zeroshard {
 namespace {
@@ -50,7 +51,7 @@ void CheckpointMoves(Device from, Device to, const std::string& name) {
   TrainedRun run = Train(saving, 3);
   ASSERT_NE(run.engine, nullptr);
   const std::string root = TempRoot(name);
-  ASSERT_TRUE(SaveCheckpoint(*run.engine, root, 3, saving, {3 * saving.data().batch_size(), 0}).ok());
+  ASSERT_TRUE(SaveCheckpoint(*run.engine, root, 3, Gpt2RunRecord(saving), {3 * saving.data().batch_size(), 0}).ok());
   const TrainConfig loading = GpuTestConfig(to, 1, DTypeProto::F32);
   TrainedRun loaded = Train(loading, 0);
   ASSERT_NE(loaded.engine, nullptr);

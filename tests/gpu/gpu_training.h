@@ -14,7 +14,7 @@
 #include "engine/engine_runtime.h"
 #include "engine/testing/weights.h"
 #include "gtest/gtest.h"
-#include "proto/config.pb.h"
+#include "models/gpt2/gpt2_config.pb.h"
 
 // Skips the calling test with the driver's reason when no GPU is usable.
 #define ZS_SKIP_WITHOUT_GPU()                                                       \
