@@ -183,7 +183,7 @@ class Compiler {
         Backward(op.chunk, op.micro_batch, op.kind);
       }
       PostNext();
-      if (round_end_[i] && in_.training) EndRound(round_of_[i]);
+      if (round_end_[i] && in_.training) EndRound();
     }
     for (int u = 0; u < static_cast<int>(in_.units.size()); ++u) Release(u);
   }
@@ -306,8 +306,7 @@ class Compiler {
   }
 
   // The round's end: buckets that did not close, then every wait.
-  void EndRound(int round) {
-    (void)round;
+  void EndRound() {
     for (int b = 0; b < static_cast<int>(in_.buckets.size()); ++b) {
       if (!Contains(closed_, b)) Reduce(b);
     }
