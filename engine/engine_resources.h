@@ -75,7 +75,7 @@ struct EngineResources {
   // A memory counter sample on the timeline while it records.
   void TraceMemory();
 
-  // engine_device.cc: the kernels' context on options.device (on CUDA its
+  // engine_resources_device.cc: the kernels' context on options.device (on CUDA its
   // stream, cuBLAS handle and workspace, and the allocation stream), after
   // checking that the data communicators move that device's buffers.
   absl::Status InitDevice();
