@@ -50,9 +50,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(
-    const EngineConfig& config, Communicator* dp, std::unique_ptr<Model> model,
-    const std::vector<EngineObserver*>& observers) {
+absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const EngineConfig& config, Communicator* dp,
+                                                                       std::unique_ptr<Model> model,
+                                                                       const std::vector<EngineObserver*>& observers) {
   // The engine's device comes from the config; the communicator must move
   // buffers on it (checked before any collective: every rank sees the same).
   const Device engine_device = config.device().type() == DeviceConfig::CUDA ? Device::kCuda : Device::kCpu;
@@ -71,7 +71,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(
 }
 
 int EngineImpl::checkpoint_dp_rank() const {
-  return res_.comms.replica == nullptr ? res_.comms.dp->rank() : res_.comms.dp->rank() * res_.comms.replica->size() + res_.comms.replica->rank();
+  return res_.comms.replica == nullptr
+             ? res_.comms.dp->rank()
+             : res_.comms.dp->rank() * res_.comms.replica->size() + res_.comms.replica->rank();
 }
 
 EngineCoordinates EngineImpl::coordinates() const {
@@ -106,11 +108,10 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfi
   }
   if (comms.world == nullptr) comms.world = comms.dp;
   if (comms.control->size() != comms.world->size() || comms.control->rank() != comms.world->rank()) {
-    return absl::InvalidArgumentError(absl::StrCat("the control communicator '", comms.control->name(), "' is rank ",
-                                                   comms.control->rank(), " of ", comms.control->size(),
-                                                   ", the world communicator '", comms.world->name(), "' rank ",
-                                                   comms.world->rank(), " of ", comms.world->size(),
-                                                   "; they must be the same group"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the control communicator '", comms.control->name(), "' is rank ", comms.control->rank(), " of ",
+                     comms.control->size(), ", the world communicator '", comms.world->name(), "' rank ",
+                     comms.world->rank(), " of ", comms.world->size(), "; they must be the same group"));
   }
   std::unique_ptr<EngineImpl> engine(new EngineImpl());
   engine->res_.comms = comms;
@@ -124,14 +125,14 @@ absl::Status EngineImpl::Init(const EngineConfig& config) {
   absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
   if (options.ok() && config.parallel().dp() != res_.comms.dp->size() * res_.replicas()) {
     options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.dp: ", config.parallel().dp(),
-                                                      " but the dp communicator has ", res_.comms.dp->size() * res_.replicas(),
-                                                      " ranks"));
+                                                      " but the dp communicator has ",
+                                                      res_.comms.dp->size() * res_.replicas(), " ranks"));
   }
   if (options.ok() && options->sharding.replicas != res_.replicas()) {
-    options = absl::InvalidArgumentError(absl::StrCat(
-        "engine.zero.shard_group_size: ", config.zero().shard_group_size(), " makes ", options->sharding.replicas,
-        " replica groups but the engine was given ", res_.replicas(), " (shard communicator '", res_.comms.dp->name(), "' of ",
-        res_.comms.dp->size(), " ranks)"));
+    options = absl::InvalidArgumentError(
+        absl::StrCat("engine.zero.shard_group_size: ", config.zero().shard_group_size(), " makes ",
+                     options->sharding.replicas, " replica groups but the engine was given ", res_.replicas(),
+                     " (shard communicator '", res_.comms.dp->name(), "' of ", res_.comms.dp->size(), " ranks)"));
   }
   if (options.ok() && options->tensor.size != (res_.comms.tp == nullptr ? 1 : res_.comms.tp->size())) {
     options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.tp: ", options->tensor.size,
@@ -143,12 +144,12 @@ absl::Status EngineImpl::Init(const EngineConfig& config) {
   if (options.ok()) {
     const int stage = res_.comms.pp == nullptr ? 0 : res_.comms.pp->rank();
     if (res_.options.pipeline.stages != (res_.comms.pp == nullptr ? 1 : res_.comms.pp->size())) {
-      model_ok = absl::InvalidArgumentError(absl::StrCat("engine.parallel.pp: ", res_.options.pipeline.stages,
-                                                         " but the pp communicator has ",
-                                                         res_.comms.pp == nullptr ? 1 : res_.comms.pp->size(), " ranks"));
+      model_ok = absl::InvalidArgumentError(
+          absl::StrCat("engine.parallel.pp: ", res_.options.pipeline.stages, " but the pp communicator has ",
+                       res_.comms.pp == nullptr ? 1 : res_.comms.pp->size(), " ranks"));
     }
-    absl::StatusOr<StepPlan> plan =
-        model_ok.ok() ? PlanStep(*res_.model, res_.options, res_.comms.dp->size(), stage) : absl::StatusOr<StepPlan>(model_ok);
+    absl::StatusOr<StepPlan> plan = model_ok.ok() ? PlanStep(*res_.model, res_.options, res_.comms.dp->size(), stage)
+                                                  : absl::StatusOr<StepPlan>(model_ok);
     model_ok = plan.status();
     if (plan.ok()) res_.plan = std::move(*plan);
   }
@@ -156,7 +157,10 @@ absl::Status EngineImpl::Init(const EngineConfig& config) {
   absl::Status device_ok = options.ok() && model_ok.ok() ? res_.InitDevice() : absl::OkStatus();
   // Every rank takes part in the fingerprint exchange even when its own
   // checks failed, so that no rank is left waiting in a collective.
-  absl::Status local = !options.ok() ? options.status() : !model_ok.ok() ? model_ok : !device_ok.ok() ? device_ok : trace_ok;
+  absl::Status local = !options.ok()     ? options.status()
+                       : !model_ok.ok()  ? model_ok
+                       : !device_ok.ok() ? device_ok
+                                         : trace_ok;
   RETURN_IF_ERROR(CheckFingerprints(config, local));
   res_.Notify([&](EngineObserver& o) { o.OnBeforeAllocation(res_.tracker); });
   // Past the fingerprints every rank allocates; an allocation that fails on
@@ -169,7 +173,8 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
   std::string model_text;
   if (local.ok()) {
     for (int u = 0; u < num_units(); ++u) {
-      absl::StrAppend(&model_text, res_.plan.layouts[u].DebugString(), res_.plan.units[u].trainable ? "" : " frozen", " borrows {");
+      absl::StrAppend(&model_text, res_.plan.layouts[u].DebugString(), res_.plan.units[u].trainable ? "" : " frozen",
+                      " borrows {");
       for (const std::string& b : res_.model->units[u]->borrowed_params()) absl::StrAppend(&model_text, " ", b);
       absl::StrAppend(&model_text, " }");
       // The tp partitions: equal local shapes may still cut differently.
@@ -203,8 +208,8 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
   if (v[0] != 0) {
     return RelayedError(absl::StatusCode::kFailedPrecondition,
                         absl::StrCat("Engine::Create failed on another of the ", res_.comms.control->size(), " ",
-                                     res_.ControlGroup(), " ranks (see its error); this rank (", res_.ControlGroup(), " rank ",
-                                     res_.comms.control->rank(), ") was fine"));
+                                     res_.ControlGroup(), " ranks (see its error); this rank (", res_.ControlGroup(),
+                                     " rank ", res_.comms.control->rank(), ") was fine"));
   }
   bool model_same = true, config_same = true;
   for (int i = 0; i < 4; ++i) {
@@ -217,35 +222,33 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
     return absl::FailedPreconditionError(absl::StrFormat(
         "the model differs across the %d %s ranks: %s rank %d has %d units and %d parameters (fingerprint "
         "%016x); every rank must build the same model",
-        res_.comms.control->size(), res_.ControlGroup(), res_.ControlGroup(), res_.comms.control->rank(), res_.plan.layouts.size(), numel, model_fp));
+        res_.comms.control->size(), res_.ControlGroup(), res_.ControlGroup(), res_.comms.control->rank(),
+        res_.plan.layouts.size(), numel, model_fp));
   }
   if (!config_same) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "the engine config differs across the %d %s ranks: %s rank %d has fingerprint %016x (zero.stage=%d, "
         "gradient_accumulation_steps=%d); every rank must load the same config",
-        res_.comms.control->size(), res_.ControlGroup(), res_.ControlGroup(), res_.comms.control->rank(), config_fp, config.zero().stage(),
-        config.gradient_accumulation_steps()));
+        res_.comms.control->size(), res_.ControlGroup(), res_.ControlGroup(), res_.comms.control->rank(), config_fp,
+        config.zero().stage(), config.gradient_accumulation_steps()));
   }
   return absl::OkStatus();
 }
 
 absl::Status EngineImpl::Allocate() {
-  ASSIGN_OR_RETURN(state_, ShardedState::Create(res_.plan, *res_.model, res_.options, res_.comms.dp,
-                                                res_.comms.replica, &res_.tracker, res_.compute,
-                                                res_.timeline.get()));
+  ASSIGN_OR_RETURN(state_, ShardedState::Create(res_.plan, *res_.model, res_.options, res_.comms.dp, res_.comms.replica,
+                                                &res_.tracker, res_.compute, res_.timeline.get()));
   state_view_.Init(state_.get(), res_.options.compute_dtype);
-  transport_ = std::make_unique<PipelineTransport>(res_.comms.pp, &res_.tracker, res_.device(), &res_.compute,
-                                                   res_.timeline.get(), res_.num_units(),
-                                                   res_.options.accumulation_steps);
+  transport_ =
+      std::make_unique<PipelineTransport>(res_.comms.pp, &res_.tracker, res_.device(), &res_.compute,
+                                          res_.timeline.get(), res_.num_units(), res_.options.accumulation_steps);
   optimizer_phase_ = std::make_unique<OptimizerPhase>(&res_, state_.get());
   executor_ = std::make_unique<StepExecutor>(&res_, state_.get(), transport_.get(), optimizer_phase_.get());
   evaluator_ = std::make_unique<Evaluator>(&res_, state_.get(), executor_.get());
   return state_->InitParams(*res_.model, res_.options.seed, res_.tp_rank(), res_.tp_size());
 }
 
-void EngineImpl::RestoreProgress(int64_t step, int64_t skipped_steps) {
-  state_->RestoreProgress(step, skipped_steps);
-}
+void EngineImpl::RestoreProgress(int64_t step, int64_t skipped_steps) { state_->RestoreProgress(step, skipped_steps); }
 
 void EngineImpl::RestoreLossScaler(double scale, int64_t clean_streak, int hysteresis_left, int64_t overflows) {
   if (state_->scaler().options().type == LossScaleType::kNone) return;

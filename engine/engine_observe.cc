@@ -24,7 +24,8 @@ const char* WaitKindName(WaitKind kind) {
 }
 
 void EngineImpl::AddObserver(EngineObserver* observer) {
-  if (observer == nullptr || std::find(res_.observers.begin(), res_.observers.end(), observer) != res_.observers.end()) return;
+  if (observer == nullptr || std::find(res_.observers.begin(), res_.observers.end(), observer) != res_.observers.end())
+    return;
   res_.observers.push_back(observer);
 }
 

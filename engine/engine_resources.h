@@ -48,7 +48,7 @@ struct EngineComms {
   Communicator* world = nullptr;
   Communicator* pp = nullptr;
   Communicator* embedding = nullptr;
-  Communicator* tp = nullptr;  // the tensor-parallel group (null: tp 1)
+  Communicator* tp = nullptr;       // the tensor-parallel group (null: tp 1)
   Communicator* replica = nullptr;  // hybrid sharding's replica group (null: none)
 };
 
@@ -90,8 +90,7 @@ struct EngineResources {
   // read those; the host ones still give the signature and the nominal
   // weight), their memory owned by *storage until the step ends. On the CPU
   // nothing: the batches are used as they are (BatchesToRun).
-  absl::Status StageBatches(absl::Span<const Batch> batches, std::vector<Buffer>* storage,
-                            std::vector<Batch>* copies);
+  absl::Status StageBatches(absl::Span<const Batch> batches, std::vector<Buffer>* storage, std::vector<Batch>* copies);
   static absl::Span<const Batch> BatchesToRun(absl::Span<const Batch> host, const std::vector<Batch>& copies) {
     return copies.empty() ? host : absl::MakeConstSpan(copies);
   }

@@ -22,10 +22,11 @@ absl::Status EngineResources::InitDevice() {
   compute.tracker = &tracker;
   for (Communicator* c : DataCommunicators()) {
     if (c != nullptr && c->device() != options.device) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "engine.device.type is ", DeviceName(options.device), " but the data communicator '", c->name(),
-          "' moves ", DeviceName(c->device()), " buffers; build the process grid with CreateEngineRuntime "
-          "(engine/engine_runtime.h), which picks the data backend for the device"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("engine.device.type is ", DeviceName(options.device), " but the data communicator '", c->name(),
+                       "' moves ", DeviceName(c->device()),
+                       " buffers; build the process grid with CreateEngineRuntime "
+                       "(engine/engine_runtime.h), which picks the data backend for the device"));
     }
   }
   if (options.device == Device::kCpu) return absl::OkStatus();
@@ -61,7 +62,7 @@ void EngineResources::DetachDevice() {
 }
 
 absl::Status EngineResources::StageBatches(absl::Span<const Batch> batches, std::vector<Buffer>* storage,
-                                      std::vector<Batch>* copies) {
+                                           std::vector<Batch>* copies) {
   copies->clear();
   if (device() == Device::kCpu) return absl::OkStatus();
   // Through pinned staging, so the copies are asynchronous on the compute
@@ -82,8 +83,8 @@ absl::Status EngineResources::StageBatches(absl::Span<const Batch> batches, std:
                                                     t.view.dtype, t.view.numel()));
       const size_t bytes = static_cast<size_t>(t.view.bytes());
       if (bytes > 0) std::memcpy(staged, t.view.data, bytes);
-      RETURN_IF_ERROR(DeviceCopyAsync(buf.data(), options.device, staged, Device::kCpu, bytes,
-                                      compute.kernels.cuda_stream));
+      RETURN_IF_ERROR(
+          DeviceCopyAsync(buf.data(), options.device, staged, Device::kCpu, bytes, compute.kernels.cuda_stream));
       staged += bytes;
       TensorView v = t.view;
       v.data = buf.data();
@@ -97,9 +98,9 @@ absl::Status EngineResources::StageBatches(absl::Span<const Batch> batches, std:
 }
 
 absl::Status EngineResources::HostCollective(Communicator& comm, const float* in, int64_t in_count, float* out,
-                                        int64_t out_count,
-                                        const std::function<std::unique_ptr<Work>(const void*, void*)>& issue,
-                                        const std::function<absl::Status(Work&)>& wait) {
+                                             int64_t out_count,
+                                             const std::function<std::unique_ptr<Work>(const void*, void*)>& issue,
+                                             const std::function<absl::Status(Work&)>& wait) {
   const auto wait_for = [&](std::unique_ptr<Work> w) { return wait ? wait(*w) : w->Wait(); };
   if (comm.device() == Device::kCpu) return wait_for(issue(in, out));
   const bool in_place = static_cast<const void*>(in) == static_cast<const void*>(out);
@@ -107,8 +108,8 @@ absl::Status EngineResources::HostCollective(Communicator& comm, const float* in
                    Buffer::Allocate(&tracker, MemoryCategory::kCommBuffers, comm.device(), DType::kF32, out_count));
   Buffer dev_in;
   if (!in_place) {
-    ASSIGN_OR_RETURN(dev_in, Buffer::Allocate(&tracker, MemoryCategory::kCommBuffers, comm.device(), DType::kF32,
-                                              in_count));
+    ASSIGN_OR_RETURN(dev_in,
+                     Buffer::Allocate(&tracker, MemoryCategory::kCommBuffers, comm.device(), DType::kF32, in_count));
   }
   Buffer& staged_in = in_place ? dev_out : dev_in;
   RETURN_IF_ERROR(DeviceCopy(staged_in.data(), comm.device(), in, Device::kCpu, in_count * sizeof(float)));

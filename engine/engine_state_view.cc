@@ -73,19 +73,19 @@ void* EngineStateViewImpl::data(int unit, int kind) {
 
 absl::Status EngineStateViewImpl::CheckRange(int unit, int kind, int64_t offset, int64_t count) const {
   if (unit < 0 || unit >= num_units()) {
-    return absl::InvalidArgumentError(absl::StrCat("state view: unit ", unit, " is not one of the ", num_units(),
-                                                   " units"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("state view: unit ", unit, " is not one of the ", num_units(), " units"));
   }
   if (kind < 0 || kind >= num_kinds()) {
-    return absl::InvalidArgumentError(absl::StrCat("state view: kind ", kind, " is not one of the ", num_kinds(),
-                                                   " kinds"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("state view: kind ", kind, " is not one of the ", num_kinds(), " kinds"));
   }
   const StateRegion r = region(unit, kind);
   if (offset < 0 || count < 0 || offset + count > r.length) {
     return absl::OutOfRangeError(absl::StrCat("state view: elements [", offset, ", ", offset + count, ") of unit ",
                                               unit, " ('", state_->layout(unit).unit_name(), "') kind '",
-                                              kinds_[kind].name, "', whose region here has ", r.length,
-                                              " elements", r.present ? "" : " (not held)"));
+                                              kinds_[kind].name, "', whose region here has ", r.length, " elements",
+                                              r.present ? "" : " (not held)"));
   }
   return absl::OkStatus();
 }

@@ -88,9 +88,11 @@ absl::StatusOr<std::vector<float>> Evaluator::GatherParam(absl::string_view name
     if (source) {
       UnitShard& shard = *state_->unit_shard(u);
       if (!res_->options.zero.shards_master()) {
-        s = DeviceCopy(out.data(), Device::kCpu, shard.master() + info.offset, res_->device(), info.numel * sizeof(float));
+        s = DeviceCopy(out.data(), Device::kCpu, shard.master() + info.offset, res_->device(),
+                       info.numel * sizeof(float));
       } else {
-        s = res_->comms.dp->AllGather(shard.master(), full->data(), res_->plan.layouts[u].shard_numel(), DType::kF32)->Wait();
+        s = res_->comms.dp->AllGather(shard.master(), full->data(), res_->plan.layouts[u].shard_numel(), DType::kF32)
+                ->Wait();
         if (s.ok()) {
           s = DeviceCopy(out.data(), Device::kCpu, full->as<float>() + info.offset, res_->device(),
                          info.numel * sizeof(float));
@@ -98,17 +100,19 @@ absl::StatusOr<std::vector<float>> Evaluator::GatherParam(absl::string_view name
       }
     }
     if (s.ok() && res_->comms.pp != nullptr && info.numel > 0) {
-      s = res_->HostCollective(*res_->comms.pp, out.data(), info.numel, out.data(), info.numel, [&](const void*, void* buf) {
-        return res_->comms.pp->Broadcast(buf, info.numel, DType::kF32, res_->plan.units[u].stage);
-      });
+      s = res_->HostCollective(
+          *res_->comms.pp, out.data(), info.numel, out.data(), info.numel, [&](const void*, void* buf) {
+            return res_->comms.pp->Broadcast(buf, info.numel, DType::kF32, res_->plan.units[u].stage);
+          });
     }
     // A tensor split over tp: every rank's slice in its place in the whole
     // tensor; then the padding dropped (the shape users see).
     const ParamSpec& spec = res_->model->units[u]->params()[*p];
     if (s.ok() && res_->tp_size() > 1 && !spec.partition.replicated()) {
       std::vector<float> slices(out.size() * res_->tp_size());
-      s = res_->HostCollective(*res_->comms.tp, out.data(), info.numel, slices.data(), static_cast<int64_t>(slices.size()),
-                         [&](const void* in, void* all) { return res_->comms.tp->AllGather(in, all, info.numel, DType::kF32); });
+      s = res_->HostCollective(
+          *res_->comms.tp, out.data(), info.numel, slices.data(), static_cast<int64_t>(slices.size()),
+          [&](const void* in, void* all) { return res_->comms.tp->AllGather(in, all, info.numel, DType::kF32); });
       if (s.ok()) {
         out.assign(spec.numel(), 0.0f);
         for (int r = 0; r < res_->tp_size(); ++r) {
@@ -123,11 +127,11 @@ absl::StatusOr<std::vector<float>> Evaluator::GatherParam(absl::string_view name
     }
     return out;
   }
-  return absl::NotFoundError(absl::StrCat("no parameter named '", name, "' in the model (", res_->num_units(),
-                                          " units; e.g. '", res_->plan.layouts.empty() || res_->plan.layouts[0].params().empty()
-                                                                ? std::string()
-                                                                : res_->plan.layouts[0].params()[0].name,
-                                          "')"));
+  return absl::NotFoundError(absl::StrCat(
+      "no parameter named '", name, "' in the model (", res_->num_units(), " units; e.g. '",
+      res_->plan.layouts.empty() || res_->plan.layouts[0].params().empty() ? std::string()
+                                                                           : res_->plan.layouts[0].params()[0].name,
+      "')"));
 }
 
 }  // namespace zeroshard

@@ -41,8 +41,8 @@ class EvaluatorTest : public ::testing::TestWithParam<int> {
   std::unique_ptr<OptimizerPhase> optimizer_;
   std::unique_ptr<StepExecutor> executor_;
   std::unique_ptr<Evaluator> evaluator_;
-  std::vector<HostBatch> host_ = MicroBatchesForRank(RandomTokens(3, 2, kToy.seq_len, kToy.vocab_size), 2,
-                                                     kToy.seq_len, 1, 1, 0);
+  std::vector<HostBatch> host_ =
+      MicroBatchesForRank(RandomTokens(3, 2, kToy.seq_len, kToy.vocab_size), 2, kToy.seq_len, 1, 1, 0);
 };
 
 TEST_P(EvaluatorTest, EvaluateRepeatsAndDoesNotTrain) {

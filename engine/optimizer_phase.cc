@@ -70,9 +70,10 @@ absl::Status OptimizerPhase::Run(const Action& a, absl::Span<const LossTerms> lo
 absl::Status OptimizerPhase::TiedReduce(int u) {
   const int64_t n = res_->plan.layouts[u].shard_numel();
   const Clock::time_point issued = Clock::now();
-  std::unique_ptr<Work> tied = res_->comms.embedding->AllReduce(state_->unit_shard(u)->grad_shard(), n, DType::kF32, ReduceOp::kSum);
-  return WaitTracedOn(*tied, res_->compute.kernels.cuda_stream, res_->timeline.get(), "allreduce", "AllReduce tied grads",
-                      res_->plan.layouts[u].unit_name(), issued, n * 4);
+  std::unique_ptr<Work> tied =
+      res_->comms.embedding->AllReduce(state_->unit_shard(u)->grad_shard(), n, DType::kF32, ReduceOp::kSum);
+  return WaitTracedOn(*tied, res_->compute.kernels.cuda_stream, res_->timeline.get(), "allreduce",
+                      "AllReduce tied grads", res_->plan.layouts[u].unit_name(), issued, n * 4);
 }
 
 // One summation order: each shard's sum of squares by the kernel's fixed
@@ -86,7 +87,8 @@ absl::Status OptimizerPhase::NormPartial(int bucket, OptimizerPhaseState* phase_
   std::vector<kernels::SumSquaresSpan> spans;
   std::vector<std::pair<int, size_t>> unit_end;  // (unit, end of its spans)
   for (int u : res_->plan.buckets[bucket].units) {
-    if (state_->optimizer_region(u) < 0 || res_->plan.units[u].mirror || res_->plan.layouts[u].shard_numel() == 0) continue;
+    if (state_->optimizer_region(u) < 0 || res_->plan.units[u].mirror || res_->plan.layouts[u].shard_numel() == 0)
+      continue;
     if (res_->tp_rank() == 0) {
       spans.push_back({state_->unit_shard(u)->grad_shard(), res_->plan.layouts[u].shard_numel()});
     } else {
@@ -110,8 +112,8 @@ absl::Status OptimizerPhase::NormPartial(int bucket, OptimizerPhaseState* phase_
   return absl::OkStatus();
 }
 
-absl::Status OptimizerPhase::ReduceNorm(absl::Span<const LossTerms> losses, double nominal_weight,
-                                        StepResult* result, OptimizerPhaseState* phase_state) {
+absl::Status OptimizerPhase::ReduceNorm(absl::Span<const LossTerms> losses, double nominal_weight, StepResult* result,
+                                        OptimizerPhaseState* phase_state) {
   OptimizerPhaseState& phase = *phase_state;
   const int L = res_->num_units();
   const double scale = state_->scaler().scale();
@@ -128,8 +130,8 @@ absl::Status OptimizerPhase::ReduceNorm(absl::Span<const LossTerms> losses, doub
   if (res_->options.zero.needs_full_f32_grads(res_->options.compute_dtype != DType::kF32)) {
     for (int u = 0; u < L && allocated.ok(); ++u) {
       if (state_->optimizer_region(u) < 0) continue;
-      absl::StatusOr<Buffer> f = Buffer::Allocate(&res_->tracker, MemoryCategory::kCommBuffers, res_->device(), DType::kF32,
-                                                  res_->plan.layouts[u].padded_numel());
+      absl::StatusOr<Buffer> f = Buffer::Allocate(&res_->tracker, MemoryCategory::kCommBuffers, res_->device(),
+                                                  DType::kF32, res_->plan.layouts[u].padded_numel());
       if (f.ok()) {
         phase.full_f32[u] = std::move(*f);
       } else {
@@ -182,9 +184,11 @@ absl::Status OptimizerPhase::ReduceNorm(absl::Span<const LossTerms> losses, doub
   if (!allocated.ok()) return allocated;
   if (!losses_read.ok()) return losses_read;
   if (sums[kFailedAllocations] != 0.0f) {
-    return RelayedError(absl::StatusCode::kResourceExhausted, absl::StrCat(
-        "the optimizer's stage-0 gradient buffers could not be allocated or the loss read on ",
-        sums[kFailedAllocations], " rank(s) (see their errors); this rank (", res_->comms.world->rank(), ") was fine"));
+    return RelayedError(
+        absl::StatusCode::kResourceExhausted,
+        absl::StrCat("the optimizer's stage-0 gradient buffers could not be allocated or the loss read on ",
+                     sums[kFailedAllocations], " rank(s) (see their errors); this rank (", res_->comms.world->rank(),
+                     ") was fine"));
   }
   result->overflow = sums[kNonFinite] != 0.0f;
   result->loss_weight = sums[kLossWeight];
@@ -232,7 +236,8 @@ absl::Status OptimizerPhase::Update(int bucket, StepResult* result, OptimizerPha
       if (state_->optimizer_region(u) < 0 || res_->plan.layouts[u].shard_numel() == 0) continue;
       void* dst = phase.full_f32[u].empty() ? shard.full_grads() : phase.full_f32[u].data();
       works.push_back({Clock::now(), &shard, res_->plan.layouts[u].padded_numel() * 4, nullptr});
-      works.back().work = res_->comms.dp->AllGather(shard.grad_shard(), dst, res_->plan.layouts[u].shard_numel(), DType::kF32);
+      works.back().work =
+          res_->comms.dp->AllGather(shard.grad_shard(), dst, res_->plan.layouts[u].shard_numel(), DType::kF32);
     }
     const Clock::time_point t0 = Clock::now();
     RETURN_IF_ERROR(WaitAll(works, "AllGather grads"));
@@ -265,7 +270,8 @@ absl::Status OptimizerPhase::Publish(int bucket, StepResult* result, OptimizerPh
     UnitShard& shard = *state_->unit_shard(u);
     const Clock::time_point issued = Clock::now();
     ASSIGN_OR_RETURN(std::unique_ptr<Work> w, shard.PublishMaster());
-    const int64_t bytes = res_->plan.layouts[u].padded_numel() * static_cast<int64_t>(DTypeSize(res_->options.compute_dtype));
+    const int64_t bytes =
+        res_->plan.layouts[u].padded_numel() * static_cast<int64_t>(DTypeSize(res_->options.compute_dtype));
     if (w != nullptr) works.push_back({issued, &shard, bytes, std::move(w)});
   }
   const Clock::time_point t0 = Clock::now();
@@ -300,7 +306,8 @@ void OptimizerPhase::NotifyGradients(void (EngineObserver::*event)(const Gradien
 
 void OptimizerPhase::NotifyGradient(void (EngineObserver::*event)(const GradientEvent&), int64_t attempt, int unit) {
   if (res_->observers.empty() || state_->optimizer_region(unit) < 0) return;
-  const GradientEvent grad{attempt, unit, state_->unit_shard(unit)->grad_shard(), res_->plan.layouts[unit].shard_numel()};
+  const GradientEvent grad{attempt, unit, state_->unit_shard(unit)->grad_shard(),
+                           res_->plan.layouts[unit].shard_numel()};
   res_->Notify([&](EngineObserver& o) { (o.*event)(grad); });
 }
 

@@ -50,8 +50,8 @@ class OptimizerPhase {
   // fills *result (loss, norm, skip, scale). The step's first such action
   // opens the phase (the reduced-gradient events, the "optimizer" span).
   // kInternal for an action of another kind.
-  absl::Status Run(const Action& action, absl::Span<const LossTerms> losses, double nominal_weight,
-                   StepResult* result, OptimizerPhaseState* phase);
+  absl::Status Run(const Action& action, absl::Span<const LossTerms> losses, double nominal_weight, StepResult* result,
+                   OptimizerPhaseState* phase);
 
  private:
   // A collective of the optimizer phase and what it moves, for WaitAll.

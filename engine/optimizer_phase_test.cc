@@ -42,9 +42,8 @@ class OptimizerPhaseTest : public ::testing::TestWithParam<int> {
       if (parts_->resources.options.zero.grad_shard_per_step()) {
         ASSERT_TRUE(shard->EnsureGradShard().ok());
       }
-      ASSERT_TRUE((parts_->resources.options.zero.zeroes_full_grads() ? shard->ZeroFullGrads()
-                                                                      : shard->ZeroGradShard())
-                      .ok());
+      ASSERT_TRUE(
+          (parts_->resources.options.zero.zeroes_full_grads() ? shard->ZeroFullGrads() : shard->ZeroGradShard()).ok());
     }
   }
 

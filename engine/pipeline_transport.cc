@@ -72,8 +72,8 @@ absl::Status PipelineTransport::PostSend(const Action& a, ActivationPack* pack, 
   send->works.push_back(pp_->Send(header, kHeaderWords, DType::kI32, a.peer_stage, tag));
   std::vector<TensorView> views = send->pack.views();
   for (size_t i = 0; i < views.size(); ++i) {
-    send->works.push_back(pp_->Send(views[i].data, views[i].numel(), views[i].dtype, a.peer_stage,
-                                    tag + 1 + static_cast<int>(i)));
+    send->works.push_back(
+        pp_->Send(views[i].data, views[i].numel(), views[i].dtype, a.peer_stage, tag + 1 + static_cast<int>(i)));
   }
   transfers->sends.push_back(std::move(send));
   return absl::OkStatus();
@@ -103,16 +103,16 @@ absl::Status PipelineTransport::PostReceive(const Action& a, PipelineTransfers* 
 absl::Status PipelineTransport::PostPayload(TransferReceive& r) {
   Communicator& pp = *pp_;
   if (!r.header_device.empty()) {  // arrived (the receive completed): to the host
-    RETURN_IF_ERROR(DeviceCopy(r.header.data(), Device::kCpu, r.header_device.data(), pp.device(),
-                               kHeaderWords * sizeof(int32_t)));
+    RETURN_IF_ERROR(
+        DeviceCopy(r.header.data(), Device::kCpu, r.header_device.data(), pp.device(), kHeaderWords * sizeof(int32_t)));
     r.header_device.Reset();
   }
   const std::vector<int32_t>& h = r.header;
   int at = 0;
   const int tensors = h[at++];
   if (tensors < 0 || tensors > 7) {
-    return absl::DataLossError(absl::StrCat("pipeline transfer header from stage ", r.peer, " lists ", tensors,
-                                            " tensors"));
+    return absl::DataLossError(
+        absl::StrCat("pipeline transfer header from stage ", r.peer, " lists ", tensors, " tensors"));
   }
   for (int i = 0; i < tensors; ++i) {
     const DType dtype = static_cast<DType>(h[at++]);

@@ -46,19 +46,19 @@ absl::StatusOr<int> PipelineTransferTag(TransferKind kind, int micro_batch, int 
 
 struct TransferReceive {
   int peer = 0;
-  int tag = 0;                       // the header's; tensor i uses tag + 1 + i
+  int tag = 0;  // the header's; tensor i uses tag + 1 + i
   std::vector<int32_t> header;
-  Buffer header_device;              // where it lands on a device pp communicator
+  Buffer header_device;  // where it lands on a device pp communicator
   std::unique_ptr<Work> header_work;
   bool payload_posted = false;
-  ActivationPack pack;               // allocated once the header arrived
+  ActivationPack pack;  // allocated once the header arrived
   std::vector<std::unique_ptr<Work>> payload;
 };
 
 struct TransferSend {
   std::vector<int32_t> header;
-  Buffer header_device;              // its device copy on a device pp communicator
-  ActivationPack pack;               // kept alive until the sends completed
+  Buffer header_device;  // its device copy on a device pp communicator
+  ActivationPack pack;   // kept alive until the sends completed
   std::vector<std::unique_ptr<Work>> works;
 };
 

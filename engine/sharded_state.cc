@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
     if (trainable && plan.units[u].has_params) {
       OptimizerRegion region{&plan.layouts[u], shard->master_begin(), shard->master_numel(), {}};
       for (const ParamSpec& p : model.units[u]->params()) {
-        const float decay = p.weight_decay_mult.has_value()               ? *p.weight_decay_mult
+        const float decay = p.weight_decay_mult.has_value()            ? *p.weight_decay_mult
                             : policy.Decays(p.name, p.no_weight_decay) ? 1.0f
                                                                        : 0.0f;
         region.groups.push_back(ParamGroup{decay, p.lr_mult});
@@ -57,8 +57,8 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
   state->reducer_->set_timeline(timeline);
   ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Create(options.loss_scale));
   state->scaler_ = std::make_unique<LossScaler>(scaler);
-  ASSIGN_OR_RETURN(state->optimizer_, ShardedOptimizer::Create(options.optimizer, std::move(regions), tracker,
-                                                               compute.kernels));
+  ASSIGN_OR_RETURN(state->optimizer_,
+                   ShardedOptimizer::Create(options.optimizer, std::move(regions), tracker, compute.kernels));
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options.lr_schedule));
   state->schedule_ = std::make_unique<LrSchedule>(schedule);
   RETURN_IF_ERROR(state->reducer_->SetStagingSlots(plan.staging_slots));
@@ -101,8 +101,8 @@ absl::Status ShardedState::InitParams(const Model& model, uint64_t seed, int tp_
       }
     }
     if (!staging.empty()) {
-      RETURN_IF_ERROR(DeviceCopy(shard.master(), device_, staging.data(), Device::kCpu,
-                                 staging.size() * sizeof(float)));
+      RETURN_IF_ERROR(
+          DeviceCopy(shard.master(), device_, staging.data(), Device::kCpu, staging.size() * sizeof(float)));
     }
   }
   return PublishMasterWeights();

@@ -63,7 +63,7 @@ std::array<double, 5> Waits(const StepTimings& t) {
 }  // namespace
 
 absl::Status StepExecutor::AgreeOnBatches(absl::Span<const Batch> batches, const absl::Status& local,
-                                        double* nominal_weight) {
+                                          double* nominal_weight) {
   const int n = res_->comms.control->size();
   const int me = res_->comms.control->rank();
   const std::string group = res_->ControlGroup();
@@ -96,8 +96,8 @@ absl::Status StepExecutor::AgreeOnBatches(absl::Span<const Batch> batches, const
     const int32_t code = all[static_cast<size_t>(r) * kRecordWords];
     if (code != 0) {
       return RelayedError(static_cast<absl::StatusCode>(code),
-                          absl::StrCat("the step could not start on ", group, " rank ", r, " (see its error); this rank (",
-                                       group, " rank ", me, ") was fine"));
+                          absl::StrCat("the step could not start on ", group, " rank ", r,
+                                       " (see its error); this rank (", group, " rank ", me, ") was fine"));
     }
   }
   std::vector<int> differ;
@@ -106,10 +106,10 @@ absl::Status StepExecutor::AgreeOnBatches(absl::Span<const Batch> batches, const
     if (GetU64(&all[static_cast<size_t>(r) * kRecordWords + 1]) != first) differ.push_back(r);
   }
   if (!differ.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the micro-batches differ across ", group, " ranks: ", group, " rank(s) ", absl::StrJoin(differ, ", "),
-        " have other names, dtypes or shapes than ", group, " rank 0; this rank (", group, " rank ", me, ") has ",
-        signature));
+    return absl::InvalidArgumentError(absl::StrCat("the micro-batches differ across ", group, " ranks: ", group,
+                                                   " rank(s) ", absl::StrJoin(differ, ", "),
+                                                   " have other names, dtypes or shapes than ", group,
+                                                   " rank 0; this rank (", group, " rank ", me, ") has ", signature));
   }
   double total = 0;
   for (int r = 0; r < n; ++r) {
@@ -127,9 +127,9 @@ absl::Status StepExecutor::BeginStep(RunContext* run) {
   absl::Status local =
       static_cast<int>(host.size()) == res_->options.accumulation_steps
           ? CheckBatches(host)
-          : absl::InvalidArgumentError(absl::StrCat("got ", host.size(),
-                                                    " micro-batches, expected gradient_accumulation_steps=",
-                                                    res_->options.accumulation_steps));
+          : absl::InvalidArgumentError(absl::StrCat(
+                "got ", host.size(),
+                " micro-batches, expected gradient_accumulation_steps=", res_->options.accumulation_steps));
   // The step's staging buffers are allocated before the agreement, so an
   // allocation that fails on one rank stops every rank here.
   if (local.ok()) local = state_->reducer().ReserveStaging();
@@ -250,8 +250,10 @@ absl::Status StepExecutor::ParamViews(int unit, std::vector<TensorView>* params,
   for (const auto& [owner, offset, shape] : sources) {
     UnitShard* shard = state_->unit_shard(owner);
     if (shard == nullptr || (params != nullptr && shard->full_params() == nullptr)) {
-      return absl::InternalError(absl::StrCat("unit '", res_->plan.layouts[unit].unit_name(), "' runs without the "
-                                              "parameters of unit '", res_->plan.layouts[owner].unit_name(),
+      return absl::InternalError(absl::StrCat("unit '", res_->plan.layouts[unit].unit_name(),
+                                              "' runs without the "
+                                              "parameters of unit '",
+                                              res_->plan.layouts[owner].unit_name(),
                                               "' gathered (the step program must WAIT_GATHER it first)"));
     }
     if (params != nullptr) params->push_back(view(shard->full_params(), offset, shape));
@@ -296,9 +298,9 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
       // Activations arrive as the input of `u`: where the unit below would
       // have left its output.
       if (u > 0 && !recompute) {
-        RETURN_IF_ERROR(transport_->CompleteReceive(
-            kTransferActivations, m, u, &run->transfers, &run->state[m][u - 1].output,
-            run->timings == nullptr ? nullptr : &run->timings->pipeline_wait_forward));
+        RETURN_IF_ERROR(
+            transport_->CompleteReceive(kTransferActivations, m, u, &run->transfers, &run->state[m][u - 1].output,
+                                        run->timings == nullptr ? nullptr : &run->timings->pipeline_wait_forward));
       }
       std::vector<TensorView> in;
       if (u > 0) in = recompute ? st.kept_input.views() : run->state[m][u - 1].output.views();
@@ -351,9 +353,9 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
                                                 "' micro-batch ", m,
                                                 " has no saved activations (no FORWARD or RECOMPUTE before it)"));
       }
-      RETURN_IF_ERROR(transport_->CompleteReceive(
-          kTransferGradients, m, u, &run->transfers, &st.output_grad,
-          run->timings == nullptr ? nullptr : &run->timings->pipeline_wait_backward));
+      RETURN_IF_ERROR(
+          transport_->CompleteReceive(kTransferGradients, m, u, &run->transfers, &st.output_grad,
+                                      run->timings == nullptr ? nullptr : &run->timings->pipeline_wait_backward));
       const Unit& unit = *res_->model->units[u];
       const bool split = a.kind == ActionKind::kBackwardInput && unit.SupportsSplitBackward();
       if (!split) {
@@ -379,8 +381,8 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
           RETURN_IF_ERROR(unit.BackwardInput(ContextFor(*run, m, u), params, run->batches[m], *st.saved, grad_out,
                                              &grad_in, &st.weight_inputs));
         } else {
-          RETURN_IF_ERROR(unit.Backward(ContextFor(*run, m, u), params, grads, run->batches[m], *st.saved, grad_out,
-                                        &grad_in));
+          RETURN_IF_ERROR(
+              unit.Backward(ContextFor(*run, m, u), params, grads, run->batches[m], *st.saved, grad_out, &grad_in));
         }
       }
       st.output_grad.Clear();
@@ -410,7 +412,7 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
         TraceScope span(res_->timeline.get(), "backward", "backward weight", res_->model->units[u]->name(),
                         {{"unit", u}, {"micro_batch", m}});
         RETURN_IF_ERROR(res_->model->units[u]->BackwardWeight(ContextFor(*run, m, u), grads, run->batches[m], *st.saved,
-                                                         *st.weight_inputs));
+                                                              *st.weight_inputs));
       }
       st.saved.reset();
       st.weight_inputs.reset();
@@ -445,8 +447,9 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
       // Gradients: the unit's input gradient, written where the unit below
       // would read it.
       RETURN_IF_ERROR(transport_->PostSend(a,
-                                           a.kind == ActionKind::kSendAct ? &run->state[a.micro_batch][a.unit].output
-                                                                          : &run->state[a.micro_batch][a.unit - 1].output_grad,
+                                           a.kind == ActionKind::kSendAct
+                                               ? &run->state[a.micro_batch][a.unit].output
+                                               : &run->state[a.micro_batch][a.unit - 1].output_grad,
                                            &run->transfers));
       charge(nullptr);
       return absl::OkStatus();

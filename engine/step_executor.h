@@ -33,7 +33,7 @@ namespace zeroshard {
 
 // Executor state of one (micro-batch, unit).
 struct UnitState {
-  ActivationPack output;      // FORWARD's output until the next unit consumed it
+  ActivationPack output;  // FORWARD's output until the next unit consumed it
   std::unique_ptr<SavedActivations> saved;
   ActivationPack kept_input;  // checkpointed: the input RECOMPUTE reads
   bool awaiting_backward = false;
@@ -46,11 +46,11 @@ struct UnitState {
 struct RunContext {
   absl::Span<const Batch> batches;
   bool training = true;
-  float loss_seed = 0;  // d(objective)/d(loss sum) the last unit's BACKWARD starts from
+  float loss_seed = 0;        // d(objective)/d(loss sum) the last unit's BACKWARD starts from
   double nominal_weight = 0;  // Σ over ranks and micro-batches of Unit::NominalLossWeight
   StepResult* result = nullptr;
   PipelineTransfers transfers;
-  std::vector<LossTerms> losses;   // per micro-batch
+  std::vector<LossTerms> losses;              // per micro-batch
   std::vector<std::vector<UnitState>> state;  // [micro-batch][unit]
   StepTimings* timings = nullptr;
   bool in_backward = false;
@@ -66,8 +66,7 @@ struct RunContext {
 
 class StepExecutor {
  public:
-  StepExecutor(EngineResources* resources, ShardedState* state, PipelineTransport* transport,
-               OptimizerPhase* optimizer)
+  StepExecutor(EngineResources* resources, ShardedState* state, PipelineTransport* transport, OptimizerPhase* optimizer)
       : res_(resources), state_(state), transport_(transport), optimizer_(optimizer) {}
 
   // Runs every action of `program`, then waits for the pipeline's sends.

@@ -40,8 +40,7 @@ class StepExecutorTest : public ::testing::Test {
     return parts.ok() ? std::move(*parts) : nullptr;
   }
 
-  absl::StatusOr<StepResult> Train(EngineParts* parts, Executor* e, absl::Span<const Batch> batches,
-                                   RunContext* run) {
+  absl::StatusOr<StepResult> Train(EngineParts* parts, Executor* e, absl::Span<const Batch> batches, RunContext* run) {
     StepResult result;
     run->host_batches = batches;
     run->batches = batches;
@@ -53,8 +52,8 @@ class StepExecutorTest : public ::testing::Test {
   }
 
   std::vector<std::unique_ptr<Communicator>> comms_ = CreateThreadGroup(1);
-  std::vector<HostBatch> host_ = MicroBatchesForRank(RandomTokens(7, 4, kToy.seq_len, kToy.vocab_size), 4,
-                                                     kToy.seq_len, 1, 2, 0);
+  std::vector<HostBatch> host_ =
+      MicroBatchesForRank(RandomTokens(7, 4, kToy.seq_len, kToy.vocab_size), 4, kToy.seq_len, 1, 2, 0);
   std::vector<Batch> batches_ = Views(host_);
 };
 

@@ -8,8 +8,8 @@
 
 namespace zeroshard {
 
-absl::StatusOr<std::unique_ptr<EngineParts>> MakeEngineParts(const EngineConfig& config,
-                                                             std::unique_ptr<Model> model, Communicator* comm) {
+absl::StatusOr<std::unique_ptr<EngineParts>> MakeEngineParts(const EngineConfig& config, std::unique_ptr<Model> model,
+                                                             Communicator* comm) {
   auto parts = std::make_unique<EngineParts>();
   EngineResources& r = parts->resources;
   ASSIGN_OR_RETURN(r.options, EngineOptionsFromConfig(config));

@@ -23,8 +23,8 @@ struct EngineParts {
 };
 
 // Collective over `comm` (the initial weights' publication).
-absl::StatusOr<std::unique_ptr<EngineParts>> MakeEngineParts(const EngineConfig& config,
-                                                             std::unique_ptr<Model> model, Communicator* comm);
+absl::StatusOr<std::unique_ptr<EngineParts>> MakeEngineParts(const EngineConfig& config, std::unique_ptr<Model> model,
+                                                             Communicator* comm);
 
 // A small config for the toy model (engine/testing/toy_model.h): ZeRO
 // `stage`, `accumulation_steps` micro-batches, AdamW, seed 42, one thread.
