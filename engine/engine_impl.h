@@ -116,9 +116,8 @@ class EngineImpl final : public Engine {
   void RestoreProgress(int64_t step, int64_t skipped_steps) override;
   void RestoreLossScaler(double scale, int64_t clean_streak, int hysteresis_left, int64_t overflows) override;
 
-  // For the engine's own tests: the sharded state, and a unit's shard
-  // (null for a unit of another pipeline stage).
-  ShardedState& sharded_state() { return *state_; }
+  // For the engine's own tests: a unit's shard (null for a unit of another
+  // pipeline stage).
   UnitShard* unit_shard(int unit) { return state_->unit_shard(unit); }
 
  private:

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
+#include "core/buffer.h"
 #include "core/device.h"
 #include "core/memory_tracker.h"
 #include "core/timeline.h"

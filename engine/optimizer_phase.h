@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "core/buffer.h"
 #include "core/timeline.h"
 #include "engine/engine.h"
 #include "engine/engine_resources.h"

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "core/buffer.h"
 #include "core/device.h"
 #include "core/memory_tracker.h"
 #include "core/timeline.h"
