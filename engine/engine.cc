@@ -1,6 +1,7 @@
-// Engine set-up: options, units, fingerprints, buffers, initial weights and
-// the step programs. The step itself is engine_step.cc; the optimizer phase
-// engine_optimizer.cc; evaluation and parameter gathers engine_eval.cc.
+// The facade's set-up: options, units, fingerprints, the sharded state and
+// the components over it, initial weights. The step runs in StepExecutor
+// (step_executor.cc), its optimizer phase in OptimizerPhase, evaluation and
+// parameter gathers in Evaluator.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -11,14 +12,8 @@
 #include "core/hash.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
-#include "kernels/cast.h"
-#include "nn/param_init.h"
-#include "sharding/weight_decay_policy.h"
 
 namespace zeroshard {
-namespace {
-
-}  // namespace
 
 absl::StatusOr<EngineComms> CommsForGrid(const EngineConfig& config, ProcessGrid* grid) {
   EngineComms comms;
@@ -55,9 +50,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(
-    const EngineConfig& config, Communicator* dp, std::unique_ptr<Model> model,
-    const std::vector<EngineObserver*>& observers) {
+absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const EngineConfig& config, Communicator* dp,
+                                                                       std::unique_ptr<Model> model,
+                                                                       const std::vector<EngineObserver*>& observers) {
   // The engine's device comes from the config; the communicator must move
   // buffers on it (checked before any collective: every rank sees the same).
   const Device engine_device = config.device().type() == DeviceConfig::CUDA ? Device::kCuda : Device::kCpu;
@@ -76,33 +71,32 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(
 }
 
 int EngineImpl::checkpoint_dp_rank() const {
-  return replica_ == nullptr ? dp_->rank() : dp_->rank() * replica_->size() + replica_->rank();
+  return res_.comms.replica == nullptr
+             ? res_.comms.dp->rank()
+             : res_.comms.dp->rank() * res_.comms.replica->size() + res_.comms.replica->rank();
 }
 
 EngineCoordinates EngineImpl::coordinates() const {
   EngineCoordinates c;
-  c.shard_rank = dp_->rank();
-  c.shard_size = dp_->size();
-  c.replica_rank = replica_ == nullptr ? 0 : replica_->rank();
-  c.replicas = replicas();
+  c.shard_rank = res_.comms.dp->rank();
+  c.shard_size = res_.comms.dp->size();
+  c.replica_rank = res_.comms.replica == nullptr ? 0 : res_.comms.replica->rank();
+  c.replicas = res_.replicas();
   c.checkpoint_dp_rank = checkpoint_dp_rank();
-  c.dp_size = dp_size();
+  c.dp_size = res_.dp_size();
   // The grid numbers dp ranks with the shard groups' neighbours together:
   // replica group r holds shard-group rank s at dp rank r · shard size + s.
   c.dp_rank = c.replica_rank * c.shard_size + c.shard_rank;
-  c.tp_rank = tp_rank();
-  c.tp_size = tp_size();
-  c.stage = plan_.stage;
-  c.stages = plan_.stages;
+  c.tp_rank = res_.tp_rank();
+  c.tp_size = res_.tp_size();
+  c.stage = res_.plan.stage;
+  c.stages = res_.plan.stages;
   return c;
 }
 
 EngineImpl::~EngineImpl() {
-  for (auto& shard : shards_) {
-    if (shard != nullptr) shard->Release().IgnoreError();
-  }
-  if (reducer_ != nullptr) reducer_->FinishAll().IgnoreError();
-  DetachDevice();
+  if (state_ != nullptr) state_->ReleaseAll();
+  res_.DetachDevice();
 }
 
 absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfig& config, EngineComms comms,
@@ -114,21 +108,14 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfi
   }
   if (comms.world == nullptr) comms.world = comms.dp;
   if (comms.control->size() != comms.world->size() || comms.control->rank() != comms.world->rank()) {
-    return absl::InvalidArgumentError(absl::StrCat("the control communicator '", comms.control->name(), "' is rank ",
-                                                   comms.control->rank(), " of ", comms.control->size(),
-                                                   ", the world communicator '", comms.world->name(), "' rank ",
-                                                   comms.world->rank(), " of ", comms.world->size(),
-                                                   "; they must be the same group"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the control communicator '", comms.control->name(), "' is rank ", comms.control->rank(), " of ",
+                     comms.control->size(), ", the world communicator '", comms.world->name(), "' rank ",
+                     comms.world->rank(), " of ", comms.world->size(), "; they must be the same group"));
   }
   std::unique_ptr<EngineImpl> engine(new EngineImpl());
-  engine->dp_ = comms.dp;
-  engine->replica_ = comms.replica;
-  engine->control_ = comms.control;
-  engine->world_ = comms.world;
-  engine->pp_ = comms.pp;
-  engine->embedding_ = comms.embedding;
-  engine->tp_ = comms.tp;
-  engine->model_ = std::move(model);
+  engine->res_.comms = comms;
+  engine->res_.model = std::move(model);
   for (EngineObserver* o : observers) engine->AddObserver(o);
   RETURN_IF_ERROR(engine->Init(config));
   return engine;
@@ -136,46 +123,49 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfi
 
 absl::Status EngineImpl::Init(const EngineConfig& config) {
   absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
-  if (options.ok() && config.parallel().dp() != dp_->size() * replicas()) {
+  if (options.ok() && config.parallel().dp() != res_.comms.dp->size() * res_.replicas()) {
     options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.dp: ", config.parallel().dp(),
-                                                      " but the dp communicator has ", dp_->size() * replicas(),
-                                                      " ranks"));
+                                                      " but the dp communicator has ",
+                                                      res_.comms.dp->size() * res_.replicas(), " ranks"));
   }
-  if (options.ok() && options->sharding.replicas != replicas()) {
-    options = absl::InvalidArgumentError(absl::StrCat(
-        "engine.zero.shard_group_size: ", config.zero().shard_group_size(), " makes ", options->sharding.replicas,
-        " replica groups but the engine was given ", replicas(), " (shard communicator '", dp_->name(), "' of ",
-        dp_->size(), " ranks)"));
+  if (options.ok() && options->sharding.replicas != res_.replicas()) {
+    options = absl::InvalidArgumentError(
+        absl::StrCat("engine.zero.shard_group_size: ", config.zero().shard_group_size(), " makes ",
+                     options->sharding.replicas, " replica groups but the engine was given ", res_.replicas(),
+                     " (shard communicator '", res_.comms.dp->name(), "' of ", res_.comms.dp->size(), " ranks)"));
   }
-  if (options.ok() && options->tensor.size != (tp_ == nullptr ? 1 : tp_->size())) {
+  if (options.ok() && options->tensor.size != (res_.comms.tp == nullptr ? 1 : res_.comms.tp->size())) {
     options = absl::InvalidArgumentError(absl::StrCat("engine.parallel.tp: ", options->tensor.size,
                                                       " but the tp communicator has ",
-                                                      tp_ == nullptr ? 1 : tp_->size(), " ranks"));
+                                                      res_.comms.tp == nullptr ? 1 : res_.comms.tp->size(), " ranks"));
   }
-  if (options.ok()) options_ = *options;
+  if (options.ok()) res_.options = *options;
   absl::Status model_ok;
   if (options.ok()) {
-    const int stage = pp_ == nullptr ? 0 : pp_->rank();
-    if (options_.pipeline.stages != (pp_ == nullptr ? 1 : pp_->size())) {
-      model_ok = absl::InvalidArgumentError(absl::StrCat("engine.parallel.pp: ", options_.pipeline.stages,
-                                                         " but the pp communicator has ",
-                                                         pp_ == nullptr ? 1 : pp_->size(), " ranks"));
+    const int stage = res_.comms.pp == nullptr ? 0 : res_.comms.pp->rank();
+    if (res_.options.pipeline.stages != (res_.comms.pp == nullptr ? 1 : res_.comms.pp->size())) {
+      model_ok = absl::InvalidArgumentError(
+          absl::StrCat("engine.parallel.pp: ", res_.options.pipeline.stages, " but the pp communicator has ",
+                       res_.comms.pp == nullptr ? 1 : res_.comms.pp->size(), " ranks"));
     }
-    absl::StatusOr<StepPlan> plan =
-        model_ok.ok() ? PlanStep(*model_, options_, dp_->size(), stage) : absl::StatusOr<StepPlan>(model_ok);
+    absl::StatusOr<StepPlan> plan = model_ok.ok() ? PlanStep(*res_.model, res_.options, res_.comms.dp->size(), stage)
+                                                  : absl::StatusOr<StepPlan>(model_ok);
     model_ok = plan.status();
-    if (plan.ok()) plan_ = std::move(*plan);
+    if (plan.ok()) res_.plan = std::move(*plan);
   }
   absl::Status trace_ok = InitTrace(config.logging());
-  absl::Status device_ok = options.ok() && model_ok.ok() ? InitDevice() : absl::OkStatus();
+  absl::Status device_ok = options.ok() && model_ok.ok() ? res_.InitDevice() : absl::OkStatus();
   // Every rank takes part in the fingerprint exchange even when its own
   // checks failed, so that no rank is left waiting in a collective.
-  absl::Status local = !options.ok() ? options.status() : !model_ok.ok() ? model_ok : !device_ok.ok() ? device_ok : trace_ok;
+  absl::Status local = !options.ok()     ? options.status()
+                       : !model_ok.ok()  ? model_ok
+                       : !device_ok.ok() ? device_ok
+                                         : trace_ok;
   RETURN_IF_ERROR(CheckFingerprints(config, local));
-  Notify([&](EngineObserver& o) { o.OnBeforeAllocation(tracker_); });
+  res_.Notify([&](EngineObserver& o) { o.OnBeforeAllocation(res_.tracker); });
   // Past the fingerprints every rank allocates; an allocation that fails on
   // one rank is agreed on, so every rank returns its code.
-  RETURN_IF_ERROR(AgreeAcrossRanks(*control_, Allocate(), "Engine::Create (allocating the model state)"));
+  RETURN_IF_ERROR(AgreeAcrossRanks(*res_.comms.control, Allocate(), "Engine::Create (allocating the model state)"));
   return absl::OkStatus();
 }
 
@@ -183,16 +173,17 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
   std::string model_text;
   if (local.ok()) {
     for (int u = 0; u < num_units(); ++u) {
-      absl::StrAppend(&model_text, plan_.layouts[u].DebugString(), plan_.units[u].trainable ? "" : " frozen", " borrows {");
-      for (const std::string& b : model_->units[u]->borrowed_params()) absl::StrAppend(&model_text, " ", b);
+      absl::StrAppend(&model_text, res_.plan.layouts[u].DebugString(), res_.plan.units[u].trainable ? "" : " frozen",
+                      " borrows {");
+      for (const std::string& b : res_.model->units[u]->borrowed_params()) absl::StrAppend(&model_text, " ", b);
       absl::StrAppend(&model_text, " }");
       // The tp partitions: equal local shapes may still cut differently.
-      for (const ParamSpec& p : model_->units[u]->params()) {
+      for (const ParamSpec& p : res_.model->units[u]->params()) {
         if (!p.partition.replicated()) absl::StrAppend(&model_text, " ", p.name, " ", p.partition.DebugString());
       }
       absl::StrAppend(&model_text, "\n");
     }
-    for (const std::string& m : plan_.metric_names) absl::StrAppend(&model_text, "metric ", m, "\n");
+    for (const std::string& m : res_.plan.metric_names) absl::StrAppend(&model_text, "metric ", m, "\n");
   }
   EngineConfig hashed = config;
   // Per-rank paths may differ; whether and how long a trace records may not
@@ -212,13 +203,13 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
     v[13 + i] = -v[5 + i];
   }
   RETURN_IF_ERROR(
-      control_->AllReduce(v.data(), static_cast<int64_t>(v.size()), DType::kI32, ReduceOp::kMax)->Wait());
+      res_.comms.control->AllReduce(v.data(), static_cast<int64_t>(v.size()), DType::kI32, ReduceOp::kMax)->Wait());
   if (!local.ok()) return local;
   if (v[0] != 0) {
     return RelayedError(absl::StatusCode::kFailedPrecondition,
-                        absl::StrCat("Engine::Create failed on another of the ", control_->size(), " ",
-                                     ControlGroup(), " ranks (see its error); this rank (", ControlGroup(), " rank ",
-                                     control_->rank(), ") was fine"));
+                        absl::StrCat("Engine::Create failed on another of the ", res_.comms.control->size(), " ",
+                                     res_.ControlGroup(), " ranks (see its error); this rank (", res_.ControlGroup(),
+                                     " rank ", res_.comms.control->rank(), ") was fine"));
   }
   bool model_same = true, config_same = true;
   for (int i = 0; i < 4; ++i) {
@@ -227,146 +218,49 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
   }
   if (!model_same) {
     int64_t numel = 0;
-    for (const FlatParamLayout& l : plan_.layouts) numel += l.numel();
+    for (const FlatParamLayout& l : res_.plan.layouts) numel += l.numel();
     return absl::FailedPreconditionError(absl::StrFormat(
         "the model differs across the %d %s ranks: %s rank %d has %d units and %d parameters (fingerprint "
         "%016x); every rank must build the same model",
-        control_->size(), ControlGroup(), ControlGroup(), control_->rank(), plan_.layouts.size(), numel, model_fp));
+        res_.comms.control->size(), res_.ControlGroup(), res_.ControlGroup(), res_.comms.control->rank(),
+        res_.plan.layouts.size(), numel, model_fp));
   }
   if (!config_same) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "the engine config differs across the %d %s ranks: %s rank %d has fingerprint %016x (zero.stage=%d, "
         "gradient_accumulation_steps=%d); every rank must load the same config",
-        control_->size(), ControlGroup(), ControlGroup(), control_->rank(), config_fp, config.zero().stage(),
-        config.gradient_accumulation_steps()));
+        res_.comms.control->size(), res_.ControlGroup(), res_.ControlGroup(), res_.comms.control->rank(), config_fp,
+        config.zero().stage(), config.gradient_accumulation_steps()));
   }
   return absl::OkStatus();
 }
 
 absl::Status EngineImpl::Allocate() {
-  const int L = num_units();
-  std::vector<UnitShard*> with_grads;
-  std::vector<OptimizerRegion> regions;
-  regions_.assign(L, -1);
-  const WeightDecayPolicy policy(options_.optimizer.no_decay_patterns);
-  for (int u = 0; u < L; ++u) {
-    const bool trainable = plan_.units[u].trainable;
-    if (!plan_.units[u].held) {  // another pipeline stage's unit
-      with_grads.push_back(nullptr);
-      shards_.push_back(nullptr);
-      continue;
-    }
-    ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
-                     UnitShard::Create(&plan_.layouts[u], options_.zero, dp_, &tracker_, options_.compute_dtype,
-                                       compute_.kernels, trainable));
-    shard->set_timeline(timeline_.get());
-    if (options_.sharding.quantize_weights) shard->set_weight_quantization(options_.sharding.quantization_block);
-    with_grads.push_back(trainable && plan_.units[u].has_params ? shard.get() : nullptr);
-    if (trainable && plan_.units[u].has_params) {
-      OptimizerRegion region{&plan_.layouts[u], shard->master_begin(), shard->master_numel(), {}};
-      for (const ParamSpec& p : model_->units[u]->params()) {
-        const float decay = p.weight_decay_mult.has_value()               ? *p.weight_decay_mult
-                            : policy.Decays(p.name, p.no_weight_decay) ? 1.0f
-                                                                       : 0.0f;
-        region.groups.push_back(ParamGroup{decay, p.lr_mult});
-      }
-      regions_[u] = static_cast<int>(regions.size());
-      regions.push_back(std::move(region));
-    }
-    shards_.push_back(std::move(shard));
-  }
-  ReductionOptions reduction;
-  reduction.replica = replica_;
-  if (options_.sharding.quantize_gradients) reduction.quantization_block = options_.sharding.quantization_block;
-  reduction.error_feedback = options_.sharding.error_feedback;
-  ASSIGN_OR_RETURN(reducer_, GradReducer::Create(with_grads, options_.bucket_bytes, dp_, &tracker_,
-                                                 options_.reduce_dtype, compute_.kernels, reduction));
-  reducer_->set_timeline(timeline_.get());
-  ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Create(options_.loss_scale));
-  scaler_ = std::make_unique<LossScaler>(scaler);
-  ASSIGN_OR_RETURN(optimizer_, ShardedOptimizer::Create(options_.optimizer, std::move(regions), &tracker_,
-                                                        compute_.kernels));
-  ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options_.lr_schedule));
-  schedule_ = std::make_unique<LrSchedule>(schedule);
-  RETURN_IF_ERROR(reducer_->SetStagingSlots(plan_.staging_slots));
-  state_view_.Init();
-  return InitParams();
+  ASSIGN_OR_RETURN(state_, ShardedState::Create(res_.plan, *res_.model, res_.options, res_.comms.dp, res_.comms.replica,
+                                                &res_.tracker, res_.compute, res_.timeline.get()));
+  state_view_.Init(state_.get(), res_.options.compute_dtype);
+  transport_ =
+      std::make_unique<PipelineTransport>(res_.comms.pp, &res_.tracker, res_.device(), &res_.compute,
+                                          res_.timeline.get(), res_.num_units(), res_.options.accumulation_steps);
+  optimizer_phase_ = std::make_unique<OptimizerPhase>(&res_, state_.get());
+  executor_ = std::make_unique<StepExecutor>(&res_, state_.get(), transport_.get(), optimizer_phase_.get());
+  evaluator_ = std::make_unique<Evaluator>(&res_, state_.get(), executor_.get());
+  return state_->InitParams(*res_.model, res_.options.seed, res_.tp_rank(), res_.tp_size());
 }
 
-absl::Status EngineImpl::InitParams() {
-  const int rank = dp_->rank();
-  for (int u = 0; u < num_units(); ++u) {
-    if (shards_[u] == nullptr) continue;
-    const FlatParamLayout& layout = plan_.layouts[u];
-    UnitShard& shard = *shards_[u];
-    const std::vector<ParamSpec>& specs = model_->units[u]->params();
-    if (shard.master_numel() == 0) continue;
-    // Initialised on the host (the same values on any device), then copied.
-    std::vector<float> staging;
-    if (device() != Device::kCpu) staging.assign(static_cast<size_t>(shard.master_numel()), 0.0f);
-    float* master = device() == Device::kCpu ? shard.master() : staging.data();
-    if (!options_.zero.shards_master()) {
-      // The master covers the whole padded buffer.
-      for (size_t p = 0; p < specs.size(); ++p) {
-        InitLocalParamSlice(specs[p], options_.seed, tp_rank(), tp_size(), 0, layout.params()[p].numel,
-                            master + layout.params()[p].offset);
-      }
-    } else {
-      // Only the slices this rank owns: by global element index (of the
-      // whole tensor, across tp slices), the same values as the whole tensor.
-      for (const ShardSegment& seg : layout.SegmentsForRank(rank)) {
-        InitLocalParamSlice(specs[seg.param_index], options_.seed, tp_rank(), tp_size(), seg.offset_in_param,
-                            seg.offset_in_param + seg.length, master + seg.offset_in_shard);
-      }
-    }
-    if (!staging.empty()) {
-      RETURN_IF_ERROR(DeviceCopy(shard.master(), device(), staging.data(), Device::kCpu,
-                                 staging.size() * sizeof(float)));
-    }
-  }
-  return PublishMasterWeights();
-}
-
-absl::Status EngineImpl::PublishMasterWeights() {
-  std::vector<std::unique_ptr<Work>> works;
-  absl::Status status;
-  for (auto& shard : shards_) {
-    if (shard == nullptr) continue;
-    absl::StatusOr<std::unique_ptr<Work>> w = shard->PublishMaster();
-    if (!w.ok()) {
-      if (status.ok()) status = w.status();
-    } else if (*w != nullptr) {
-      works.push_back(std::move(*w));
-    }
-  }
-  for (auto& w : works) {
-    absl::Status s = w->Wait();
-    if (status.ok()) status = s;
-  }
-  return status;
-}
-
-void EngineImpl::RestoreProgress(int64_t step, int64_t skipped_steps) {
-  step_ = step;
-  skipped_steps_ = skipped_steps;
-  attempts_ = step + skipped_steps;
-}
+void EngineImpl::RestoreProgress(int64_t step, int64_t skipped_steps) { state_->RestoreProgress(step, skipped_steps); }
 
 void EngineImpl::RestoreLossScaler(double scale, int64_t clean_streak, int hysteresis_left, int64_t overflows) {
-  if (scaler_->options().type == LossScaleType::kNone) return;
-  scaler_->Restore(scale, clean_streak, hysteresis_left, overflows);
+  if (state_->scaler().options().type == LossScaleType::kNone) return;
+  state_->scaler().Restore(scale, clean_streak, hysteresis_left, overflows);
 }
 
 std::vector<std::string> EngineImpl::ParamNames() const {
   std::vector<std::string> names;
-  for (const FlatParamLayout& l : plan_.layouts) {
+  for (const FlatParamLayout& l : res_.plan.layouts) {
     for (const FlatParamInfo& p : l.params()) names.push_back(p.name);
   }
   return names;
-}
-
-std::string EngineImpl::ControlGroup() const {
-  return control_->name().substr(0, control_->name().find('.'));
 }
 
 std::vector<bool> Engine::checkpointed_units() const {
@@ -377,17 +271,41 @@ std::vector<bool> Engine::checkpointed_units() const {
 
 EngineStats EngineImpl::stats() const {
   EngineStats s;
-  s.step = step_;
-  s.skipped_steps = skipped_steps_;
-  s.peak_gathered_units = peak_gathered_;
-  s.peak_kept_activations = peak_kept_;
+  s.step = state_->step();
+  s.skipped_steps = state_->skipped_steps();
+  s.peak_gathered_units = executor_->peak_gathered();
+  s.peak_kept_activations = executor_->peak_kept();
   return s;
 }
 
-absl::Status EngineImpl::CheckUsable() const {
-  if (broken_.ok()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the engine is unusable after a failure in the middle of a collective sequence: ", broken_.message()));
+CommStats EngineImpl::comm_stats() const {
+  CommStats stats = res_.comms.dp->Stats();
+  if (res_.comms.replica != nullptr) {
+    const CommStats replica = res_.comms.replica->Stats();
+    for (size_t op = 0; op < stats.per_op.size(); ++op) {
+      stats.per_op[op].calls += replica.per_op[op].calls;
+      stats.per_op[op].bytes_sent += replica.per_op[op].bytes_sent;
+      stats.per_op[op].bytes_received += replica.per_op[op].bytes_received;
+    }
+  }
+  return stats;
+}
+
+std::map<std::string, CommStats> EngineImpl::comm_stats_by_group() const {
+  std::map<std::string, CommStats> out;
+  if (res_.comms.replica == nullptr) {
+    out["dp"] = res_.comms.dp->Stats();
+  } else {
+    out["dp_shard"] = res_.comms.dp->Stats();
+    out["dp_replica"] = res_.comms.replica->Stats();
+  }
+  if (res_.comms.tp != nullptr) out["tp"] = res_.comms.tp->Stats();
+  if (res_.comms.pp != nullptr) out["pp"] = res_.comms.pp->Stats();
+  if (res_.comms.embedding != nullptr) out["embed"] = res_.comms.embedding->Stats();
+  // The step's few world-wide sums (norm, overflow, loss); when dp is the
+  // whole job they travel on dp and are counted there.
+  if (res_.comms.world != nullptr && res_.comms.world != res_.comms.dp) out["world"] = res_.comms.world->Stats();
+  return out;
 }
 
 }  // namespace zeroshard

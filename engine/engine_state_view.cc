@@ -1,5 +1,5 @@
-// The engine's state view (engine/state_view.h) over its unit shards and
-// optimizer state.
+// The engine's state view (engine/state_view.h) over the sharded state
+// (engine/sharded_state.h).
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -9,26 +9,26 @@
 
 namespace zeroshard {
 
-void EngineStateViewImpl::Init() {
-  const DType compute = engine_->options().compute_dtype;
+void EngineStateViewImpl::Init(ShardedState* state, DType compute) {
+  state_ = state;
   kinds_ = {{"params", compute, static_cast<int64_t>(DTypeSize(compute)), ""},
             {"master", DType::kF32, 4, "master"},
             {"grad", DType::kF32, 4, ""}};
-  for (const OptimizerStateKind& k : engine_->optimizer().state_kinds()) {
+  for (const OptimizerStateKind& k : state_->optimizer().state_kinds()) {
     kinds_.push_back({k.name, k.dtype, k.bytes_per_element, k.checkpoint_name});
   }
 }
 
-int EngineStateViewImpl::num_units() const { return engine_->num_units(); }
+int EngineStateViewImpl::num_units() const { return state_->num_units(); }
 
 StateRegion EngineStateViewImpl::region(int unit, int kind) const {
   StateRegion r;
   if (unit < 0 || unit >= num_units() || kind < 0 || kind >= num_kinds()) return r;
-  const UnitShard* shard = engine_->unit_shard(unit);
+  const UnitShard* shard = state_->unit_shard(unit);
   if (shard == nullptr) return r;  // another pipeline stage's unit
-  const FlatParamLayout& layout = engine_->layout(unit);
+  const FlatParamLayout& layout = state_->layout(unit);
   r.dtype = kinds_[kind].dtype;
-  r.device = engine_->device();
+  r.device = state_->device();
   if (kind == kParams) {
     r.present = true;
     r.begin = shard->zero().shards_params() ? shard->master_begin() : 0;
@@ -42,7 +42,7 @@ StateRegion EngineStateViewImpl::region(int unit, int kind) const {
     r.begin = layout.ShardBegin(shard->rank());
     r.length = r.present ? layout.shard_numel() : 0;
   } else {
-    r.present = engine_->optimizer_region(unit) >= 0;
+    r.present = state_->optimizer_region(unit) >= 0;
     r.begin = shard->master_begin();
     r.length = r.present ? shard->master_numel() : 0;
   }
@@ -58,7 +58,7 @@ const void* EngineStateViewImpl::data(int unit, int kind) const {
 
 void* EngineStateViewImpl::data(int unit, int kind) {
   if (!region(unit, kind).present) return nullptr;
-  UnitShard& shard = *engine_->unit_shard(unit);
+  UnitShard& shard = *state_->unit_shard(unit);
   switch (kind) {
     case kParams:
       return shard.zero().shards_params() ? shard.param_shard() : shard.full_params();
@@ -67,25 +67,25 @@ void* EngineStateViewImpl::data(int unit, int kind) {
     case kGrad:
       return shard.grad_shard();
     default:
-      return engine_->optimizer().mutable_state(kind - kFirstOptimizerKind, engine_->optimizer_region(unit)).data();
+      return state_->optimizer().mutable_state(kind - kFirstOptimizerKind, state_->optimizer_region(unit)).data();
   }
 }
 
 absl::Status EngineStateViewImpl::CheckRange(int unit, int kind, int64_t offset, int64_t count) const {
   if (unit < 0 || unit >= num_units()) {
-    return absl::InvalidArgumentError(absl::StrCat("state view: unit ", unit, " is not one of the ", num_units(),
-                                                   " units"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("state view: unit ", unit, " is not one of the ", num_units(), " units"));
   }
   if (kind < 0 || kind >= num_kinds()) {
-    return absl::InvalidArgumentError(absl::StrCat("state view: kind ", kind, " is not one of the ", num_kinds(),
-                                                   " kinds"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("state view: kind ", kind, " is not one of the ", num_kinds(), " kinds"));
   }
   const StateRegion r = region(unit, kind);
   if (offset < 0 || count < 0 || offset + count > r.length) {
     return absl::OutOfRangeError(absl::StrCat("state view: elements [", offset, ", ", offset + count, ") of unit ",
-                                              unit, " ('", engine_->layout(unit).unit_name(), "') kind '",
-                                              kinds_[kind].name, "', whose region here has ", r.length,
-                                              " elements", r.present ? "" : " (not held)"));
+                                              unit, " ('", state_->layout(unit).unit_name(), "') kind '",
+                                              kinds_[kind].name, "', whose region here has ", r.length, " elements",
+                                              r.present ? "" : " (not held)"));
   }
   return absl::OkStatus();
 }
@@ -95,7 +95,7 @@ absl::Status EngineStateViewImpl::Read(int unit, int kind, int64_t offset, int64
   if (count == 0) return absl::OkStatus();
   const int64_t size = kinds_[kind].bytes_per_element;
   const char* src = static_cast<const char*>(data(unit, kind)) + offset * size;
-  return DeviceCopy(host_out, Device::kCpu, src, engine_->device(), static_cast<size_t>(count * size));
+  return DeviceCopy(host_out, Device::kCpu, src, state_->device(), static_cast<size_t>(count * size));
 }
 
 absl::Status EngineStateViewImpl::Write(int unit, int kind, int64_t offset, int64_t count, const void* host_in) {
@@ -103,9 +103,9 @@ absl::Status EngineStateViewImpl::Write(int unit, int kind, int64_t offset, int6
   if (count == 0) return absl::OkStatus();
   const int64_t size = kinds_[kind].bytes_per_element;
   char* dst = static_cast<char*>(data(unit, kind)) + offset * size;
-  return DeviceCopy(dst, engine_->device(), host_in, Device::kCpu, static_cast<size_t>(count * size));
+  return DeviceCopy(dst, state_->device(), host_in, Device::kCpu, static_cast<size_t>(count * size));
 }
 
-absl::Status EngineStateViewImpl::Commit() { return engine_->PublishMasterWeights(); }
+absl::Status EngineStateViewImpl::Commit() { return state_->PublishMasterWeights(); }
 
 }  // namespace zeroshard

@@ -1,6 +1,6 @@
-// Engine's timeline trace (engine.logging.trace_path): the recording set-up,
-// memory samples and the merged write. The spans themselves are recorded
-// where the work happens (engine.cc, sharding/).
+// Engine's timeline trace (engine.logging.trace_path): the recording set-up
+// and the merged write. The spans and memory samples are recorded where the
+// work happens (the components, sharding/).
 #include <unistd.h>
 
 #include <memory>
@@ -23,8 +23,8 @@ absl::Status EngineImpl::InitTrace(const LoggingConfig& logging) {
     return absl::InvalidArgumentError(
         absl::StrCat("engine.logging.trace_steps: ", trace_steps_, ", expected >= 0 (0: every step)"));
   }
-  timeline_ = std::make_unique<Timeline>();
-  if (dp_->rank() != 0) return absl::OkStatus();
+  res_.timeline = std::make_unique<Timeline>();
+  if (res_.comms.dp->rank() != 0) return absl::OkStatus();
   const std::string dir = DirName(trace_path_);
   absl::Status made = MakeDirectories(dir);
   if (!made.ok() || access(dir.c_str(), W_OK) != 0) {
@@ -35,35 +35,25 @@ absl::Status EngineImpl::InitTrace(const LoggingConfig& logging) {
   return absl::OkStatus();
 }
 
-void EngineImpl::TraceMemory() {
-  if (timeline_ == nullptr || !timeline_->recording()) return;
-  std::vector<TraceArg> bytes;
-  for (int c = 0; c < kNumMemoryCategories; ++c) {
-    const MemoryCategory category = static_cast<MemoryCategory>(c);
-    bytes.push_back({MemoryCategoryName(category), tracker_.Usage(category).current});
-  }
-  timeline_->AddCounter("memory", Timeline::Clock::now(), std::move(bytes));
-}
-
 absl::StatusOr<TraceFileInfo> EngineImpl::WriteTrace() {
-  if (timeline_ == nullptr) {
+  if (res_.timeline == nullptr) {
     return absl::FailedPreconditionError("WriteTrace: engine.logging.trace_path is empty, nothing was recorded");
   }
   if (trace_written_) return trace_result_;
-  RETURN_IF_ERROR(CheckUsable());
-  timeline_->set_recording(false);
+  RETURN_IF_ERROR(res_.CheckUsable());
+  res_.timeline->set_recording(false);
   trace_written_ = true;
   const std::vector<std::pair<std::string, std::string>> other_data = {
-      {"zero_stage", absl::StrCat(options_.zero.stage())},
-      {"dp", absl::StrCat(dp_size())},
-      {"shard_group_size", absl::StrCat(dp_->size())},
-      {"tp", absl::StrCat(tp_size())},
-      {"sequence_parallel", options_.tensor.sequence_parallel ? "true" : "false"},
-      {"compute_dtype", absl::StrCat("\"", DTypeName(options_.compute_dtype), "\"")},
+      {"zero_stage", absl::StrCat(res_.options.zero.stage())},
+      {"dp", absl::StrCat(res_.dp_size())},
+      {"shard_group_size", absl::StrCat(res_.comms.dp->size())},
+      {"tp", absl::StrCat(res_.tp_size())},
+      {"sequence_parallel", res_.options.tensor.sequence_parallel ? "true" : "false"},
+      {"compute_dtype", absl::StrCat("\"", DTypeName(res_.options.compute_dtype), "\"")},
       {"traced_steps", absl::StrCat(traced_steps_)},
   };
-  trace_result_ = WriteMergedTrace(*control_, *timeline_, trace_path_, other_data);
-  timeline_->Clear();
+  trace_result_ = WriteMergedTrace(*res_.comms.control, *res_.timeline, trace_path_, other_data);
+  res_.timeline->Clear();
   return trace_result_;
 }
 

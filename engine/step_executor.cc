@@ -1,6 +1,7 @@
-// The step executor: the batch agreement that starts a step, then the step
-// program's actions one after another (engine/step_program.h).
+#include "engine/step_executor.h"
+
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -14,7 +15,6 @@
 #include "core/hash.h"
 #include "core/status_macros.h"
 #include "core/stopwatch.h"
-#include "engine/engine_impl.h"
 
 namespace zeroshard {
 namespace {
@@ -55,20 +55,25 @@ absl::Status CheckBatches(absl::Span<const Batch> batches) {
   return absl::OkStatus();
 }
 
+// The StepTimings fields that add up time blocked, by WaitKind.
+std::array<double, 5> Waits(const StepTimings& t) {
+  return {t.gather_wait, t.reduce_wait, t.pipeline_wait_forward, t.pipeline_wait_backward, t.publish_wait};
+}
+
 }  // namespace
 
-absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const absl::Status& local,
-                                        double* nominal_weight) {
-  const int n = control_->size();
-  const int me = control_->rank();
-  const std::string group = ControlGroup();
+absl::Status StepExecutor::AgreeOnBatches(absl::Span<const Batch> batches, const absl::Status& local,
+                                          double* nominal_weight) {
+  const int n = res_->comms.control->size();
+  const int me = res_->comms.control->rank();
+  const std::string group = res_->ControlGroup();
   const std::string signature = BatchesSignature(batches);
   double nominal = 0;
   int64_t rows = 0;
   // Every stage gets the batches; the loss weight counts on the last one,
   // once per tp group (its ranks see the same batch).
-  if (local.ok() && plan_.units.back().computed && tp_rank() == 0) {
-    const Unit& last = *model_->units.back();
+  if (local.ok() && res_->plan.units.back().computed && res_->tp_rank() == 0) {
+    const Unit& last = *res_->model->units.back();
     for (const Batch& b : batches) {
       nominal += last.NominalLossWeight(b);
       rows += b.rows();
@@ -82,8 +87,8 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
   PutU64(bits, &mine[3]);
   PutU64(static_cast<uint64_t>(rows), &mine[5]);
   const Clock::time_point issued = Clock::now();
-  std::unique_ptr<Work> agree = control_->AllGather(mine.data(), all.data(), kRecordWords, DType::kI32);
-  absl::Status waited = WaitTraced(*agree, timeline_.get(), "allgather", "AllGather", "batch signatures", issued,
+  std::unique_ptr<Work> agree = res_->comms.control->AllGather(mine.data(), all.data(), kRecordWords, DType::kI32);
+  absl::Status waited = WaitTraced(*agree, res_->timeline.get(), "allgather", "AllGather", "batch signatures", issued,
                                    static_cast<int64_t>(all.size()) * 4);
   if (!local.ok()) return local;
   RETURN_IF_ERROR(waited);
@@ -91,8 +96,8 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
     const int32_t code = all[static_cast<size_t>(r) * kRecordWords];
     if (code != 0) {
       return RelayedError(static_cast<absl::StatusCode>(code),
-                          absl::StrCat("the step could not start on ", group, " rank ", r, " (see its error); this rank (",
-                                       group, " rank ", me, ") was fine"));
+                          absl::StrCat("the step could not start on ", group, " rank ", r,
+                                       " (see its error); this rank (", group, " rank ", me, ") was fine"));
     }
   }
   std::vector<int> differ;
@@ -101,10 +106,10 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
     if (GetU64(&all[static_cast<size_t>(r) * kRecordWords + 1]) != first) differ.push_back(r);
   }
   if (!differ.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the micro-batches differ across ", group, " ranks: ", group, " rank(s) ", absl::StrJoin(differ, ", "),
-        " have other names, dtypes or shapes than ", group, " rank 0; this rank (", group, " rank ", me, ") has ",
-        signature));
+    return absl::InvalidArgumentError(absl::StrCat("the micro-batches differ across ", group, " ranks: ", group,
+                                                   " rank(s) ", absl::StrJoin(differ, ", "),
+                                                   " have other names, dtypes or shapes than ", group,
+                                                   " rank 0; this rank (", group, " rank ", me, ") has ", signature));
   }
   double total = 0;
   for (int r = 0; r < n; ++r) {
@@ -117,67 +122,35 @@ absl::Status EngineImpl::AgreeOnBatches(absl::Span<const Batch> batches, const a
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepResult> EngineImpl::RunTrainStep(absl::Span<const Batch> micro_batches) {
-  RETURN_IF_ERROR(CheckUsable());
-  Clock::time_point start = Clock::now();
-  StepResult result;
-  // Closes (and is recorded) before the window may close below.
-  std::optional<TraceScope> step_span;
-  if (timeline_ != nullptr && timeline_->recording()) {
-    // Named after the optimizer step it makes (a skipped attempt repeats it).
-    step_span.emplace(timeline_.get(), "step", "step", absl::StrCat(step_ + 1),
-                      std::initializer_list<TraceArg>{{"step", step_ + 1}});
-  }
-  RunContext run;
-  run.host_batches = micro_batches;
-  run.batches = micro_batches;
-  run.training = true;
-  run.result = &result;
-  run.timings = &result.timings;
-  absl::Status s = RunProgram(plan_.train, &run);
-  if (!s.ok()) {
-    // Before BEGIN_STEP's agreement nothing ran on any rank.
-    if (run.started) broken_ = s;
-    return s;
-  }
-  step_span.reset();
-  if (timeline_ != nullptr && timeline_->recording()) {
-    ++traced_steps_;
-    if (trace_steps_ > 0 && traced_steps_ >= trace_steps_) timeline_->set_recording(false);
-  }
-  result.timings.total = SecondsSince(start);
-  return result;
-}
-
-absl::Status EngineImpl::BeginStep(RunContext* run) {
+absl::Status StepExecutor::BeginStep(RunContext* run) {
   const absl::Span<const Batch> host = run->host_batches;
   absl::Status local =
-      static_cast<int>(host.size()) == options_.accumulation_steps
+      static_cast<int>(host.size()) == res_->options.accumulation_steps
           ? CheckBatches(host)
-          : absl::InvalidArgumentError(absl::StrCat("got ", host.size(),
-                                                    " micro-batches, expected gradient_accumulation_steps=",
-                                                    options_.accumulation_steps));
+          : absl::InvalidArgumentError(absl::StrCat(
+                "got ", host.size(),
+                " micro-batches, expected gradient_accumulation_steps=", res_->options.accumulation_steps));
   // The step's staging buffers are allocated before the agreement, so an
   // allocation that fails on one rank stops every rank here.
-  if (local.ok()) local = reducer_->ReserveStaging();
-  for (auto& shard : shards_) {
-    if (shard != nullptr && local.ok() && options_.zero.grad_shard_per_step()) local = shard->EnsureGradShard();
+  if (local.ok()) local = state_->reducer().ReserveStaging();
+  for (auto& shard : state_->shards()) {
+    if (shard != nullptr && local.ok() && res_->options.zero.grad_shard_per_step()) local = shard->EnsureGradShard();
   }
-  if (local.ok()) local = StageBatches(host, &run->batch_storage, &run->device_batches);
+  if (local.ok()) local = res_->StageBatches(host, &run->batch_storage, &run->device_batches);
   double nominal = 0;
   absl::Status agreed = AgreeOnBatches(host, local, &nominal);
   if (!agreed.ok()) {
-    reducer_->FreeStaging();
-    for (auto& shard : shards_) {
+    state_->reducer().FreeStaging();
+    for (auto& shard : state_->shards()) {
       if (shard != nullptr) shard->FreeGradShard();
     }
     return agreed;
   }
   run->started = true;
-  run->batches = BatchesToRun(host, run->device_batches);
-  for (auto& shard : shards_) {
+  run->batches = EngineResources::BatchesToRun(host, run->device_batches);
+  for (auto& shard : state_->shards()) {
     if (shard == nullptr) continue;
-    if (options_.zero.zeroes_full_grads()) {
+    if (res_->options.zero.zeroes_full_grads()) {
       RETURN_IF_ERROR(shard->ZeroFullGrads());
     } else {
       RETURN_IF_ERROR(shard->ZeroGradShard());
@@ -186,75 +159,101 @@ absl::Status EngineImpl::BeginStep(RunContext* run) {
   // Gradients keep the magnitude of a mean: the seed is the loss scale over
   // the per-rank share of the nominal weight; REDUCE_NORM corrects by
   // nominal / actual weight once.
-  run->loss_seed = static_cast<float>(scaler_->scale() * static_cast<double>(dp_size()) / nominal);
+  run->loss_seed = static_cast<float>(state_->scaler().scale() * static_cast<double>(res_->dp_size()) / nominal);
   run->nominal_weight = nominal;
   for (const Batch& b : host) run->result->rows += b.rows();
-  run->result->rows *= dp_size();
+  run->result->rows *= res_->dp_size();
   return absl::OkStatus();
 }
 
-absl::Status EngineImpl::RunProgram(const StepProgram& program, RunContext* run) {
-  const int L = num_units();
+absl::Status StepExecutor::RunProgram(const StepProgram& program, RunContext* run) {
+  const int L = res_->num_units();
   run->losses.assign(run->batches.size(), LossTerms());
   run->state.clear();
   run->state.resize(run->batches.size());
   for (auto& per_mb : run->state) per_mb.resize(L);
   kept_now_ = 0;
   for (const Action& action : program.actions) {
-    RETURN_IF_ERROR(observers_.empty() || !run->training
+    RETURN_IF_ERROR(res_->observers.empty() || !run->training
                         ? RunAction(action, run)
                         : RunObservedAction(action, static_cast<int>(&action - program.actions.data()), run));
-    if (!run->receives.empty() || !run->sends.empty()) RETURN_IF_ERROR(ProgressTransfers(run));
+    if (!run->transfers.empty()) RETURN_IF_ERROR(transport_->Progress(&run->transfers));
   }
-  return FinishTransfers(run);
+  return transport_->Finish(&run->transfers);
 }
 
-UnitContext EngineImpl::ContextFor(const RunContext& run, int micro_batch, int unit) const {
+absl::Status StepExecutor::RunObservedAction(const Action& action, int index, RunContext* run) {
+  ActionEvent event;
+  event.attempt = state_->attempts();  // SCALER_UPDATE counts the attempt: read it before
+  event.action = &action;
+  event.index = index;
+  for (const IssuedCollective& c : action.issues) event.bytes += c.bytes_per_rank;
+  res_->Notify([&](EngineObserver& o) { o.OnActionStart(event); });
+  const StepTimings none;
+  const std::array<double, 5> before = Waits(run->timings == nullptr ? none : *run->timings);
+  const std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(RunAction(action, run));
+  event.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::array<double, 5> after = Waits(run->timings == nullptr ? none : *run->timings);
+  for (size_t k = 0; k < after.size(); ++k) {
+    const double waited = after[k] - before[k];
+    if (waited <= 0) continue;
+    event.wait_seconds += waited;
+    const WaitEvent wait{event.attempt, &action, static_cast<WaitKind>(k), waited};
+    res_->Notify([&](EngineObserver& o) { o.OnWait(wait); });
+  }
+  res_->Notify([&](EngineObserver& o) { o.OnActionEnd(event); });
+  return absl::OkStatus();
+}
+
+UnitContext StepExecutor::ContextFor(const RunContext& run, int micro_batch, int unit) const {
   UnitContext ctx;
-  ctx.compute = compute_;
+  ctx.compute = res_->compute;
   ctx.training = run.training;
-  ctx.rng_key = UnitRngKey(options_.seed, run.training ? attempts_ : -1, micro_batch, unit);
+  ctx.rng_key = UnitRngKey(res_->options.seed, run.training ? state_->attempts() : -1, micro_batch, unit);
   ctx.micro_batch = micro_batch;
-  ctx.input_grad = plan_.units[unit].input_grad;
-  ctx.parallel.tp = tp_;
-  ctx.parallel.tp_rank = tp_rank();
-  ctx.parallel.tp_size = tp_size();
-  ctx.parallel.sequence_parallel = options_.tensor.sequence_parallel;
-  ctx.parallel.timeline = timeline_.get();
+  ctx.input_grad = res_->plan.units[unit].input_grad;
+  ctx.parallel.tp = res_->comms.tp;
+  ctx.parallel.tp_rank = res_->tp_rank();
+  ctx.parallel.tp_size = res_->tp_size();
+  ctx.parallel.sequence_parallel = res_->options.tensor.sequence_parallel;
+  ctx.parallel.timeline = res_->timeline.get();
   return ctx;
 }
 
-void EngineImpl::CountLive() {
-  if (!options_.zero.gathers_params()) return;
+void StepExecutor::CountLive() {
+  if (!res_->options.zero.gathers_params()) return;
   int live = 0;
-  for (const auto& shard : shards_) {
+  for (const auto& shard : state_->shards()) {
     if (shard != nullptr) live += (shard->gathered() || shard->gather_in_flight()) ? 1 : 0;
   }
   peak_gathered_ = std::max(peak_gathered_, live);
 }
 
-absl::Status EngineImpl::ParamViews(int unit, std::vector<TensorView>* params, std::vector<TensorView>* grads) {
+absl::Status StepExecutor::ParamViews(int unit, std::vector<TensorView>* params, std::vector<TensorView>* grads) {
   if (params != nullptr) params->clear();
   if (grads != nullptr) grads->clear();
-  const DType dt = options_.compute_dtype;
+  const DType dt = res_->options.compute_dtype;
   const int64_t size = static_cast<int64_t>(DTypeSize(dt));
   auto view = [&](void* base, int64_t offset, const std::vector<int64_t>& shape) {
     TensorView v;
     v.data = base == nullptr ? nullptr : static_cast<char*>(base) + offset * size;
     v.dtype = dt;
     v.shape = shape;
-    v.device = device();
+    v.device = res_->device();
     return v;
   };
   // Owned parameters, then borrowed ones: (owner shard, offset, shape).
   std::vector<std::tuple<int, int64_t, std::vector<int64_t>>> sources;
-  for (const FlatParamInfo& p : plan_.layouts[unit].params()) sources.emplace_back(unit, p.offset, p.shape);
-  for (const UnitPlan::Borrowed& b : plan_.units[unit].borrowed) sources.emplace_back(b.owner, b.offset, b.shape);
+  for (const FlatParamInfo& p : res_->plan.layouts[unit].params()) sources.emplace_back(unit, p.offset, p.shape);
+  for (const UnitPlan::Borrowed& b : res_->plan.units[unit].borrowed) sources.emplace_back(b.owner, b.offset, b.shape);
   for (const auto& [owner, offset, shape] : sources) {
-    UnitShard* shard = shards_[owner].get();
+    UnitShard* shard = state_->unit_shard(owner);
     if (shard == nullptr || (params != nullptr && shard->full_params() == nullptr)) {
-      return absl::InternalError(absl::StrCat("unit '", plan_.layouts[unit].unit_name(), "' runs without the "
-                                              "parameters of unit '", plan_.layouts[owner].unit_name(),
+      return absl::InternalError(absl::StrCat("unit '", res_->plan.layouts[unit].unit_name(),
+                                              "' runs without the "
+                                              "parameters of unit '",
+                                              res_->plan.layouts[owner].unit_name(),
                                               "' gathered (the step program must WAIT_GATHER it first)"));
     }
     if (params != nullptr) params->push_back(view(shard->full_params(), offset, shape));
@@ -263,7 +262,7 @@ absl::Status EngineImpl::ParamViews(int unit, std::vector<TensorView>* params, s
   return absl::OkStatus();
 }
 
-absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
+absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
   const Clock::time_point t0 = Clock::now();
   StepTimings* t = run->timings;
   auto charge = [&](double* extra) {
@@ -272,20 +271,20 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
     (run->in_backward ? t->backward : t->forward) += dt;
     if (extra != nullptr) *extra += dt;
   };
-  const int L = num_units();
+  const int L = res_->num_units();
   switch (a.kind) {
     case ActionKind::kGather:
-      RETURN_IF_ERROR(shards_[a.unit]->StartGather());
+      RETURN_IF_ERROR(state_->unit_shard(a.unit)->StartGather());
       CountLive();
       charge(nullptr);
       return absl::OkStatus();
     case ActionKind::kWaitGather:
-      RETURN_IF_ERROR(shards_[a.unit]->WaitGather());
+      RETURN_IF_ERROR(state_->unit_shard(a.unit)->WaitGather());
       CountLive();
       charge(t == nullptr ? nullptr : &t->gather_wait);
       return absl::OkStatus();
     case ActionKind::kRelease:
-      RETURN_IF_ERROR(shards_[a.unit]->Release());
+      RETURN_IF_ERROR(state_->unit_shard(a.unit)->Release());
       charge(nullptr);
       return absl::OkStatus();
     case ActionKind::kForward:
@@ -296,15 +295,21 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
       UnitState& st = run->state[m][u];
       std::vector<TensorView> params;
       RETURN_IF_ERROR(ParamViews(u, &params, nullptr));
-      if (u > 0 && !recompute) RETURN_IF_ERROR(CompleteReceive(/*kind=*/0, m, u, run));
+      // Activations arrive as the input of `u`: where the unit below would
+      // have left its output.
+      if (u > 0 && !recompute) {
+        RETURN_IF_ERROR(
+            transport_->CompleteReceive(kTransferActivations, m, u, &run->transfers, &run->state[m][u - 1].output,
+                                        run->timings == nullptr ? nullptr : &run->timings->pipeline_wait_forward));
+      }
       std::vector<TensorView> in;
       if (u > 0) in = recompute ? st.kept_input.views() : run->state[m][u - 1].output.views();
       UnitOutput out;
       {
-        TraceScope span(timeline_.get(), recompute ? "recompute" : "forward", recompute ? "recompute" : "forward",
-                        model_->units[u]->name(), {{"unit", u}, {"micro_batch", m}});
+        TraceScope span(res_->timeline.get(), recompute ? "recompute" : "forward", recompute ? "recompute" : "forward",
+                        res_->model->units[u]->name(), {{"unit", u}, {"micro_batch", m}});
         RETURN_IF_ERROR(
-            model_->units[u]->Forward(ContextFor(*run, m, u), params, run->batches[m], in, &out, &st.saved));
+            res_->model->units[u]->Forward(ContextFor(*run, m, u), params, run->batches[m], in, &out, &st.saved));
       }
       if (recompute) {
         // The same kernels on the same input rebuild the same activations.
@@ -313,17 +318,17 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
         return absl::OkStatus();
       }
       if (u == L - 1) {
-        if (out.loss.metrics.size() != plan_.metric_names.size()) {
-          return absl::InternalError(absl::StrCat("the last unit '", model_->units[u]->name(), "' returned ",
+        if (out.loss.metrics.size() != res_->plan.metric_names.size()) {
+          return absl::InternalError(absl::StrCat("the last unit '", res_->model->units[u]->name(), "' returned ",
                                                   out.loss.metrics.size(), " metrics, it declares ",
-                                                  plan_.metric_names.size()));
+                                                  res_->plan.metric_names.size()));
         }
         run->losses[m] = out.loss;
       } else {
         st.output = std::move(out.activations);
       }
-      if (run->training && plan_.units[u].backward) {
-        if (plan_.units[u].checkpointed) {
+      if (run->training && res_->plan.units[u].backward) {
+        if (res_->plan.units[u].checkpointed) {
           // Keep only the input; RECOMPUTE rebuilds the rest from it.
           st.saved.reset();
           if (u > 0) st.kept_input = std::move(run->state[m][u - 1].output);
@@ -334,7 +339,7 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
         st.saved.reset();
       }
       if (u > 0) run->state[m][u - 1].output.Clear();  // Backward never reads it
-      TraceMemory();
+      res_->TraceMemory();
       charge(nullptr);
       return absl::OkStatus();
     }
@@ -344,15 +349,17 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
       const int u = a.unit, m = a.micro_batch;
       UnitState& st = run->state[m][u];
       if (st.saved == nullptr) {
-        return absl::InternalError(absl::StrCat(ActionKindName(a.kind), " of unit '", model_->units[u]->name(),
+        return absl::InternalError(absl::StrCat(ActionKindName(a.kind), " of unit '", res_->model->units[u]->name(),
                                                 "' micro-batch ", m,
                                                 " has no saved activations (no FORWARD or RECOMPUTE before it)"));
       }
-      RETURN_IF_ERROR(CompleteReceive(/*kind=*/1, m, u, run));
-      const Unit& unit = *model_->units[u];
+      RETURN_IF_ERROR(
+          transport_->CompleteReceive(kTransferGradients, m, u, &run->transfers, &st.output_grad,
+                                      run->timings == nullptr ? nullptr : &run->timings->pipeline_wait_backward));
+      const Unit& unit = *res_->model->units[u];
       const bool split = a.kind == ActionKind::kBackwardInput && unit.SupportsSplitBackward();
       if (!split) {
-        for (int o : plan_.units[u].needs) RETURN_IF_ERROR(shards_[o]->EnsureFullGrads());
+        for (int o : res_->plan.units[u].needs) RETURN_IF_ERROR(state_->unit_shard(o)->EnsureFullGrads());
       }
       std::vector<TensorView> params, grads;
       RETURN_IF_ERROR(ParamViews(u, &params, split ? nullptr : &grads));
@@ -369,13 +376,13 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
       }
       ActivationPack grad_in;
       {
-        TraceScope span(timeline_.get(), "backward", "backward", unit.name(), {{"unit", u}, {"micro_batch", m}});
+        TraceScope span(res_->timeline.get(), "backward", "backward", unit.name(), {{"unit", u}, {"micro_batch", m}});
         if (split) {
           RETURN_IF_ERROR(unit.BackwardInput(ContextFor(*run, m, u), params, run->batches[m], *st.saved, grad_out,
                                              &grad_in, &st.weight_inputs));
         } else {
-          RETURN_IF_ERROR(unit.Backward(ContextFor(*run, m, u), params, grads, run->batches[m], *st.saved, grad_out,
-                                        &grad_in));
+          RETURN_IF_ERROR(
+              unit.Backward(ContextFor(*run, m, u), params, grads, run->batches[m], *st.saved, grad_out, &grad_in));
         }
       }
       st.output_grad.Clear();
@@ -386,7 +393,7 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
         --kept_now_;
       }
       if (u > 0) run->state[m][u - 1].output_grad = std::move(grad_in);
-      TraceMemory();
+      res_->TraceMemory();
       charge(nullptr);
       return absl::OkStatus();
     }
@@ -395,32 +402,32 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
       UnitState& st = run->state[m][u];
       if (st.saved == nullptr) return absl::OkStatus();  // the unit ran its whole backward at BACKWARD_INPUT
       if (st.weight_inputs == nullptr) {
-        return absl::InternalError(absl::StrCat("BACKWARD_WEIGHT of unit '", model_->units[u]->name(),
+        return absl::InternalError(absl::StrCat("BACKWARD_WEIGHT of unit '", res_->model->units[u]->name(),
                                                 "' micro-batch ", m, " before its BACKWARD_INPUT"));
       }
-      for (int o : plan_.units[u].needs) RETURN_IF_ERROR(shards_[o]->EnsureFullGrads());
+      for (int o : res_->plan.units[u].needs) RETURN_IF_ERROR(state_->unit_shard(o)->EnsureFullGrads());
       std::vector<TensorView> grads;
       RETURN_IF_ERROR(ParamViews(u, nullptr, &grads));
       {
-        TraceScope span(timeline_.get(), "backward", "backward weight", model_->units[u]->name(),
+        TraceScope span(res_->timeline.get(), "backward", "backward weight", res_->model->units[u]->name(),
                         {{"unit", u}, {"micro_batch", m}});
-        RETURN_IF_ERROR(model_->units[u]->BackwardWeight(ContextFor(*run, m, u), grads, run->batches[m], *st.saved,
-                                                         *st.weight_inputs));
+        RETURN_IF_ERROR(res_->model->units[u]->BackwardWeight(ContextFor(*run, m, u), grads, run->batches[m], *st.saved,
+                                                              *st.weight_inputs));
       }
       st.saved.reset();
       st.weight_inputs.reset();
       st.awaiting_backward = false;
       --kept_now_;
-      TraceMemory();
+      res_->TraceMemory();
       charge(nullptr);
       return absl::OkStatus();
     }
     case ActionKind::kReduce:
-      RETURN_IF_ERROR(reducer_->Launch(a.bucket));
+      RETURN_IF_ERROR(state_->reducer().Launch(a.bucket));
       charge(nullptr);
       return absl::OkStatus();
     case ActionKind::kWaitReduce:
-      RETURN_IF_ERROR(reducer_->Finish(a.bucket));
+      RETURN_IF_ERROR(state_->reducer().Finish(a.bucket));
       charge(t == nullptr ? nullptr : &t->reduce_wait);
       return absl::OkStatus();
     case ActionKind::kBeginStep:
@@ -431,17 +438,24 @@ absl::Status EngineImpl::RunAction(const Action& a, RunContext* run) {
     case ActionKind::kUpdate:
     case ActionKind::kPublish:
     case ActionKind::kScalerUpdate:
-      RETURN_IF_ERROR(RunOptimizerAction(a, run));
+      RETURN_IF_ERROR(optimizer_->Run(a, run->losses, run->nominal_weight, run->result, &run->optimizer));
       if (t != nullptr) t->optimizer += SecondsSince(t0);
       return absl::OkStatus();
     case ActionKind::kSendAct:
     case ActionKind::kSendGrad:
-      RETURN_IF_ERROR(PostSend(a, run));
+      // Activations: the unit's output, which no unit of this stage reads.
+      // Gradients: the unit's input gradient, written where the unit below
+      // would read it.
+      RETURN_IF_ERROR(transport_->PostSend(a,
+                                           a.kind == ActionKind::kSendAct
+                                               ? &run->state[a.micro_batch][a.unit].output
+                                               : &run->state[a.micro_batch][a.unit - 1].output_grad,
+                                           &run->transfers));
       charge(nullptr);
       return absl::OkStatus();
     case ActionKind::kRecvAct:
     case ActionKind::kRecvGrad:
-      RETURN_IF_ERROR(PostReceive(a, run));
+      RETURN_IF_ERROR(transport_->PostReceive(a, &run->transfers));
       charge(nullptr);
       return absl::OkStatus();
   }

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "engine/engine_impl.h"
+#include "engine/engine_resources.h"
 
 #ifdef ZEROSHARD_HAS_CUDA
 #include "comm/nccl_communicator.h"
@@ -16,30 +16,31 @@
 
 namespace zeroshard {
 
-absl::Status EngineImpl::InitDevice() {
-  compute_.kernels = kernels::KernelContext::Cpu(options_.threads_per_rank);
-  compute_.compute_dtype = options_.compute_dtype;
-  compute_.tracker = &tracker_;
+absl::Status EngineResources::InitDevice() {
+  compute.kernels = kernels::KernelContext::Cpu(options.threads_per_rank);
+  compute.compute_dtype = options.compute_dtype;
+  compute.tracker = &tracker;
   for (Communicator* c : DataCommunicators()) {
-    if (c != nullptr && c->device() != options_.device) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "engine.device.type is ", DeviceName(options_.device), " but the data communicator '", c->name(),
-          "' moves ", DeviceName(c->device()), " buffers; build the process grid with CreateEngineRuntime "
-          "(engine/engine_runtime.h), which picks the data backend for the device"));
+    if (c != nullptr && c->device() != options.device) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("engine.device.type is ", DeviceName(options.device), " but the data communicator '", c->name(),
+                       "' moves ", DeviceName(c->device()),
+                       " buffers; build the process grid with CreateEngineRuntime "
+                       "(engine/engine_runtime.h), which picks the data backend for the device"));
     }
   }
-  if (options_.device == Device::kCpu) return absl::OkStatus();
+  if (options.device == Device::kCpu) return absl::OkStatus();
 #ifdef ZEROSHARD_HAS_CUDA
   ASSIGN_OR_RETURN(std::unique_ptr<kernels::cuda::CudaResources> resources, kernels::cuda::CudaResources::Create());
-  compute_.kernels = resources->context();
-  SetCudaAllocationStream(compute_.kernels.cuda_stream);
+  compute.kernels = resources->context();
+  SetCudaAllocationStream(compute.kernels.cuda_stream);
   // NCCL collectives start after what the compute stream holds at issue
   // time; a staged communicator copies on the legacy stream, which the
   // (blocking) compute stream orders with.
   for (Communicator* c : DataCommunicators()) {
-    if (c != nullptr) SetNcclComputeStream(*c, compute_.kernels.cuda_stream).IgnoreError();
+    if (c != nullptr) SetNcclComputeStream(*c, compute.kernels.cuda_stream).IgnoreError();
   }
-  cuda_resources_ = std::shared_ptr<void>(resources.release(), [](void* p) {
+  cuda_resources = std::shared_ptr<void>(resources.release(), [](void* p) {
     auto* r = static_cast<kernels::cuda::CudaResources*>(p);
     r->Synchronize().IgnoreError();
     SetCudaAllocationStream(nullptr);
@@ -51,17 +52,17 @@ absl::Status EngineImpl::InitDevice() {
 #endif
 }
 
-void EngineImpl::DetachDevice() {
+void EngineResources::DetachDevice() {
 #ifdef ZEROSHARD_HAS_CUDA
-  if (cuda_resources_ == nullptr) return;
+  if (cuda_resources == nullptr) return;
   for (Communicator* c : DataCommunicators()) {
     if (c != nullptr) SetNcclComputeStream(*c, nullptr).IgnoreError();
   }
 #endif
 }
 
-absl::Status EngineImpl::StageBatches(absl::Span<const Batch> batches, std::vector<Buffer>* storage,
-                                      std::vector<Batch>* copies) {
+absl::Status EngineResources::StageBatches(absl::Span<const Batch> batches, std::vector<Buffer>* storage,
+                                           std::vector<Batch>* copies) {
   copies->clear();
   if (device() == Device::kCpu) return absl::OkStatus();
   // Through pinned staging, so the copies are asynchronous on the compute
@@ -70,24 +71,24 @@ absl::Status EngineImpl::StageBatches(absl::Span<const Batch> batches, std::vect
   for (const Batch& b : batches) {
     for (const NamedTensor& t : b.tensors()) total += static_cast<size_t>(t.view.bytes());
   }
-  if (total > batch_staging_.bytes()) {
-    batch_staging_ = PinnedHostBuffer();  // the old block goes before the new one comes
-    ASSIGN_OR_RETURN(batch_staging_, PinnedHostBuffer::Allocate(total));
+  if (total > batch_staging.bytes()) {
+    batch_staging = PinnedHostBuffer();  // the old block goes before the new one comes
+    ASSIGN_OR_RETURN(batch_staging, PinnedHostBuffer::Allocate(total));
   }
-  char* staged = batch_staging_.as<char>();
+  char* staged = batch_staging.as<char>();
   for (const Batch& b : batches) {
     Batch copy;
     for (const NamedTensor& t : b.tensors()) {
-      ASSIGN_OR_RETURN(Buffer buf, Buffer::Allocate(&tracker_, MemoryCategory::kActivations, options_.device,
+      ASSIGN_OR_RETURN(Buffer buf, Buffer::Allocate(&tracker, MemoryCategory::kActivations, options.device,
                                                     t.view.dtype, t.view.numel()));
       const size_t bytes = static_cast<size_t>(t.view.bytes());
       if (bytes > 0) std::memcpy(staged, t.view.data, bytes);
-      RETURN_IF_ERROR(DeviceCopyAsync(buf.data(), options_.device, staged, Device::kCpu, bytes,
-                                      compute_.kernels.cuda_stream));
+      RETURN_IF_ERROR(
+          DeviceCopyAsync(buf.data(), options.device, staged, Device::kCpu, bytes, compute.kernels.cuda_stream));
       staged += bytes;
       TensorView v = t.view;
       v.data = buf.data();
-      v.device = options_.device;
+      v.device = options.device;
       copy.Add(t.name, std::move(v));
       storage->push_back(std::move(buf));
     }
@@ -96,19 +97,19 @@ absl::Status EngineImpl::StageBatches(absl::Span<const Batch> batches, std::vect
   return absl::OkStatus();
 }
 
-absl::Status EngineImpl::HostCollective(Communicator& comm, const float* in, int64_t in_count, float* out,
-                                        int64_t out_count,
-                                        const std::function<std::unique_ptr<Work>(const void*, void*)>& issue,
-                                        const std::function<absl::Status(Work&)>& wait) {
+absl::Status EngineResources::HostCollective(Communicator& comm, const float* in, int64_t in_count, float* out,
+                                             int64_t out_count,
+                                             const std::function<std::unique_ptr<Work>(const void*, void*)>& issue,
+                                             const std::function<absl::Status(Work&)>& wait) {
   const auto wait_for = [&](std::unique_ptr<Work> w) { return wait ? wait(*w) : w->Wait(); };
   if (comm.device() == Device::kCpu) return wait_for(issue(in, out));
   const bool in_place = static_cast<const void*>(in) == static_cast<const void*>(out);
   ASSIGN_OR_RETURN(Buffer dev_out,
-                   Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, comm.device(), DType::kF32, out_count));
+                   Buffer::Allocate(&tracker, MemoryCategory::kCommBuffers, comm.device(), DType::kF32, out_count));
   Buffer dev_in;
   if (!in_place) {
-    ASSIGN_OR_RETURN(dev_in, Buffer::Allocate(&tracker_, MemoryCategory::kCommBuffers, comm.device(), DType::kF32,
-                                              in_count));
+    ASSIGN_OR_RETURN(dev_in,
+                     Buffer::Allocate(&tracker, MemoryCategory::kCommBuffers, comm.device(), DType::kF32, in_count));
   }
   Buffer& staged_in = in_place ? dev_out : dev_in;
   RETURN_IF_ERROR(DeviceCopy(staged_in.data(), comm.device(), in, Device::kCpu, in_count * sizeof(float)));

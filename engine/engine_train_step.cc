@@ -1,0 +1,59 @@
+// The facade's training step: the step's span and trace window and the
+// observers' step events around the executor's run of the train program.
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "core/stopwatch.h"
+#include "engine/engine_impl.h"
+
+namespace zeroshard {
+
+absl::StatusOr<StepResult> EngineImpl::TrainStep(absl::Span<const Batch> micro_batches) {
+  if (res_.observers.empty()) return RunTrainStep(micro_batches);
+  const StepEvent event{state_->attempts(), state_->step()};
+  res_.Notify([&](EngineObserver& o) { o.OnStepStart(event); });
+  absl::StatusOr<StepResult> result = RunTrainStep(micro_batches);
+  if (result.ok()) res_.Notify([&](EngineObserver& o) { o.OnStepEnd(event, *result); });
+  return result;
+}
+
+absl::StatusOr<StepResult> EngineImpl::RunTrainStep(absl::Span<const Batch> micro_batches) {
+  RETURN_IF_ERROR(res_.CheckUsable());
+  SteadyClock::time_point start = SteadyClock::now();
+  StepResult result;
+  // Closes (and is recorded) before the window may close below.
+  std::optional<TraceScope> step_span;
+  if (res_.timeline != nullptr && res_.timeline->recording()) {
+    // Named after the optimizer step it makes (a skipped attempt repeats it).
+    step_span.emplace(res_.timeline.get(), "step", "step", absl::StrCat(state_->step() + 1),
+                      std::initializer_list<TraceArg>{{"step", state_->step() + 1}});
+  }
+  RunContext run;
+  run.host_batches = micro_batches;
+  run.batches = micro_batches;
+  run.training = true;
+  run.result = &result;
+  run.timings = &result.timings;
+  absl::Status s = executor_->RunProgram(res_.plan.train, &run);
+  if (!s.ok()) {
+    // Before BEGIN_STEP's agreement nothing ran on any rank.
+    if (run.started) res_.broken = s;
+    return s;
+  }
+  step_span.reset();
+  if (res_.timeline != nullptr && res_.timeline->recording()) {
+    ++traced_steps_;
+    if (trace_steps_ > 0 && traced_steps_ >= trace_steps_) res_.timeline->set_recording(false);
+  }
+  result.timings.total = SecondsSince(start);
+  return result;
+}
+
+absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) { return evaluator_->Evaluate(batch); }
+
+absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view name) {
+  return evaluator_->GatherParam(name);
+}
+
+}  // namespace zeroshard

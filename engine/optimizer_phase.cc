@@ -1,0 +1,314 @@
+#include "engine/optimizer_phase.h"
+
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "comm/status_agreement.h"
+#include "comm/traced_wait.h"
+#include "core/status_macros.h"
+#include "core/stopwatch.h"
+#include "kernels/scale.h"
+#include "kernels/sum_squares.h"
+#include "sharding/grad_clip.h"
+
+namespace zeroshard {
+namespace {
+
+using Clock = SteadyClock;
+
+// Indices into REDUCE_NORM's all-reduce.
+enum SumIndex { kSumSq, kLossSum, kLossWeight, kNonFinite, kFailedAllocations, kFirstMetric };
+
+}  // namespace
+
+absl::Status OptimizerPhase::WaitAll(std::vector<IssuedWork>& works, absl::string_view what) {
+  for (IssuedWork& w : works) {
+    RETURN_IF_ERROR(WaitTracedOn(*w.work, res_->compute.kernels.cuda_stream, res_->timeline.get(), "publish", what,
+                                 w.shard->layout().unit_name(), w.issued, w.bytes));
+  }
+  return absl::OkStatus();
+}
+
+void OptimizerPhase::Start(StepResult* result, OptimizerPhaseState* phase_state) {
+  OptimizerPhaseState& phase = *phase_state;
+  if (phase.started) return;
+  phase.started = true;
+  if (res_->timeline != nullptr) phase.span.emplace(res_->timeline.get(), "optimizer", "optimizer");
+  const int L = res_->num_units();
+  NotifyGradients(&EngineObserver::OnReducedGradient, state_->attempts());
+  result->loss_scale = state_->scaler().scale();
+  phase.unit_sumsq.assign(L, 0.0);
+  phase.counted.assign(L, false);
+}
+
+absl::Status OptimizerPhase::Run(const Action& a, absl::Span<const LossTerms> losses, double nominal_weight,
+                                 StepResult* result, OptimizerPhaseState* phase) {
+  Start(result, phase);
+  switch (a.kind) {
+    case ActionKind::kTiedReduce:
+      return TiedReduce(a.unit);
+    case ActionKind::kNormPartial:
+      return NormPartial(a.bucket, phase);
+    case ActionKind::kReduceNorm:
+      return ReduceNorm(losses, nominal_weight, result, phase);
+    case ActionKind::kUpdate:
+      return Update(a.bucket, result, phase);
+    case ActionKind::kPublish:
+      return Publish(a.bucket, result, phase);
+    case ActionKind::kScalerUpdate:
+      return ScalerUpdate(result, phase);
+    default:
+      return absl::InternalError(absl::StrCat(ActionKindName(a.kind), " is not an optimizer-phase action"));
+  }
+}
+
+// A weight both ends of the pipeline hold: the two copies' reduced shards
+// are summed over the embedding group, in unit order on both ends, so the
+// copies take bitwise the same update.
+absl::Status OptimizerPhase::TiedReduce(int u) {
+  const int64_t n = res_->plan.layouts[u].shard_numel();
+  const Clock::time_point issued = Clock::now();
+  std::unique_ptr<Work> tied =
+      res_->comms.embedding->AllReduce(state_->unit_shard(u)->grad_shard(), n, DType::kF32, ReduceOp::kSum);
+  return WaitTracedOn(*tied, res_->compute.kernels.cuda_stream, res_->timeline.get(), "allreduce",
+                      "AllReduce tied grads", res_->plan.layouts[u].unit_name(), issued, n * 4);
+}
+
+// One summation order: each shard's sum of squares by the kernel's fixed
+// chunks; REDUCE_NORM adds the units in unit order. A mirror is counted on
+// the stage that computes the unit, once; a parameter every tp rank holds
+// whole (replicated) on tp rank 0 only, so the world sum counts it once;
+// under hybrid sharding a shard on the first of its replicas only.
+absl::Status OptimizerPhase::NormPartial(int bucket, OptimizerPhaseState* phase_state) {
+  OptimizerPhaseState& phase = *phase_state;
+  if (res_->comms.replica != nullptr && res_->comms.replica->rank() != 0) return absl::OkStatus();
+  std::vector<kernels::SumSquaresSpan> spans;
+  std::vector<std::pair<int, size_t>> unit_end;  // (unit, end of its spans)
+  for (int u : res_->plan.buckets[bucket].units) {
+    if (state_->optimizer_region(u) < 0 || res_->plan.units[u].mirror || res_->plan.layouts[u].shard_numel() == 0)
+      continue;
+    if (res_->tp_rank() == 0) {
+      spans.push_back({state_->unit_shard(u)->grad_shard(), res_->plan.layouts[u].shard_numel()});
+    } else {
+      const std::vector<ParamSpec>& specs = res_->model->units[u]->params();
+      for (const ShardSegment& seg : res_->plan.layouts[u].SegmentsForRank(res_->comms.dp->rank())) {
+        if (specs[seg.param_index].partition.replicated()) continue;
+        spans.push_back({state_->unit_shard(u)->grad_shard() + seg.offset_in_shard, seg.length});
+      }
+    }
+    unit_end.push_back({u, spans.size()});
+  }
+  std::vector<double> parts(spans.size(), 0.0);
+  RETURN_IF_ERROR(kernels::SumOfSquaresMany(res_->compute.kernels, spans, DType::kF32, parts.data()));
+  size_t i = 0;
+  for (const auto& [u, end] : unit_end) {
+    double x = 0;
+    for (; i < end; ++i) x += parts[i];
+    phase.unit_sumsq[u] = x;
+    phase.counted[u] = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerPhase::ReduceNorm(absl::Span<const LossTerms> losses, double nominal_weight, StepResult* result,
+                                        OptimizerPhaseState* phase_state) {
+  OptimizerPhaseState& phase = *phase_state;
+  const int L = res_->num_units();
+  const double scale = state_->scaler().scale();
+  double sumsq = 0;
+  for (int u = 0; u < L; ++u) {
+    if (phase.counted[u]) sumsq += phase.unit_sumsq[u];
+  }
+  // The all-gathered f32 gradients need a full buffer of their own when the
+  // compute dtype is too narrow. Allocated before the all-reduce, which
+  // tells every rank whether any rank failed.
+  phase.full_f32.clear();
+  phase.full_f32.resize(L);
+  absl::Status allocated;
+  if (res_->options.zero.needs_full_f32_grads(res_->options.compute_dtype != DType::kF32)) {
+    for (int u = 0; u < L && allocated.ok(); ++u) {
+      if (state_->optimizer_region(u) < 0) continue;
+      absl::StatusOr<Buffer> f = Buffer::Allocate(&res_->tracker, MemoryCategory::kCommBuffers, res_->device(),
+                                                  DType::kF32, res_->plan.layouts[u].padded_numel());
+      if (f.ok()) {
+        phase.full_f32[u] = std::move(*f);
+      } else {
+        allocated = f.status();
+      }
+    }
+  }
+  WeightedSum loss;
+  std::vector<WeightedSum> metrics(res_->plan.metric_names.size());
+  // A tp group's ranks hold the same loss terms: counted once. Sums a GPU
+  // left on the device come back now (the norm's read-back has waited for
+  // the stream already).
+  absl::Status losses_read;  // a failure is agreed on like a failed allocation
+  for (const LossTerms& on_device : res_->tp_rank() == 0 ? losses : absl::Span<const LossTerms>()) {
+    absl::StatusOr<LossTerms> resolved = ResolveLossTerms(on_device);
+    if (!resolved.ok()) {
+      if (losses_read.ok()) losses_read = resolved.status();
+      continue;
+    }
+    const LossTerms& terms = *resolved;
+    loss.sum += terms.loss.sum;
+    loss.weight += terms.loss.weight;
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      metrics[i].sum += terms.metrics[i].sum;
+      metrics[i].weight += terms.metrics[i].weight;
+    }
+  }
+  // The overflow check is a 0/1 flag summed over the group, never the raw
+  // values (MPI's MAX over NaN depends on the order).
+  std::vector<float> sums(kFirstMetric + 2 * metrics.size(), 0.0f);
+  sums[kSumSq] = static_cast<float>(sumsq / (scale * scale));
+  sums[kLossSum] = static_cast<float>(loss.sum);
+  sums[kLossWeight] = static_cast<float>(loss.weight);
+  sums[kNonFinite] = std::isfinite(sumsq) ? 0.0f : 1.0f;
+  sums[kFailedAllocations] = allocated.ok() && losses_read.ok() ? 0.0f : 1.0f;
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    sums[kFirstMetric + 2 * i] = static_cast<float>(metrics[i].sum);
+    sums[kFirstMetric + 2 * i + 1] = static_cast<float>(metrics[i].weight);
+  }
+  const Clock::time_point t0 = Clock::now();
+  const int64_t n = static_cast<int64_t>(sums.size());
+  RETURN_IF_ERROR(res_->HostCollective(
+      *res_->comms.world, sums.data(), n, sums.data(), n,
+      [&](const void*, void* buf) { return res_->comms.world->AllReduce(buf, n, DType::kF32, ReduceOp::kSum); },
+      [&](Work& w) {
+        return WaitTraced(w, res_->timeline.get(), "allreduce", "AllReduce", "grad norm, loss, overflow", t0,
+                          n * static_cast<int64_t>(sizeof(float)));
+      }));
+  result->timings.publish_wait += SecondsSince(t0);
+  if (!allocated.ok()) return allocated;
+  if (!losses_read.ok()) return losses_read;
+  if (sums[kFailedAllocations] != 0.0f) {
+    return RelayedError(
+        absl::StatusCode::kResourceExhausted,
+        absl::StrCat("the optimizer's stage-0 gradient buffers could not be allocated or the loss read on ",
+                     sums[kFailedAllocations], " rank(s) (see their errors); this rank (", res_->comms.world->rank(),
+                     ") was fine"));
+  }
+  result->overflow = sums[kNonFinite] != 0.0f;
+  result->loss_weight = sums[kLossWeight];
+  result->loss = sums[kLossSum] / sums[kLossWeight];
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    result->metrics.push_back(
+        {res_->plan.metric_names[i], static_cast<double>(sums[kFirstMetric + 2 * i]) / sums[kFirstMetric + 2 * i + 1]});
+  }
+  // The reduced shard is the gradient of Σsum / nominal weight (the seed);
+  // this ratio makes it that of the mean over the actual weight.
+  const double ratio = nominal_weight / static_cast<double>(sums[kLossWeight]);
+  result->grad_norm = static_cast<float>(std::sqrt(sums[kSumSq]) * ratio);
+  result->lr = static_cast<float>(state_->schedule().LearningRate(state_->step() + 1));
+  const float coeff = ClipCoefficient(result->grad_norm, res_->options.grad_clip);
+  result->skipped = result->overflow || !std::isfinite(result->grad_norm);
+  if (result->skipped) {
+    state_->CountSkippedStep();
+    return absl::OkStatus();
+  }
+  // Unscale, reweigh and clip in one multiply; nothing at all when it is 1.
+  phase.update = true;
+  phase.rescale = coeff < 1.0f || scale != 1.0 || ratio != 1.0;
+  phase.factor = static_cast<float>(static_cast<double>(coeff) * ratio / scale);
+  state_->CountStep();
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerPhase::Update(int bucket, StepResult* result, OptimizerPhaseState* phase_state) {
+  OptimizerPhaseState& phase = *phase_state;
+  if (!phase.update) return absl::OkStatus();
+  const std::vector<int>& units = res_->plan.buckets[bucket].units;
+  for (int u : units) {
+    if (state_->optimizer_region(u) < 0) continue;
+    if (phase.rescale && res_->plan.layouts[u].shard_numel() > 0) {
+      RETURN_IF_ERROR(kernels::ScaleInPlace(res_->compute.kernels, state_->unit_shard(u)->grad_shard(),
+                                            res_->plan.layouts[u].shard_numel(), DType::kF32, phase.factor, nullptr));
+    }
+    NotifyGradient(&EngineObserver::OnFinalGradient, state_->attempts(), u);
+  }
+  if (res_->options.zero.all_gathers_reduced_grads()) {
+    // The second half of the all-reduce: every rank gets every reduced shard.
+    std::vector<IssuedWork> works;
+    for (int u : units) {
+      UnitShard& shard = *state_->unit_shard(u);
+      if (state_->optimizer_region(u) < 0 || res_->plan.layouts[u].shard_numel() == 0) continue;
+      void* dst = phase.full_f32[u].empty() ? shard.full_grads() : phase.full_f32[u].data();
+      works.push_back({Clock::now(), &shard, res_->plan.layouts[u].padded_numel() * 4, nullptr});
+      works.back().work =
+          res_->comms.dp->AllGather(shard.grad_shard(), dst, res_->plan.layouts[u].shard_numel(), DType::kF32);
+    }
+    const Clock::time_point t0 = Clock::now();
+    RETURN_IF_ERROR(WaitAll(works, "AllGather grads"));
+    result->timings.publish_wait += SecondsSince(t0);
+  }
+  std::vector<int> regions;
+  std::vector<float*> masters;
+  std::vector<const float*> grads;
+  for (int u : units) {
+    if (state_->optimizer_region(u) < 0) continue;
+    UnitShard& shard = *state_->unit_shard(u);
+    regions.push_back(state_->optimizer_region(u));
+    masters.push_back(shard.master());
+    if (!res_->options.zero.all_gathers_reduced_grads()) {
+      grads.push_back(shard.grad_shard());
+    } else {
+      grads.push_back(phase.full_f32[u].empty() ? static_cast<const float*>(shard.full_grads())
+                                                : phase.full_f32[u].as<float>());
+    }
+  }
+  TraceScope span(res_->timeline.get(), "optimizer", "update", {}, {{"bucket", bucket}});
+  return state_->optimizer().StepRegions(regions, masters, grads, result->lr, state_->step());
+}
+
+absl::Status OptimizerPhase::Publish(int bucket, StepResult* result, OptimizerPhaseState* phase) {
+  if (!phase->update) return absl::OkStatus();
+  std::vector<IssuedWork> works;
+  for (int u : res_->plan.buckets[bucket].units) {
+    if (state_->optimizer_region(u) < 0) continue;  // frozen: nothing changed
+    UnitShard& shard = *state_->unit_shard(u);
+    const Clock::time_point issued = Clock::now();
+    ASSIGN_OR_RETURN(std::unique_ptr<Work> w, shard.PublishMaster());
+    const int64_t bytes =
+        res_->plan.layouts[u].padded_numel() * static_cast<int64_t>(DTypeSize(res_->options.compute_dtype));
+    if (w != nullptr) works.push_back({issued, &shard, bytes, std::move(w)});
+  }
+  const Clock::time_point t0 = Clock::now();
+  RETURN_IF_ERROR(WaitAll(works, "AllGather params"));
+  result->timings.publish_wait += SecondsSince(t0);
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerPhase::ScalerUpdate(StepResult* result, OptimizerPhaseState* phase) {
+  // Every action of the step saw the same attempt count (the RNG keys, the
+  // observer's events); the next step is the next attempt.
+  state_->CountAttempt();
+  phase->full_f32.clear();
+  for (auto& shard : state_->shards()) {
+    if (shard != nullptr) shard->FreeGradShard();
+  }
+  state_->reducer().FreeStaging();
+  result->step = state_->step();
+  result->skipped_steps = state_->skipped_steps();
+  // Every rank updates its scaler with the same all-reduced flag.
+  absl::Status scaled = state_->scaler().Update(result->overflow);
+  result->overflows = state_->scaler().overflows();
+  result->next_loss_scale = state_->scaler().scale();
+  phase->span.reset();
+  return scaled;
+}
+
+void OptimizerPhase::NotifyGradients(void (EngineObserver::*event)(const GradientEvent&), int64_t attempt) {
+  if (res_->observers.empty()) return;
+  for (int u = 0; u < res_->num_units(); ++u) NotifyGradient(event, attempt, u);
+}
+
+void OptimizerPhase::NotifyGradient(void (EngineObserver::*event)(const GradientEvent&), int64_t attempt, int unit) {
+  if (res_->observers.empty() || state_->optimizer_region(unit) < 0) return;
+  const GradientEvent grad{attempt, unit, state_->unit_shard(unit)->grad_shard(),
+                           res_->plan.layouts[unit].shard_numel()};
+  res_->Notify([&](EngineObserver& o) { (o.*event)(grad); });
+}
+
+}  // namespace zeroshard

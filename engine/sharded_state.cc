@@ -1,0 +1,136 @@
+#include "engine/sharded_state.h"
+
+#include <utility>
+
+#include "core/status_macros.h"
+#include "nn/param_init.h"
+#include "sharding/weight_decay_policy.h"
+
+namespace zeroshard {
+
+absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPlan& plan, const Model& model,
+                                                                   const EngineOptions& options, Communicator* dp,
+                                                                   Communicator* replica, MemoryTracker* tracker,
+                                                                   const ComputeContext& compute, Timeline* timeline) {
+  std::unique_ptr<ShardedState> state(new ShardedState());
+  state->plan_ = &plan;
+  state->dp_ = dp;
+  state->device_ = options.device;
+  state->shards_master_ = options.zero.shards_master();
+  const int L = static_cast<int>(plan.layouts.size());
+  std::vector<UnitShard*> with_grads;
+  std::vector<OptimizerRegion> regions;
+  state->regions_.assign(L, -1);
+  const WeightDecayPolicy policy(options.optimizer.no_decay_patterns);
+  for (int u = 0; u < L; ++u) {
+    const bool trainable = plan.units[u].trainable;
+    if (!plan.units[u].held) {  // another pipeline stage's unit
+      with_grads.push_back(nullptr);
+      state->shards_.push_back(nullptr);
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
+                     UnitShard::Create(&plan.layouts[u], options.zero, dp, tracker, options.compute_dtype,
+                                       compute.kernels, trainable));
+    shard->set_timeline(timeline);
+    if (options.sharding.quantize_weights) shard->set_weight_quantization(options.sharding.quantization_block);
+    with_grads.push_back(trainable && plan.units[u].has_params ? shard.get() : nullptr);
+    if (trainable && plan.units[u].has_params) {
+      OptimizerRegion region{&plan.layouts[u], shard->master_begin(), shard->master_numel(), {}};
+      for (const ParamSpec& p : model.units[u]->params()) {
+        const float decay = p.weight_decay_mult.has_value()            ? *p.weight_decay_mult
+                            : policy.Decays(p.name, p.no_weight_decay) ? 1.0f
+                                                                       : 0.0f;
+        region.groups.push_back(ParamGroup{decay, p.lr_mult});
+      }
+      state->regions_[u] = static_cast<int>(regions.size());
+      regions.push_back(std::move(region));
+    }
+    state->shards_.push_back(std::move(shard));
+  }
+  ReductionOptions reduction;
+  reduction.replica = replica;
+  if (options.sharding.quantize_gradients) reduction.quantization_block = options.sharding.quantization_block;
+  reduction.error_feedback = options.sharding.error_feedback;
+  ASSIGN_OR_RETURN(state->reducer_, GradReducer::Create(with_grads, options.bucket_bytes, dp, tracker,
+                                                        options.reduce_dtype, compute.kernels, reduction));
+  state->reducer_->set_timeline(timeline);
+  ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Create(options.loss_scale));
+  state->scaler_ = std::make_unique<LossScaler>(scaler);
+  ASSIGN_OR_RETURN(state->optimizer_,
+                   ShardedOptimizer::Create(options.optimizer, std::move(regions), tracker, compute.kernels));
+  ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options.lr_schedule));
+  state->schedule_ = std::make_unique<LrSchedule>(schedule);
+  RETURN_IF_ERROR(state->reducer_->SetStagingSlots(plan.staging_slots));
+  return state;
+}
+
+ShardedState::~ShardedState() = default;
+
+void ShardedState::ReleaseAll() {
+  for (auto& shard : shards_) {
+    if (shard != nullptr) shard->Release().IgnoreError();
+  }
+  if (reducer_ != nullptr) reducer_->FinishAll().IgnoreError();
+}
+
+absl::Status ShardedState::InitParams(const Model& model, uint64_t seed, int tp_rank, int tp_size) {
+  const int rank = dp_->rank();
+  for (int u = 0; u < num_units(); ++u) {
+    if (shards_[u] == nullptr) continue;
+    const FlatParamLayout& layout = plan_->layouts[u];
+    UnitShard& shard = *shards_[u];
+    const std::vector<ParamSpec>& specs = model.units[u]->params();
+    if (shard.master_numel() == 0) continue;
+    // Initialised on the host (the same values on any device), then copied.
+    std::vector<float> staging;
+    if (device_ != Device::kCpu) staging.assign(static_cast<size_t>(shard.master_numel()), 0.0f);
+    float* master = device_ == Device::kCpu ? shard.master() : staging.data();
+    if (!shards_master_) {
+      // The master covers the whole padded buffer.
+      for (size_t p = 0; p < specs.size(); ++p) {
+        InitLocalParamSlice(specs[p], seed, tp_rank, tp_size, 0, layout.params()[p].numel,
+                            master + layout.params()[p].offset);
+      }
+    } else {
+      // Only the slices this rank owns: by global element index (of the
+      // whole tensor, across tp slices), the same values as the whole tensor.
+      for (const ShardSegment& seg : layout.SegmentsForRank(rank)) {
+        InitLocalParamSlice(specs[seg.param_index], seed, tp_rank, tp_size, seg.offset_in_param,
+                            seg.offset_in_param + seg.length, master + seg.offset_in_shard);
+      }
+    }
+    if (!staging.empty()) {
+      RETURN_IF_ERROR(
+          DeviceCopy(shard.master(), device_, staging.data(), Device::kCpu, staging.size() * sizeof(float)));
+    }
+  }
+  return PublishMasterWeights();
+}
+
+absl::Status ShardedState::PublishMasterWeights() {
+  std::vector<std::unique_ptr<Work>> works;
+  absl::Status status;
+  for (auto& shard : shards_) {
+    if (shard == nullptr) continue;
+    absl::StatusOr<std::unique_ptr<Work>> w = shard->PublishMaster();
+    if (!w.ok()) {
+      if (status.ok()) status = w.status();
+    } else if (*w != nullptr) {
+      works.push_back(std::move(*w));
+    }
+  }
+  for (auto& w : works) {
+    absl::Status s = w->Wait();
+    if (status.ok()) status = s;
+  }
+  return status;
+}
+
+void ShardedState::RestoreProgress(int64_t step, int64_t skipped_steps) {
+  step_ = step;
+  skipped_steps_ = skipped_steps;
+  attempts_ = step + skipped_steps;
+}
+
+}  // namespace zeroshard

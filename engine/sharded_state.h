@@ -1,0 +1,109 @@
+// ShardedState: the training state one rank holds — per unit its UnitShard
+// (compute parameters, master weights, gradients), the optimizer and each
+// unit's region in it, the gradient reducer, the loss scaler, the learning
+// rate schedule, and the step, skipped-step and attempt counters. It is what
+// a checkpoint saves and the state view (engine/state_view.h) exposes; the
+// executor and the optimizer phase change it, nothing else does.
+//
+// Thread-compatible. The communicators, tracker, timeline and plan it was
+// created with must outlive it.
+#ifndef ZEROSHARD_ENGINE_SHARDED_STATE_H_
+#define ZEROSHARD_ENGINE_SHARDED_STATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "core/memory_tracker.h"
+#include "core/timeline.h"
+#include "engine/engine_options.h"
+#include "engine/step_plan.h"
+#include "nn/model.h"
+#include "nn/unit.h"
+#include "sharding/grad_reducer.h"
+#include "sharding/loss_scaler.h"
+#include "sharding/lr_schedule.h"
+#include "sharding/sharded_optimizer.h"
+#include "sharding/unit_shard.h"
+
+namespace zeroshard {
+
+class ShardedState {
+ public:
+  // Allocates the shards of the units this stage holds (plan.units[u].held),
+  // the reducer over the trainable ones, the optimizer over their masters,
+  // the scaler and the schedule. No collective; the weights are not
+  // initialised yet (InitParams). `replica` is hybrid sharding's replica
+  // group (null: none).
+  static absl::StatusOr<std::unique_ptr<ShardedState>> Create(const StepPlan& plan, const Model& model,
+                                                              const EngineOptions& options, Communicator* dp,
+                                                              Communicator* replica, MemoryTracker* tracker,
+                                                              const ComputeContext& compute, Timeline* timeline);
+  ~ShardedState();
+
+  ShardedState(const ShardedState&) = delete;
+  ShardedState& operator=(const ShardedState&) = delete;
+
+  // Collective over dp: every unit's master slice from the seeded initialiser
+  // (the same values whatever the layout), then published (PublishMasterWeights).
+  absl::Status InitParams(const Model& model, uint64_t seed, int tp_rank, int tp_size);
+  // Collective over dp: rounds every unit's master weights into its compute
+  // parameters, as a step's publication does (after a checkpoint load).
+  absl::Status PublishMasterWeights();
+  // Releases every gathered unit and finishes every reduction in flight
+  // (errors ignored): the engine is going away.
+  void ReleaseAll();
+
+  int num_units() const { return static_cast<int>(shards_.size()); }
+  const FlatParamLayout& layout(int unit) const { return plan_->layouts[unit]; }
+  // Null for a unit of another pipeline stage.
+  UnitShard* unit_shard(int unit) { return shards_[unit].get(); }
+  const UnitShard* unit_shard(int unit) const { return shards_[unit].get(); }
+  const std::vector<std::unique_ptr<UnitShard>>& shards() { return shards_; }
+  // The region of `unit` in the optimizer: -1 for a frozen unit or one
+  // without parameters (no optimizer state).
+  int optimizer_region(int unit) const { return regions_[unit]; }
+  ShardedOptimizer& optimizer() { return *optimizer_; }
+  const ShardedOptimizer& optimizer() const { return *optimizer_; }
+  GradReducer& reducer() { return *reducer_; }
+  const GradReducer& reducer() const { return *reducer_; }
+  LossScaler& scaler() { return *scaler_; }
+  const LossScaler& scaler() const { return *scaler_; }
+  const LrSchedule& schedule() const { return *schedule_; }
+  Device device() const { return device_; }
+
+  // Optimizer steps taken, attempts skipped (a non-finite gradient), and
+  // attempts made: attempts == step + skipped once a step has finished.
+  int64_t step() const { return step_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  int64_t attempts() const { return attempts_; }
+  void CountStep() { ++step_; }
+  void CountSkippedStep() { ++skipped_steps_; }
+  void CountAttempt() { ++attempts_; }
+  void RestoreProgress(int64_t step, int64_t skipped_steps);
+
+ private:
+  ShardedState() = default;
+
+  const StepPlan* plan_ = nullptr;
+  Communicator* dp_ = nullptr;
+  Device device_ = Device::kCpu;
+  bool shards_master_ = false;
+  // Per unit: its optimizer region, -1 when frozen or without parameters.
+  std::vector<int> regions_;
+  std::vector<std::unique_ptr<UnitShard>> shards_;
+  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<ShardedOptimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<LossScaler> scaler_;
+  int64_t step_ = 0;
+  int64_t skipped_steps_ = 0;
+  int64_t attempts_ = 0;
+};
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_ENGINE_SHARDED_STATE_H_
