@@ -102,7 +102,9 @@ TEST(StateViewTest, RegionsAndBytesMatchTheShardLayoutAndTheMemoryCategories) {
         std::vector<HostBatch> batches = MicroBatchesForRank(tokens, kGlobalBatch, kToy.seq_len, kDp, 1, rank);
         // The toy model computes in f32 only: bf16 is checked at rest.
         for (int after_step = 0; after_step < (compute == F32 ? 2 : 1); ++after_step) {
-          if (after_step == 1) ASSERT_TRUE(e.TrainStep(Views(batches)).ok());
+          if (after_step == 1) {
+            ASSERT_TRUE(e.TrainStep(Views(batches)).ok());
+          }
           int64_t sums[5] = {0, 0, 0, 0, 0};
           for (int u = 0; u < e.num_units(); ++u) {
             const FlatParamLayout& l = e.layout(u);
@@ -136,7 +138,9 @@ TEST(StateViewTest, RegionsAndBytesMatchTheShardLayoutAndTheMemoryCategories) {
           EXPECT_EQ(sums[0], m.Usage(MemoryCategory::kParams).current);
           EXPECT_EQ(sums[1], m.Usage(MemoryCategory::kMasterParams).current);
           EXPECT_EQ(sums[3], m.Usage(MemoryCategory::kOptimizerState).current);
-          if (stage >= 2) EXPECT_EQ(sums[2], m.Usage(MemoryCategory::kGrads).current);
+          if (stage >= 2) {
+            EXPECT_EQ(sums[2], m.Usage(MemoryCategory::kGrads).current);
+          }
         }
       });
     }

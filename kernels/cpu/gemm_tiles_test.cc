@@ -68,8 +68,12 @@ TEST(GemmTiles, TileCountFollowsWorkAndIsAPowerOfTwo) {
         if (t.count() > 1) {
           EXPECT_GE(static_cast<double>(m) * n * k / t.count(), static_cast<double>(kMinTileMacs));
         }
-        if (t.row_tiles > 1) EXPECT_GE(m / t.row_tiles, kMinBlock);
-        if (t.col_tiles > 1) EXPECT_GE(n / t.col_tiles, kMinBlock);
+        if (t.row_tiles > 1) {
+          EXPECT_GE(m / t.row_tiles, kMinBlock);
+        }
+        if (t.col_tiles > 1) {
+          EXPECT_GE(n / t.col_tiles, kMinBlock);
+        }
       }
     }
   }
