@@ -40,7 +40,6 @@ void OptimizerPhase::Start(StepResult* result, OptimizerPhaseState* phase_state)
   NotifyGradients(&EngineObserver::OnReducedGradient, state_->attempts());
   result->loss_scale = state_->scaler().scale();
   phase.unit_sumsq.assign(L, 0.0);
-  phase.counted.assign(L, false);
 }
 
 absl::Status OptimizerPhase::Run(const Action& a, absl::Span<const LossTerms> losses, double nominal_weight,
@@ -107,7 +106,6 @@ absl::Status OptimizerPhase::NormPartial(int bucket, OptimizerPhaseState* phase_
     double x = 0;
     for (; i < end; ++i) x += parts[i];
     phase.unit_sumsq[u] = x;
-    phase.counted[u] = true;
   }
   return absl::OkStatus();
 }
@@ -117,10 +115,9 @@ absl::Status OptimizerPhase::ReduceNorm(absl::Span<const LossTerms> losses, doub
   OptimizerPhaseState& phase = *phase_state;
   const int L = res_->num_units();
   const double scale = state_->scaler().scale();
+  // Units this rank does not count hold 0, which leaves the sum's bits alone.
   double sumsq = 0;
-  for (int u = 0; u < L; ++u) {
-    if (phase.counted[u]) sumsq += phase.unit_sumsq[u];
-  }
+  for (int u = 0; u < L; ++u) sumsq += phase.unit_sumsq[u];
   // The all-gathered f32 gradients need a full buffer of their own when the
   // compute dtype is too narrow. Allocated before the all-reduce, which
   // tells every rank whether any rank failed.

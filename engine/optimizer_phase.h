@@ -33,8 +33,9 @@ namespace zeroshard {
 // The optimizer phase's state within one step.
 struct OptimizerPhaseState {
   bool started = false;
-  std::vector<double> unit_sumsq;  // NORM_PARTIAL's, by unit; REDUCE_NORM adds them in unit order
-  std::vector<bool> counted;       // by unit: its sum of squares counts on this rank
+  // NORM_PARTIAL's sums of squares by unit (0 for a unit this rank does not
+  // count); REDUCE_NORM adds them in unit order.
+  std::vector<double> unit_sumsq;
   std::vector<Buffer> full_f32;    // by unit: the all-gathered f32 gradients where the compute dtype is narrower
   bool update = false;             // REDUCE_NORM found the step finite: UPDATE and PUBLISH run
   bool rescale = false;            // unscale, reweigh and clip by `factor`

@@ -1,6 +1,7 @@
 #include "engine/program_compiler.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -125,20 +126,17 @@ class Compiler {
         }
       }
     }
-    // Rounds: the last operation of each.
+    // Rounds: each micro-batch under reduce_every_micro_batch, else the
+    // whole step; a round ends at its last operation.
     const int ops = static_cast<int>(in.ops.size());
     round_of_.assign(ops, 0);
     round_end_.assign(ops, false);
-    if (in.reduce_every_micro_batch) {
-      for (int i = 0; i < ops; ++i) {
-        round_of_[i] = in.ops[i].micro_batch;
-        bool later = false;
-        for (int j = i + 1; j < ops; ++j) later |= in.ops[j].micro_batch == in.ops[i].micro_batch;
-        round_end_[i] = !later;
-      }
-    } else if (ops > 0) {
-      round_end_[ops - 1] = true;
+    std::map<int, int> last_of_round;
+    for (int i = 0; i < ops; ++i) {
+      if (in.reduce_every_micro_batch) round_of_[i] = in.ops[i].micro_batch;
+      last_of_round[round_of_[i]] = i;
     }
+    for (const auto& [round, last] : last_of_round) round_end_[last] = true;
   }
 
   // Where each bucket closes in each round, and the writers of each.

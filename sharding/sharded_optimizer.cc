@@ -127,17 +127,4 @@ const Buffer& ShardedOptimizer::state(int kind, int region) const { return state
 
 Buffer& ShardedOptimizer::mutable_state(int kind, int region) { return state_[kind][region]; }
 
-int ShardedOptimizer::StateKindIndex(absl::string_view name) const {
-  for (size_t k = 0; k < kinds_.size(); ++k) {
-    if (kinds_[k].name == name) return static_cast<int>(k);
-  }
-  return -1;
-}
-
-const Buffer& ShardedOptimizer::NamedState(absl::string_view name, int region) const {
-  static const Buffer* const kNone = new Buffer();
-  const int k = StateKindIndex(name);
-  return k < 0 ? *kNone : state_[k][region];
-}
-
 }  // namespace zeroshard

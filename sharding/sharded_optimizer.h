@@ -91,14 +91,6 @@ class ShardedOptimizer {
   const std::vector<OptimizerStateKind>& state_kinds() const;   // empty for plain SGD
   const Buffer& state(int kind, int region) const;
   Buffer& mutable_state(int kind, int region);
-  // The index of the kind called `name` in state_kinds(), or -1.
-  int StateKindIndex(absl::string_view name) const;
-
-  // Name-based views kept for older callers: the buffer of the state kind
-  // of that name, or an empty Buffer when the optimizer keeps none.
-  const Buffer& exp_avg(int i) const { return NamedState("exp_avg", i); }
-  const Buffer& exp_avg_sq(int i) const { return NamedState("exp_avg_sq", i); }
-  const Buffer& momentum(int i) const { return NamedState("momentum", i); }
 
  private:
   struct Segment {
@@ -108,7 +100,6 @@ class ShardedOptimizer {
   };
   ShardedOptimizer() = default;
   absl::Status StepRegion(int region, float* master, const float* grads, float lr, int64_t step);
-  const Buffer& NamedState(absl::string_view name, int region) const;
 
   OptimizerOptions options_;
   const Optimizer* optimizer_ = nullptr;
