@@ -22,6 +22,8 @@ const char* MemoryCategoryName(MemoryCategory category) {
       return "comm_buffers";
     case MemoryCategory::kWorkspace:
       return "workspace";
+    case MemoryCategory::kOffloadStaging:
+      return "offload_staging";
   }
   return "?";
 }

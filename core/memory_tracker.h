@@ -23,11 +23,12 @@ enum class MemoryCategory : uint8_t {
   kActivations,     // tensors saved for backward, layer outputs
   kCommBuffers,     // staging for collectives
   kWorkspace,       // short-lived scratch
+  kOffloadStaging,  // the offload tier's I/O staging buffers
 };
-inline constexpr int kNumMemoryCategories = 7;
+inline constexpr int kNumMemoryCategories = 8;
 
 // "params", "master_params", "grads", "optimizer_state", "activations",
-// "comm_buffers", "workspace" (the metrics file's keys).
+// "comm_buffers", "workspace", "offload_staging" (the metrics file's keys).
 const char* MemoryCategoryName(MemoryCategory category);
 
 struct MemoryUsage {
@@ -61,7 +62,7 @@ class MemoryTracker {
  private:
   mutable absl::Mutex mu_;
   std::array<MemoryUsage, kNumMemoryCategories> usage_ ABSL_GUARDED_BY(mu_);
-  std::array<int64_t, kNumMemoryCategories> limit_ ABSL_GUARDED_BY(mu_) = {-1, -1, -1, -1, -1, -1, -1};
+  std::array<int64_t, kNumMemoryCategories> limit_ ABSL_GUARDED_BY(mu_) = {-1, -1, -1, -1, -1, -1, -1, -1};
   MemoryUsage total_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -41,6 +41,7 @@ TEST(MemoryTrackerTest, CategoryNamesAreTheMetricsKeys) {
   EXPECT_STREQ(MemoryCategoryName(MemoryCategory::kActivations), "activations");
   EXPECT_STREQ(MemoryCategoryName(MemoryCategory::kCommBuffers), "comm_buffers");
   EXPECT_STREQ(MemoryCategoryName(MemoryCategory::kWorkspace), "workspace");
+  EXPECT_STREQ(MemoryCategoryName(MemoryCategory::kOffloadStaging), "offload_staging");
 }
 
 TEST(MemoryTrackerTest, ALimitRefusesWhatWouldPassItAndCountsNothing) {

@@ -150,7 +150,7 @@ std::string ProgressLine(int64_t step, const StepResult& r, int64_t total_steps,
   absl::StrAppendFormat(&line, " | lr %.2e | norm %.3f | scale %g%s | %.0f tok/s | %.0f ms | peak/rank", r.lr,
                         r.grad_norm, r.loss_scale, r.skipped ? absl::StrCat(" SKIPPED (", r.skipped_steps, " so far)") : "",
                         tokens_per_s, step_ms);
-  static constexpr const char* kShort[] = {"params", "master", "grads", "optim", "act", "comm", "work"};
+  static constexpr const char* kShort[] = {"params", "master", "grads", "optim", "act", "comm", "work", "staging"};
   for (int c = 0; c < kNumMemoryCategories; ++c) absl::StrAppend(&line, " ", kShort[c], " ", Bytes(peaks[c]));
   return line;
 }
