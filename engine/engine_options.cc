@@ -160,6 +160,19 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   }
   o.seed = c.seed();
   o.threads_per_rank = c.device().threads_per_rank();
+  const OffloadConfig& off = c.offload();
+  auto tier = [](OffloadTierProto t) {
+    return t == NVME ? OffloadTier::kNvme : t == HOST ? OffloadTier::kHost : OffloadTier::kDevice;
+  };
+  o.offload.optimizer_state = tier(off.optimizer_state());
+  o.offload.master_weights = tier(off.master_weights());
+  o.offload.params = tier(off.params());
+  o.offload.grads = tier(off.grads());
+  o.offload.nvme_dir = off.nvme_dir();
+  o.offload.buffer_count = off.buffer_count();
+  o.offload.buffer_bytes = off.buffer_bytes();
+  o.offload.queue_depth = off.queue_depth();
+  o.memory_limit_bytes = c.memory_limit_mib() << 20;
   return o;
 }
 

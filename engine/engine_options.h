@@ -86,6 +86,25 @@ struct ShardingOptions {
   int64_t alignment = kDefaultShardAlignment;
 };
 
+// Where a state class lives (engine.offload, docs/offload.md).
+enum class OffloadTier { kDevice, kHost, kNvme };
+
+struct OffloadOptions {
+  OffloadTier optimizer_state = OffloadTier::kDevice;
+  OffloadTier master_weights = OffloadTier::kDevice;
+  OffloadTier params = OffloadTier::kDevice;  // ZeRO-3 parameter shards
+  OffloadTier grads = OffloadTier::kDevice;   // f32 reduced-gradient shards
+  std::string nvme_dir;
+  int buffer_count = 4;
+  int64_t buffer_bytes = 64 << 20;
+  int queue_depth = 8;
+
+  bool any_nvme() const {
+    return optimizer_state == OffloadTier::kNvme || master_weights == OffloadTier::kNvme ||
+           params == OffloadTier::kNvme || grads == OffloadTier::kNvme;
+  }
+};
+
 struct EngineOptions {
   // engine.zero.stage's answers (sharding/zero_policy.h).
   ZeroPolicy zero;
@@ -111,6 +130,10 @@ struct EngineOptions {
   Device device = Device::kCpu;  // where the model state and compute live
   PipelineOptions pipeline;
   TensorParallelOptions tensor;
+  OffloadOptions offload;
+  // engine.memory_limit_mib in bytes; 0: the host's available memory
+  // divided among its ranks (the memory planner resolves it).
+  int64_t memory_limit_bytes = 0;
 };
 
 // decay_steps == 0 ("the run's steps") must be resolved by the caller for
