@@ -91,7 +91,7 @@ int RemoveStaleOffloadFiles(const std::string& dir) {
 }
 
 absl::StatusOr<CreatedFile> CreateOffloadFile(const std::string& dir, const std::string& label, int64_t bytes,
-                                              bool direct) {
+                                              bool direct, bool allow_tmpfile) {
   if (bytes <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("offload file ", label, ": bytes ", bytes, ", want > 0"));
   }
@@ -108,8 +108,12 @@ absl::StatusOr<CreatedFile> CreateOffloadFile(const std::string& dir, const std:
 
   CreatedFile file;
   file.direct = direct;
-  int fd = OpenTmpfile(dir, direct);
-  int err = errno;
+  int fd = -1;
+  int err = EOPNOTSUPP;
+  if (allow_tmpfile) {
+    fd = OpenTmpfile(dir, direct);
+    err = errno;
+  }
   if (fd < 0 && direct && err == EINVAL) {
     // EINVAL is ambiguous: O_TMPFILE or O_DIRECT. Without O_DIRECT tells.
     fd = OpenTmpfile(dir, false);

@@ -23,9 +23,12 @@ struct CreatedFile {
 // dir/zeroshard-offload-<pid>-<n> created O_EXCL and unlinked at once
 // (stale such files of dead processes are removed first). O_DIRECT when
 // `direct` and the filesystem accepts it, else buffered with one warning
-// per process on stderr. Preallocates AlignIo(bytes).
+// per process on stderr. Preallocates AlignIo(bytes). `allow_tmpfile`
+// false goes straight to the named file: the path for filesystems without
+// O_TMPFILE, which tests cannot otherwise reach on a kernel whose
+// filesystems all have it.
 absl::StatusOr<CreatedFile> CreateOffloadFile(const std::string& dir, const std::string& label, int64_t bytes,
-                                              bool direct);
+                                              bool direct, bool allow_tmpfile = true);
 
 // Removes dir/zeroshard-offload-<pid>-* whose pid is not a live process;
 // the number removed.
