@@ -294,6 +294,31 @@ TEST_F(AsyncIoTest, TruncatedFileReadIsDataLoss) {
   EXPECT_THAT(s.message(), HasSubstr("file truncated?"));
 }
 
+TEST_F(AsyncIoTest, ShortReadContinuesThenStopsAtTheEnd) {
+  auto io = NewIo();
+  constexpr int64_t kBytes = 64 << 10;
+  auto file = io->OpenFile(dir_, "short", kBytes);
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer out = Buffer(kBytes), in = Buffer(kBytes);
+  Fill(out, 3);
+  ASSERT_TRUE(io->Wait(*io->Write(*file, 0, out.data(), kBytes)).ok());
+  std::string proc_link;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(e.path(), ec).string() == io->file_path(*file)) {
+      proc_link = e.path().string();
+    }
+  }
+  ASSERT_EQ(::truncate(proc_link.c_str(), 12288), 0) << std::strerror(errno);
+  // 4096 bytes come back short, the other 12288 are resubmitted and find
+  // the end.
+  absl::Status s = io->Wait(*io->Read(*file, 8192, in.data(), 16384));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("read of 12288 bytes at offset 12288 returned 0")) << s;
+  EXPECT_EQ(std::memcmp(in.data(), static_cast<char*>(out.data()) + 8192, 4096), 0);
+  EXPECT_EQ(io->stats().read_bytes, 0);  // failed requests count nothing
+}
+
 TEST_F(AsyncIoTest, MisalignedAndOutOfRangeRequests) {
   auto io = NewIo();
   auto file = io->OpenFile(dir_, "checked", 1 << 20);
