@@ -82,10 +82,15 @@ class AsyncIo {
   // Reaps completions without blocking and submits what waits; true when
   // `ticket` has completed (its error, if any, is returned by Wait).
   virtual bool Poll(IoTicket ticket) = 0;
+  // Submits what waits in the queue now, without reaping (Poll and Wait do
+  // it too); for a caller that queues a batch and computes before polling.
+  virtual void Flush() {}
   // Blocks until `ticket` completes; its error. A ticket is waited once.
   virtual absl::Status Wait(IoTicket ticket) = 0;
-  // Waits for every request; the first error.
+  // Waits for every request; the first error. Every ticket issued so far
+  // counts as waited afterwards.
   virtual absl::Status WaitAll() = 0;
+  // Requests issued and not yet completed: queued or submitted.
   virtual int in_flight() const = 0;
 
   virtual IoStats stats() const = 0;
