@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "engine/engine.h"
 #include "engine/engine_options.h"
 #include "engine/engine_resources.h"
@@ -121,6 +122,21 @@ TEST(MemoryPlanTest, ActivationEstimateIsWithinFivePercentOfAStep) {
     EXPECT_NEAR(static_cast<double>(planned), static_cast<double>(measured), 0.05 * measured)
         << "policy " << policy << ": planned " << planned << ", measured " << measured;
   }
+}
+
+TEST(MemoryPlanTest, EngineCreateRefusesAPlanOverTheLimit) {
+  EngineConfig config = Config(0);
+  config.set_memory_limit_mib(1);
+  auto comms = CreateThreadGroup(1);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(TinyGpt2()).value());
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StartsWith(engine.status().message(),
+                               "memory plan exceeds the limit: the limit is below the plan's floor (every state class "
+                               "offloaded: 384."))
+      << engine.status();
+  EXPECT_NE(engine.status().message().find("limit 1.00 MiB"), absl::string_view::npos) << engine.status();
 }
 
 // A plan with round numbers: 1 GiB of each state class.
