@@ -10,6 +10,9 @@
 #include "core/args.h"
 #include "cli/run_config.h"
 #include "engine/config_validation.h"
+#include "engine/engine_options.h"
+#include "engine/memory_plan.h"
+#include "engine/step_plan.h"
 #include "kernels/context.h"
 
 namespace zeroshard::cli {
@@ -23,7 +26,11 @@ constexpr char kUsage[] =
     "GPT-2). --set overrides one field\n"
     "after parsing (repeatable), e.g. --set engine.zero.stage=2. --world-size\n"
     "checks dp*tp*pp against N ranks (default: $OMPI_COMM_WORLD_SIZE if set).\n"
-    "Prints a normalized summary and exits 0, or prints every error and exits 2.\n";
+    "Prints a normalized summary and each rank's memory plan (docs/offload.md)\n"
+    "and exits 0; prints every error and exits 2; exits 3 when a rank's plan\n"
+    "exceeds its memory limit (engine.memory_limit_mib, or the host's available\n"
+    "memory divided among the ranks on it: $OMPI_COMM_WORLD_LOCAL_SIZE,\n"
+    "$SLURM_NTASKS_PER_NODE, else every rank of --world-size).\n";
 
 int Run(int argc, char** argv) {
   absl::StatusOr<ParsedArgs> args =
@@ -53,6 +60,30 @@ int Run(int argc, char** argv) {
     return 2;
   }
   std::cout << ConfigSummary(*config, world_size);
+  absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config->engine);
+  if (!options.ok()) {
+    std::cerr << args->positional[0] << ": " << options.status().message() << "\n";
+    return 2;
+  }
+  // Without a launcher's count, every rank of the job runs on this host.
+  const int ranks_on_host = RanksOnHost(world_size > 0 ? world_size : 1);
+  absl::StatusOr<int64_t> limit = ResolveMemoryLimit(*options, ranks_on_host);
+  if (!limit.ok()) {
+    std::cerr << args->positional[0] << ": " << limit.status().message() << "\n";
+    return 2;
+  }
+  std::string report;
+  const absl::Status planned = MemoryPlanReport(*config, world_size, *limit, &report);
+  std::cout << "--- memory plan (limit " << FormatGiB(*limit) << " per rank"
+            << (options->memory_limit_bytes > 0 ? std::string(", engine.memory_limit_mib")
+                                                : absl::StrCat(", the host's available memory / ", ranks_on_host,
+                                                               " rank", ranks_on_host == 1 ? "" : "s"))
+            << ") ---\n"
+            << report;
+  if (!planned.ok()) {
+    std::cerr << args->positional[0] << ": " << planned.message() << "\n";
+    return planned.code() == absl::StatusCode::kResourceExhausted ? 3 : 2;
+  }
   return 0;
 }
 
@@ -99,6 +130,48 @@ std::string ConfigSummary(const RunConfig& c, int world_size) {
   absl::StrAppend(&out, "training   ", c.training_summary, "\n");
   absl::StrAppend(&out, "--- normalized config ---\n", c.normalized_text);
   return out;
+}
+
+absl::Status MemoryPlanReport(const RunConfig& c, int world_size, int64_t limit_bytes, std::string* report) {
+  absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(c.engine);
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::unique_ptr<Model>> model = c.build_model();
+  if (!model.ok()) return model.status();
+  const ParallelConfig& p = c.engine.parallel();
+  const int dp = p.dp(), tp = p.tp(), pp = p.pp();
+  const int shard = options->sharding.shard_group_size > 0 ? options->sharding.shard_group_size : dp;
+  const int world = world_size > 0 ? world_size : dp * tp * pp;
+  MemoryPlanInputs in;
+  in.options = *options;
+  in.model = model->get();
+  in.dp_size = shard;
+  in.tp_size = tp;
+  in.micro_batch = MicroBatchSize(c.engine, c.global_batch);
+  in.sequence_length = c.sequence_length;
+  in.cpu_threads = kernels::CpuThreadsOrDefault(c.engine.device().threads_per_rank());
+  // Ranks of one pipeline stage hold equal shards (layouts pad every shard
+  // to the same size): one plan per stage, its ranks listed.
+  absl::Status first_refusal;
+  for (int stage = 0; stage < pp; ++stage) {
+    absl::StatusOr<StepPlan> plan = PlanStep(**model, *options, shard, stage);
+    if (!plan.ok()) return plan.status();
+    std::vector<int> ranks;
+    // World rank = tp_rank + tp · (dp_rank + dp · pp_rank) (comm/process_grid.h).
+    for (int r = 0; r < world; ++r) {
+      if (r / (tp * dp) == stage) ranks.push_back(r);
+    }
+    in.plan = &*plan;
+    in.pp_stage = stage;
+    in.rank = ranks.empty() ? 0 : ranks.front();
+    absl::StatusOr<MemoryPlan> m = PlanMemory(in);
+    if (!m.ok()) return m.status();
+    absl::StrAppend(report, ranks.size() == 1 ? "rank " : "ranks ",
+                    ranks.size() > 2 ? absl::StrCat(ranks.front(), "-", ranks.back()) : absl::StrJoin(ranks, ", "),
+                    pp > 1 ? absl::StrCat(" (pipeline stage ", stage, ")") : std::string(), ":\n",
+                    FormatMemoryPlan(*m, limit_bytes));
+    if (first_refusal.ok()) first_refusal = CheckMemoryPlan(*m, limit_bytes);
+  }
+  return first_refusal;
 }
 
 }  // namespace zeroshard::cli

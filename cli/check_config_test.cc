@@ -59,5 +59,53 @@ TEST(CheckConfigTest, SummaryOfAClassifierConfig) {
       << s;
 }
 
+// GPT-2 n_layer 1, C 4, V 8, T 2 (292 parameters, 352 with each unit's
+// shard padding) at stage 2 over dp 2, f32, AdamW, one kernel thread: the
+// state rows are the engine's allocations (params P·4, master, grads and
+// each AdamW kind S·4), the untracked row 96 MiB + 32 MiB per thread.
+constexpr char kPlanned[] = R"pb(model { n_layer: 1 n_head: 1 n_embd: 4 vocab_size: 8 seq_len: 2 }
+                                  data { train_path: "t.bin" batch_size: 8 }
+                                  engine {
+                                    parallel { dp: 2 }
+                                    gradient_accumulation_steps: 2
+                                    zero { stage: 2 }
+                                    device { threads_per_rank: 1 }
+                                  })pb";
+
+TEST(CheckConfigTest, MemoryPlanPerRank) {
+  absl::StatusOr<RunConfig> c = LoadRunConfig(WriteTemp("planned.pbtxt", kPlanned), {}, 2);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::string report;
+  ASSERT_TRUE(MemoryPlanReport(*c, 2, int64_t{1} << 30, &report).ok());
+  EXPECT_EQ(report,
+            "ranks 0, 1:\n"
+            "  category                bytes       device         host         nvme  tier\n"
+            "  params                   1408         1408            0            0  DEVICE\n"
+            "  master_weights            704          704            0            0  DEVICE\n"
+            "  grads                     704          704            0            0  DEVICE\n"
+            "  optimizer_state          1408         1408            0            0  DEVICE\n"
+            "  step_grads               1408         1408            0            0  DEVICE\n"
+            "  gathered_units              0            0            0            0  DEVICE\n"
+            "  activations              1472         1472            0            0  DEVICE\n"
+            "  comm_buffers             2112         2112            0            0  DEVICE\n"
+            "  offload_staging             0            0            0            0  HOST\n"
+            "  untracked           134217728            0    134217728            0  HOST\n"
+            "  total               134226944         9216    134217728            0\n"
+            "  resident peak 134226944 (128.01 MiB), nvme files 0 (0 B), limit 1073741824 (1.00 GiB)\n");
+}
+
+TEST(CheckConfigTest, MemoryPlanOverTheLimitIsRefused) {
+  absl::StatusOr<RunConfig> c = LoadRunConfig(WriteTemp("planned.pbtxt", kPlanned), {}, 2);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::string report;
+  const absl::Status s = MemoryPlanReport(*c, 2, 64 << 20, &report);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  // The floor carries the staging pool (4 x 64 MiB) that offloading adds.
+  EXPECT_EQ(std::string(s.message()),
+            "memory plan exceeds the limit: the limit is below the plan's floor (every state class offloaded: 384.01 "
+            "MiB); rank 0 needs 128.01 MiB resident, limit 64.00 MiB; largest: untracked 128.00 MiB, comm_buffers "
+            "2.06 KiB, activations 1.44 KiB");
+}
+
 }  // namespace
 }  // namespace zeroshard::cli

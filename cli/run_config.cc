@@ -37,6 +37,7 @@ absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path, const std::vect
   run.batch_note = std::move(summary.batch_note);
   run.training_summary = std::move(summary.training_summary);
   run.model_summary = std::move(summary.model_summary);
+  run.sequence_length = summary.sequence_length;
   RETURN_IF_ERROR(InvalidConfig(path, EngineModelErrors(run.engine, *built)));
   return run;
 }

@@ -36,6 +36,8 @@ struct RunConfig {
   std::string normalized_text;
   // One line: "GPT-2 n_layer=2 n_head=2 n_embd=32 vocab_size=256 seq_len=32: 62080 parameters".
   std::string model_summary;
+  // Tokens per row of a micro-batch (1 without a sequence).
+  int64_t sequence_length = 1;
   // Builds the run's model (no parameter memory is allocated).
   std::function<absl::StatusOr<std::unique_ptr<Model>>()> build_model;
   // What a checkpoint manifest records of the run (`ckpt import`).

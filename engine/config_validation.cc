@@ -7,6 +7,7 @@
 #include "engine/config_checker.h"
 #include "engine/optimizer_config.h"
 #include "engine/pipeline_schedule.h"
+#include "sharding/optimizer_registry.h"
 #include "sharding/zero_policy.h"
 
 namespace zeroshard {
@@ -176,6 +177,76 @@ void CheckRuntime(const EngineConfig& e, ConfigChecker& c) {
   c.AtLeast("engine.logging.trace_steps", e.logging().trace_steps(), 0);
 }
 
+// One offload staging buffer holds a slice of every state buffer streamed
+// together (the master and each optimizer state kind), each aligned for
+// O_DIRECT.
+constexpr int64_t kOffloadAlignment = 4096;
+
+// The number of state kinds the configured optimizer keeps (0 for SGD
+// without momentum); -1 when engine.optimizer is invalid (reported there).
+int OptimizerStateKinds(const OptimizerConfig& config) {
+  absl::StatusOr<OptimizerOptions> options = OptimizerOptionsFromConfig(config);
+  if (!options.ok()) return -1;
+  absl::StatusOr<const Optimizer*> optimizer = FindOptimizer(options->name);
+  if (!optimizer.ok()) return -1;
+  return static_cast<int>((*optimizer)->StateKinds(*options).size());
+}
+
+// engine.offload and engine.memory_limit_mib (docs/offload.md). What the
+// engine does not stream yet is refused, so a config that validates runs.
+void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
+  const OffloadConfig& o = e.offload();
+  const struct {
+    const char* name;
+    OffloadTierProto tier;
+    bool nvme_built;  // the engine streams this class from NVMe
+  } classes[] = {{"optimizer_state", o.optimizer_state(), true},
+                 {"master_weights", o.master_weights(), true},
+                 {"params", o.params(), false},
+                 {"grads", o.grads(), false}};
+  bool any_nvme = false;
+  for (const auto& k : classes) {
+    if (k.tier != NVME) continue;
+    if (!any_nvme && o.nvme_dir().empty()) {
+      c.Add(absl::StrCat("engine.offload.nvme_dir: empty, but engine.offload.", k.name,
+                         " is NVME; expected a directory for the offload files"));
+    }
+    any_nvme = true;
+  }
+  if (o.params() != DEVICE && e.zero().stage() != 3) {
+    c.Add(absl::StrCat("engine.offload.params: ", OffloadTierProto_Name(o.params()),
+                       " needs ZeRO stage 3 (parameter shards); engine.zero.stage is ", e.zero().stage()));
+  }
+  for (const auto& k : classes) {
+    if (k.tier == NVME && !k.nvme_built) {
+      c.Add(absl::StrCat("engine.offload.", k.name, ": NVME is not supported yet; expected DEVICE"));
+    }
+    // On a CPU device HOST is the same memory (accepted; the planner says it
+    // frees nothing); pinned host memory on a GPU comes later.
+    if (k.tier == HOST && e.device().type() == DeviceConfig::CUDA) {
+      c.Add(absl::StrCat("engine.offload.", k.name, ": HOST is not supported yet on engine.device.type CUDA; expected ",
+                         k.nvme_built ? "DEVICE or NVME" : "DEVICE"));
+    }
+  }
+  c.Range("engine.offload.buffer_count", o.buffer_count(), 2, 64);
+  c.Range("engine.offload.queue_depth", o.queue_depth(), 1, 256);
+  const int64_t bytes = o.buffer_bytes();
+  if (bytes % kOffloadAlignment != 0) {
+    c.Add(absl::StrCat("engine.offload.buffer_bytes: ", bytes, " is not a multiple of ", kOffloadAlignment));
+  } else {
+    const int kinds = OptimizerStateKinds(e.optimizer());
+    // The master and each optimizer state kind stream together.
+    const int streamed = any_nvme && kinds >= 0 ? 1 + kinds : 1;
+    const int64_t unit = kOffloadAlignment * streamed;
+    if (bytes < unit) {
+      c.Add(absl::StrCat("engine.offload.buffer_bytes: ", bytes, " is smaller than the largest bucket's alignment unit ",
+                         unit, " (", kOffloadAlignment, " bytes for each of ", streamed, " streamed state buffer",
+                         streamed == 1 ? "" : "s", ")"));
+    }
+  }
+  c.AtLeast("engine.memory_limit_mib", static_cast<double>(e.memory_limit_mib()), 0);
+}
+
 }  // namespace
 
 std::vector<std::string> ZeroShardingErrors(const EngineConfig& e) {
@@ -215,6 +286,7 @@ std::vector<std::string> EngineConfigErrors(const EngineConfig& engine, int64_t 
   CheckCheckpointing(engine, c);
   CheckParallel(engine, global_batch, options, c);
   CheckRuntime(engine, c);
+  CheckOffload(engine, c);
   return c.Take();
 }
 

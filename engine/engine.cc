@@ -12,6 +12,7 @@
 #include "core/hash.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
+#include "kernels/context.h"
 
 namespace zeroshard {
 
@@ -153,6 +154,10 @@ absl::Status EngineImpl::Init(const EngineConfig& config) {
     model_ok = plan.status();
     if (plan.ok()) res_.plan = std::move(*plan);
   }
+  // The memory plan, before the first large allocation: a plan over the
+  // limit fails here, and the fingerprint exchange below makes every rank
+  // return (the limit comes from each host's memory, so ranks may differ).
+  if (options.ok() && model_ok.ok()) model_ok = CheckMemory();
   absl::Status trace_ok = InitTrace(config.logging());
   absl::Status device_ok = options.ok() && model_ok.ok() ? res_.InitDevice() : absl::OkStatus();
   // Every rank takes part in the fingerprint exchange even when its own
@@ -233,6 +238,25 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
         config.zero().stage(), config.gradient_accumulation_steps()));
   }
   return absl::OkStatus();
+}
+
+absl::Status EngineImpl::CheckMemory() {
+  MemoryPlanInputs in;
+  in.options = res_.options;
+  in.plan = &res_.plan;
+  in.model = res_.model.get();
+  in.rank = res_.comms.control->rank();
+  in.dp_rank = res_.comms.dp->rank();
+  in.dp_size = res_.comms.dp->size();
+  in.tp_rank = res_.tp_rank();
+  in.tp_size = res_.tp_size();
+  in.pp_stage = res_.plan.stage;
+  in.cpu_threads = kernels::CpuThreadsOrDefault(res_.options.threads_per_rank);
+  // The micro-batch shape comes with the first step: activations are not
+  // counted here (check-config counts them).
+  ASSIGN_OR_RETURN(memory_plan_, PlanMemory(in));
+  ASSIGN_OR_RETURN(memory_limit_, ResolveMemoryLimit(res_.options, RanksOnHost()));
+  return CheckMemoryPlan(memory_plan_, memory_limit_);
 }
 
 absl::Status EngineImpl::Allocate() {

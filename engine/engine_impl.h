@@ -34,6 +34,7 @@
 #include "engine/engine_options.h"
 #include "engine/engine_resources.h"
 #include "engine/evaluator.h"
+#include "engine/memory_plan.h"
 #include "engine/observer.h"
 #include "engine/optimizer_phase.h"
 #include "engine/pipeline_transport.h"
@@ -125,6 +126,8 @@ class EngineImpl final : public Engine {
   // engine.cc: set-up.
   absl::Status Init(const EngineConfig& config);
   absl::Status CheckFingerprints(const EngineConfig& config, const absl::Status& local);
+  // The memory plan against the rank's limit (CheckMemoryPlan's refusal).
+  absl::Status CheckMemory();
   // The sharded state, its initial weights and the components over it.
   absl::Status Allocate();
   int checkpoint_dp_rank() const;
@@ -137,6 +140,8 @@ class EngineImpl final : public Engine {
   // First: the components point into it, and it outlives them.
   EngineResources res_;
   std::unique_ptr<ShardedState> state_;
+  MemoryPlan memory_plan_;    // CheckMemory's, without activations
+  int64_t memory_limit_ = 0;  // the limit it was checked against
   std::unique_ptr<PipelineTransport> transport_;
   std::unique_ptr<OptimizerPhase> optimizer_phase_;
   std::unique_ptr<StepExecutor> executor_;

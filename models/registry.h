@@ -52,6 +52,9 @@ struct RunSummary {
   std::string batch_note;        // appended to the batch line: "; 16384 tokens/step" (may be empty)
   std::string training_summary;  // "50 steps, eval every 25, train data datasets/corpus_train.bin"
   std::string model_summary;     // "GPT-2 n_layer=2 ...: 62080 parameters"
+  // Tokens per row (GPT-2: seq_len; 1 for models without a sequence): the
+  // micro-batch shape the memory planner estimates activations for.
+  int64_t sequence_length = 1;
 };
 
 // One registered model. Every function receives a message of prototype's

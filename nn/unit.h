@@ -179,6 +179,15 @@ class Unit {
   // batch's shapes only.
   virtual double NominalLossWeight(const Batch& batch) const { return static_cast<double>(batch.rows()); }
 
+  // The memory planner's estimates for a micro-batch of `batch` rows of
+  // `seq` tokens computed in `compute` (engine/memory_plan.h): the bytes
+  // Forward keeps in *saved (counted as kActivations until Backward), and
+  // the bytes of out->activations (alive until the next unit consumed
+  // them). -1: not estimated (the planner then reports activations as
+  // unknown). Without tensor parallelism.
+  virtual int64_t EstimateSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const { return -1; }
+  virtual int64_t EstimateOutputActivationBytes(int64_t batch, int64_t seq, DType compute) const { return -1; }
+
   // Runs the unit on one micro-batch.
   //   params: views in compute dtype of the owned params (params() order)
   //           followed by the borrowed params (borrowed_params() order).

@@ -637,4 +637,15 @@ absl::Status Gpt2BlockUnit::BackwardWeight(const UnitContext& uctx, absl::Span<c
   return ln_grads.Commit(uctx, name_);
 }
 
+// BlockSaved at tp 1: x, ln1, res2, ln2 (n, C), qkv (n, 3C), atty (n, C),
+// fch and fch_gelu (n, 4C) in the compute dtype; ln1/ln2 mean and rstd (n)
+// and att_lse (n·n_head) in f32. The output is (n, C).
+int64_t Gpt2BlockUnit::EstimateSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const {
+  const int64_t n = batch * seq;
+  return n * c_ * 16 * static_cast<int64_t>(DTypeSize(compute)) + n * (4 + nh_) * 4;
+}
+int64_t Gpt2BlockUnit::EstimateOutputActivationBytes(int64_t batch, int64_t seq, DType compute) const {
+  return batch * seq * c_ * static_cast<int64_t>(DTypeSize(compute));
+}
+
 }  // namespace zeroshard

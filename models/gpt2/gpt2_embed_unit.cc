@@ -140,4 +140,10 @@ absl::Status Gpt2EmbedUnit::BackwardWeight(const UnitContext& uctx, absl::Span<c
                              grads[1]);
 }
 
+// Forward keeps nothing (NothingSaved); its output is (B, T, C).
+int64_t Gpt2EmbedUnit::EstimateSavedActivationBytes(int64_t, int64_t, DType) const { return 0; }
+int64_t Gpt2EmbedUnit::EstimateOutputActivationBytes(int64_t batch, int64_t seq, DType compute) const {
+  return batch * seq * c_ * static_cast<int64_t>(DTypeSize(compute));
+}
+
 }  // namespace zeroshard

@@ -398,4 +398,13 @@ absl::Status Gpt2HeadUnit::LnfBackwardVocabParallel(const UnitContext& uctx, con
   return absl::OkStatus();
 }
 
+// HeadSaved at tp 1: x and lnf (n, C), logits (n, padded V) in the compute
+// dtype; lnf mean and rstd and lse (n) in f32. The last unit outputs no
+// activations.
+int64_t Gpt2HeadUnit::EstimateSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const {
+  const int64_t n = batch * seq;
+  return n * (2 * c_ + vp_) * static_cast<int64_t>(DTypeSize(compute)) + n * 3 * 4;
+}
+int64_t Gpt2HeadUnit::EstimateOutputActivationBytes(int64_t, int64_t, DType) const { return 0; }
+
 }  // namespace zeroshard

@@ -32,6 +32,7 @@ ModelRegistration Gpt2Registration() {
     const ModelConfig& mc = config.model();
     RunSummary s;
     s.rows_name = "sequences";
+    s.sequence_length = mc.seq_len();
     s.batch_note = absl::StrCat("; ", int64_t{config.data().batch_size()} * mc.seq_len(), " tokens/step");
     s.training_summary = absl::StrCat(config.steps(), " steps, eval every ", config.eval_interval(), ", train data ",
                                       config.data().train_path());

@@ -44,6 +44,8 @@ class Gpt2EmbedUnit : public NamedUnit {
   // B: nothing (grad_in stays empty), keeps a copy of the output grad (B,T,C),
   // or this rank's {N/tp, C} under sequence parallelism; W: the embeddings'
   // gradients from it (after a tp AllGather under sequence parallelism).
+  int64_t EstimateSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const override;
+  int64_t EstimateOutputActivationBytes(int64_t batch, int64_t seq, DType compute) const override;
   bool SupportsSplitBackward() const override { return true; }
   absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
                              const SavedActivations& saved, absl::Span<const TensorView> grad_out,
@@ -98,6 +100,8 @@ class Gpt2BlockUnit : public NamedUnit {
   // LayerNorm dweight/dbias from those and the saved activations (with
   // sequence parallelism: re-gathering ln_1's and ln_2's outputs and
   // all-reducing the LayerNorms' gradients).
+  int64_t EstimateSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const override;
+  int64_t EstimateOutputActivationBytes(int64_t batch, int64_t seq, DType compute) const override;
   bool SupportsSplitBackward() const override { return true; }
   absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
                              const SavedActivations& saved, absl::Span<const TensorView> grad_out,
@@ -141,6 +145,8 @@ class Gpt2HeadUnit : public NamedUnit {
   // Vocabulary-parallel: dlogits are (N, Vp/tp), dlnf this rank's rows
   // (N/tp under sequence parallelism); W all-reduces ln_f's gradients over
   // tp under sequence parallelism.
+  int64_t EstimateSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const override;
+  int64_t EstimateOutputActivationBytes(int64_t batch, int64_t seq, DType compute) const override;
   bool SupportsSplitBackward() const override { return true; }
   absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
                              const SavedActivations& saved, absl::Span<const TensorView> grad_out,

@@ -120,7 +120,7 @@ TEST(ConfigLoaderTest, AnyMessageParsesAndTakesOverrides) {
   s = ApplyOverride("steps=1", &engine);
   EXPECT_EQ(s.message(), "--set steps=1: no field 'steps' in the config; fields are: zero, precision, optimizer, "
                          "lr_schedule, gradient_accumulation_steps, activation_checkpointing, parallel, comm, "
-                         "checkpoint, logging, device, seed");
+                         "checkpoint, logging, device, seed, offload, memory_limit_mib");
 
   const std::string bad = WriteTemp("engine_bad.pbtxt", "# proto-message: zeroshard.EngineConfig\nzero { stag: 2 }\n");
   s = LoadRunConfigMessage(bad, {}, &engine);
@@ -146,6 +146,24 @@ TEST(ConfigLoaderTest, EngineErrorsNameTheBatchFieldTheyAreGiven) {
   engine.mutable_activation_checkpointing()->set_policy(ActivationCheckpointingConfig::NAMED);
   engine.mutable_activation_checkpointing()->add_units("anything");
   EXPECT_TRUE(EngineConfigErrors(engine, 10, options).empty());
+}
+
+// What the engine runs: HOST on a CPU device (the same memory), and
+// optimizer_state and master_weights on NVMe with a large enough buffer.
+TEST(ConfigLoaderTest, OffloadSettingsTheEngineRunsAreValid) {
+  auto errors = [](const char* text) {
+    EngineConfig engine;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &engine)) << text;
+    return EngineConfigErrors(engine, 48, ValidationOptions());
+  };
+  using Errors = std::vector<std::string>;
+  EXPECT_EQ(errors("offload { optimizer_state: HOST master_weights: HOST grads: HOST }"), Errors{});
+  EXPECT_EQ(errors("zero { stage: 3 } offload { params: HOST }"), Errors{});
+  EXPECT_EQ(errors("offload { optimizer_state: NVME master_weights: NVME nvme_dir: \"/tmp\" buffer_bytes: 12288 } "
+                   "memory_limit_mib: 1024"),
+            Errors{});
+  EXPECT_EQ(errors("optimizer { type: SGD } offload { master_weights: NVME nvme_dir: \"/tmp\" buffer_bytes: 4096 }"),
+            Errors{});
 }
 
 // The pipeline's rules: its shape per schedule, the partition's entries
@@ -355,6 +373,35 @@ const BadConfig kBadConfigs[] = {
      "engine { zero { gradient_quantization: INT8 } precision { compute_dtype: BF16 reduce_dtype: BF16 } }", false, 3,
      "PATH: invalid config:\nengine.precision.reduce_dtype: BF16 is set with engine.zero.gradient_quantization INT8, "
      "which replaces it; expected F32 (unset)"},
+    {"offload_nvme_without_dir", "engine { offload { master_weights: NVME optimizer_state: NVME } }", false, 3,
+     "PATH: invalid config:\nengine.offload.nvme_dir: empty, but engine.offload.optimizer_state is NVME; expected a "
+     "directory for the offload files"},
+    {"offload_params_below_stage_3", "engine { zero { stage: 2 } offload { params: HOST } }", false, 3,
+     "PATH: invalid config:\nengine.offload.params: HOST needs ZeRO stage 3 (parameter shards); engine.zero.stage is "
+     "2"},
+    {"offload_params_nvme", "engine { offload { params: NVME nvme_dir: \"/tmp\" } }", false, 3,
+     "PATH: invalid config:\nengine.offload.params: NVME is not supported yet; expected DEVICE"},
+    {"offload_grads_nvme_below_stage_3", "engine { zero { stage: 1 } offload { grads: NVME nvme_dir: \"/tmp\" } }",
+     false, 3, "PATH: invalid config:\nengine.offload.grads: NVME is not supported yet; expected DEVICE"},
+    {"offload_host_on_cuda",
+     "engine { device { type: CUDA } offload { optimizer_state: HOST grads: HOST } }", false, 3,
+     "PATH: invalid config:\nengine.offload.optimizer_state: HOST is not supported yet on engine.device.type CUDA; "
+     "expected DEVICE or NVME\nengine.offload.grads: HOST is not supported yet on engine.device.type CUDA; expected "
+     "DEVICE"},
+    {"offload_ranges", "engine { offload { buffer_count: 1 queue_depth: 0 } memory_limit_mib: -1 }", false, 3,
+     "PATH: invalid config:\nengine.offload.buffer_count: 1 is out of range [2, 64]\nengine.offload.queue_depth: 0 "
+     "is out of range [1, 256]\nengine.memory_limit_mib: -1 is out of range; expected >= 0"},
+    {"offload_buffer_bytes_not_aligned", "engine { offload { buffer_bytes: 10000 } }", false, 3,
+     "PATH: invalid config:\nengine.offload.buffer_bytes: 10000 is not a multiple of 4096"},
+    {"offload_buffer_bytes_below_the_unit",
+     "engine { offload { optimizer_state: NVME nvme_dir: \"/tmp\" buffer_bytes: 8192 } }", false, 3,
+     "PATH: invalid config:\nengine.offload.buffer_bytes: 8192 is smaller than the largest bucket's alignment unit "
+     "12288 (4096 bytes for each of 3 streamed state buffers)"},
+    {"offload_buffer_bytes_sgd_without_momentum",
+     "engine { optimizer { type: SGD } offload { master_weights: NVME nvme_dir: \"/tmp\" buffer_bytes: 0 } }", false,
+     3,
+     "PATH: invalid config:\nengine.offload.buffer_bytes: 0 is smaller than the largest bucket's alignment unit 4096 "
+     "(4096 bytes for each of 1 streamed state buffer)"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Table, BadConfigTest, ::testing::ValuesIn(kBadConfigs),

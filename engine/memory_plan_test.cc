@@ -1,0 +1,242 @@
+// The memory planner against what the engine allocates: the model state
+// exactly (stages 0-3 after Engine::Create; each pipeline stage's state as
+// ShardedState allocates it), activations within 5 % of a real step's
+// kActivations peak, and the limit, floor, refusal and directory messages.
+#include "engine/memory_plan.h"
+
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "engine/engine.h"
+#include "engine/engine_options.h"
+#include "engine/engine_resources.h"
+#include "engine/sharded_state.h"
+#include "engine/step_plan.h"
+#include "engine/testing/global_batch.h"
+#include "engine/testing/tiny_gpt2.h"
+#include "gtest/gtest.h"
+#include "sharding/testing/thread_communicator.h"
+
+namespace zeroshard {
+namespace {
+
+constexpr int kRows = 4;  // micro-batch rows
+
+EngineConfig Config(int stage) {
+  EngineConfig c;
+  c.mutable_zero()->set_stage(stage);
+  c.mutable_zero()->set_bucket_bytes(4096);
+  c.mutable_device()->set_threads_per_rank(1);
+  c.mutable_optimizer()->set_lr(1e-3);
+  c.mutable_lr_schedule()->set_type(LrScheduleConfig::CONSTANT);
+  return c;
+}
+
+absl::StatusOr<MemoryPlan> Plan(const EngineOptions& options, const StepPlan& plan, const Model& model,
+                                int64_t batch, int64_t seq) {
+  MemoryPlanInputs in;
+  in.options = options;
+  in.plan = &plan;
+  in.model = &model;
+  in.micro_batch = batch;
+  in.sequence_length = seq;
+  return PlanMemory(in);
+}
+
+void ExpectStateMatches(const MemoryPlan& plan, const MemoryTracker& m, const std::string& what) {
+  EXPECT_EQ(plan.bytes_of(PlanCategory::kParams), m.Usage(MemoryCategory::kParams).current) << what;
+  EXPECT_EQ(plan.bytes_of(PlanCategory::kMasterWeights), m.Usage(MemoryCategory::kMasterParams).current) << what;
+  EXPECT_EQ(plan.bytes_of(PlanCategory::kGrads), m.Usage(MemoryCategory::kGrads).current) << what;
+  EXPECT_EQ(plan.bytes_of(PlanCategory::kOptimizerState), m.Usage(MemoryCategory::kOptimizerState).current) << what;
+}
+
+TEST(MemoryPlanTest, ModelStateIsExactlyWhatTheEngineAllocatesAtEveryStage) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (OptimizerConfig::Type type : {OptimizerConfig::ADAMW, OptimizerConfig::SGD}) {
+      EngineConfig config = Config(stage);
+      config.mutable_optimizer()->set_type(type);
+      config.mutable_precision()->set_compute_dtype(stage == 1 ? BF16 : F32);
+      auto comms = CreateThreadGroup(1);
+      absl::StatusOr<std::unique_ptr<Engine>> engine =
+          Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(TinyGpt2()).value());
+      ASSERT_TRUE(engine.ok()) << engine.status();
+      absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
+      ASSERT_TRUE(options.ok());
+      std::unique_ptr<Model> model = BuildGpt2(TinyGpt2()).value();
+      absl::StatusOr<MemoryPlan> plan = Plan(*options, (*engine)->plan(), *model, kRows, 8);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      ExpectStateMatches(*plan, (*engine)->memory(), absl::StrCat("stage ", stage, " ", type));
+    }
+  }
+}
+
+// Pipeline stages hold different units (and the head's mirror of wte):
+// each stage's state as ShardedState::Create allocates it.
+TEST(MemoryPlanTest, EachPipelineStageStateIsExact) {
+  EngineConfig config = Config(1);
+  config.mutable_parallel()->set_pp(2);
+  config.set_gradient_accumulation_steps(2);
+  absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
+  ASSERT_TRUE(options.ok()) << options.status();
+  std::unique_ptr<Model> model = BuildGpt2(TinyGpt2(3)).value();
+  for (int stage = 0; stage < 2; ++stage) {
+    absl::StatusOr<StepPlan> step = PlanStep(*model, *options, 1, stage);
+    ASSERT_TRUE(step.ok()) << step.status();
+    auto comms = CreateThreadGroup(1);
+    MemoryTracker tracker;
+    ComputeContext compute;
+    compute.kernels = kernels::KernelContext::Cpu(1);
+    compute.tracker = &tracker;
+    absl::StatusOr<std::unique_ptr<ShardedState>> state =
+        ShardedState::Create(*step, *model, *options, comms[0].get(), nullptr, &tracker, compute, nullptr);
+    ASSERT_TRUE(state.ok()) << state.status();
+    absl::StatusOr<MemoryPlan> plan = Plan(*options, *step, *model, kRows, 8);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ExpectStateMatches(*plan, tracker, absl::StrCat("pp stage ", stage));
+    EXPECT_GT(plan->bytes_of(PlanCategory::kActivations), 0);
+  }
+}
+
+TEST(MemoryPlanTest, ActivationEstimateIsWithinFivePercentOfAStep) {
+  for (auto policy : {ActivationCheckpointingConfig::NONE, ActivationCheckpointingConfig::EVERY_UNIT}) {
+    EngineConfig config = Config(0);
+    config.mutable_activation_checkpointing()->set_policy(policy);
+    auto comms = CreateThreadGroup(1);
+    const Gpt2Config gpt = TinyGpt2();
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(gpt).value());
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<HostBatch> batches =
+        MicroBatchesForRank(RandomTokens(7, kRows, gpt.seq_len, gpt.vocab_size), kRows, gpt.seq_len, 1, 1, 0);
+    (*engine)->memory().ResetPeaks();
+    ASSERT_TRUE((*engine)->TrainStep(Views(batches)).ok());
+    const int64_t measured = (*engine)->memory().Usage(MemoryCategory::kActivations).peak;
+    absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
+    std::unique_ptr<Model> model = BuildGpt2(gpt).value();
+    absl::StatusOr<MemoryPlan> plan = Plan(*options, (*engine)->plan(), *model, kRows, gpt.seq_len);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_GT(measured, 0);
+    const int64_t planned = plan->bytes_of(PlanCategory::kActivations);
+    EXPECT_NEAR(static_cast<double>(planned), static_cast<double>(measured), 0.05 * measured)
+        << "policy " << policy << ": planned " << planned << ", measured " << measured;
+  }
+}
+
+TEST(MemoryPlanTest, EngineCreateRefusesAPlanOverTheLimit) {
+  EngineConfig config = Config(0);
+  config.set_memory_limit_mib(1);
+  auto comms = CreateThreadGroup(1);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(TinyGpt2()).value());
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StartsWith(engine.status().message(),
+                               "memory plan exceeds the limit: the limit is below the plan's floor (every state class "
+                               "offloaded: 384."))
+      << engine.status();
+  EXPECT_NE(engine.status().message().find("limit 1.00 MiB"), absl::string_view::npos) << engine.status();
+}
+
+// A plan with round numbers: 1 GiB of each state class.
+MemoryPlan RoundPlan() {
+  MemoryPlan p;
+  p.rank = 2;
+  for (int k = 0; k < kNumPlanCategories; ++k) p.tier[k] = OffloadTier::kDevice;
+  p.tier[static_cast<int>(PlanCategory::kOffloadStaging)] = OffloadTier::kHost;
+  p.tier[static_cast<int>(PlanCategory::kUntracked)] = OffloadTier::kHost;
+  const int64_t G = int64_t{1} << 30;
+  p.bytes[static_cast<int>(PlanCategory::kParams)] = G;
+  p.bytes[static_cast<int>(PlanCategory::kMasterWeights)] = 2 * G;
+  p.bytes[static_cast<int>(PlanCategory::kGrads)] = G;
+  p.bytes[static_cast<int>(PlanCategory::kOptimizerState)] = 4 * G;
+  p.bytes[static_cast<int>(PlanCategory::kUntracked)] = G / 4;
+  p.file_bytes[static_cast<int>(PlanCategory::kMasterWeights)] = 2 * G;
+  p.file_bytes[static_cast<int>(PlanCategory::kOptimizerState)] = 4 * G;
+  p.staging_pool_bytes = G / 4;
+  return p;
+}
+
+TEST(MemoryPlanTest, RefusalNamesTheNeedTheLargestAndTheSettingThatFits) {
+  const MemoryPlan p = RoundPlan();  // 8.25 GiB resident
+  const int64_t G = int64_t{1} << 30;
+  EXPECT_EQ(p.resident_bytes(), 8 * G + G / 4);
+  EXPECT_TRUE(CheckMemoryPlan(p, 9 * G).ok());
+  absl::Status s = CheckMemoryPlan(p, 5 * G);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(),
+            "memory plan exceeds the limit: rank 2 needs 8.25 GiB resident, limit 5.00 GiB; largest: optimizer_state "
+            "4.00 GiB, master_weights 2.00 GiB, params 1.00 GiB; set engine.offload.optimizer_state: NVME (needs "
+            "4.50 GiB resident, 4.3 GB in nvme_dir)");
+  s = CheckMemoryPlan(p, 3 * G);
+  EXPECT_EQ(s.message(),
+            "memory plan exceeds the limit: rank 2 needs 8.25 GiB resident, limit 3.00 GiB; largest: optimizer_state "
+            "4.00 GiB, master_weights 2.00 GiB, params 1.00 GiB; set engine.offload.optimizer_state: NVME and "
+            "engine.offload.master_weights: NVME (needs 2.50 GiB resident, 6.4 GB in nvme_dir)");
+  s = CheckMemoryPlan(p, G);
+  EXPECT_EQ(s.message(),
+            "memory plan exceeds the limit: the limit is below the plan's floor (every state class offloaded: 2.50 "
+            "GiB); rank 2 needs 8.25 GiB resident, limit 1.00 GiB; largest: optimizer_state 4.00 GiB, master_weights "
+            "2.00 GiB, params 1.00 GiB");
+  EXPECT_EQ(p.Floor().nvme_bytes(), 6 * G);
+  EXPECT_EQ(p.Floor().bytes_of(PlanCategory::kOffloadStaging), G / 4);
+}
+
+TEST(MemoryPlanTest, RamBackedFilesAreResident) {
+  OffloadOptions nvme;
+  nvme.optimizer_state = OffloadTier::kNvme;
+  MemoryPlan p = RoundPlan().WithOffload(nvme);
+  const int64_t G = int64_t{1} << 30;
+  EXPECT_EQ(p.resident_bytes(), 4 * G + G / 2);
+  EXPECT_EQ(p.nvme_bytes(), 4 * G);
+  p.nvme_ram_backed = true;
+  EXPECT_EQ(p.resident_bytes(), 8 * G + G / 2);
+}
+
+TEST(MemoryPlanTest, OffloadDirectoryMessages) {
+  OffloadOptions nvme;
+  nvme.optimizer_state = OffloadTier::kNvme;
+  const MemoryPlan p = RoundPlan().WithOffload(nvme);
+  FilesystemInfo fs;
+  fs.type = "ext4";
+  fs.available_bytes = int64_t{5} << 30;
+  EXPECT_EQ(CheckOffloadDirectory(p, "/nvme", fs, 1).message(),
+            "offload directory /nvme is not writable; the plan puts 4294967296 bytes (4.3 GB) of offload files there");
+  fs.writable = true;
+  EXPECT_TRUE(CheckOffloadDirectory(p, "/nvme", fs, 1).ok());
+  absl::Status s = CheckOffloadDirectory(p, "/nvme", fs, 2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(),
+            "offload directory /nvme has 5368709120 bytes available (5.4 GB), the plan needs 8589934592 bytes (8.6 GB, "
+            "4294967296 for each of 2 ranks on this host)");
+}
+
+TEST(MemoryPlanTest, LimitResolution) {
+  EngineOptions o;
+  const std::string meminfo = "MemTotal: 100 kB\nMemAvailable:    8388608 kB\n";
+  EXPECT_EQ(ResolveMemoryLimitFrom(o, 2, "max\n", meminfo).value(), int64_t{4} << 30);
+  EXPECT_EQ(ResolveMemoryLimitFrom(o, 2, "2147483648\n", meminfo).value(), int64_t{1} << 30);
+  EXPECT_EQ(ResolveMemoryLimitFrom(o, 1, "", meminfo).value(), int64_t{8} << 30);
+  EXPECT_EQ(ResolveMemoryLimitFrom(o, 1, "", "").status().code(), absl::StatusCode::kFailedPrecondition);
+  o.memory_limit_bytes = 123 << 20;
+  EXPECT_EQ(ResolveMemoryLimitFrom(o, 4, "max", meminfo).value(), 123 << 20);
+  EXPECT_GT(ResolveMemoryLimit(EngineOptions(), 1).value(), 0);
+  EXPECT_GT(MeasuredPeakRss(), 0);
+}
+
+TEST(MemoryPlanTest, RanksOnHostFromTheLauncher) {
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("SLURM_NTASKS_PER_NODE");
+  EXPECT_EQ(RanksOnHost(), 1);
+  EXPECT_EQ(RanksOnHost(3), 3);
+  setenv("SLURM_NTASKS_PER_NODE", "4(x2)", 1);
+  EXPECT_EQ(RanksOnHost(), 4);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+  EXPECT_EQ(RanksOnHost(), 2);
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("SLURM_NTASKS_PER_NODE");
+}
+
+}  // namespace
+}  // namespace zeroshard
