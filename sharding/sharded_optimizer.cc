@@ -148,7 +148,7 @@ absl::Status ShardedOptimizer::StepChunk(int region, int64_t offset, int64_t len
 }
 
 absl::Status ShardedOptimizer::StepRegion(int i, float* master, const float* grads, float lr, int64_t step) {
-  if (!allocate_state_ && !kinds_.empty()) {
+  if (!allocate_state_ && !kinds_.empty() && !segments_[i].empty()) {
     return absl::FailedPreconditionError("the optimizer holds no state buffers (allocate_state false): StepChunk");
   }
   std::vector<float*> state(kinds_.size());
