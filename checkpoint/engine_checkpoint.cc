@@ -310,7 +310,8 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
                                             if (kind < 0 || !view.region(u, kind).present) {
                                               zeros.assign(numel, 0.0f);
                                               base = zeros.data();
-                                            } else if (device != Device::kCpu) {
+                                            } else if (device != Device::kCpu || view.data(u, kind) == nullptr) {
+                                              // A GPU's, or the NVMe tier's (no resident copy).
                                               ASSIGN_OR_RETURN(PinnedHostBuffer copy,
                                                                PinnedHostBuffer::Allocate(numel * sizeof(float)));
                                               host_copies.push_back(std::move(copy));
@@ -432,7 +433,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
         if (count == 0 || kind < 0 || !view.region(u, kind).present) continue;
         // Read on the host; on a GPU copied to the device after.
         PinnedHostBuffer staging;
-        if (device != Device::kCpu) {
+        if (device != Device::kCpu || view.data(u, kind) == nullptr) {  // a GPU's, or on the NVMe tier
           ASSIGN_OR_RETURN(staging, PinnedHostBuffer::Allocate(count * sizeof(float)));
         }
         float* dst = staging.empty() ? static_cast<float*>(view.data(u, kind)) : staging.as<float>();
@@ -511,7 +512,7 @@ absl::Status ImportSafetensors(Engine& public_engine, const std::string& path) {
       const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
       // On a GPU the master is edited in a host copy and copied back.
       PinnedHostBuffer staging;
-      if (device != Device::kCpu && region.length > 0) {
+      if ((device != Device::kCpu || view.data(u, kMaster) == nullptr) && region.length > 0) {
         ASSIGN_OR_RETURN(staging, PinnedHostBuffer::Allocate(region.length * sizeof(float)));
         RETURN_IF_ERROR(view.Read(u, kMaster, 0, region.length, staging.data()));
       }

@@ -322,6 +322,90 @@ TEST(ScheduleCommandTest, OneStageSimulates) {
             "step programs of 1 rank simulated: OK\n");
 }
 
+// The NVMe tier's streaming: chunks of 4096 elements (49152 bytes over the
+// master and AdamW's two kinds) through 2 slots; the first loads after the
+// last FORWARD, waiting for the previous step's last stores.
+TEST(ScheduleCommandTest, PrintsTheOffloadStreamingActions) {
+  const std::string path = WriteConfig(
+      "offload.pbtxt",
+      "parallel { dp: 2 } offload { optimizer_state: NVME master_weights: NVME nvme_dir: \"/tmp\" buffer_count: 2 "
+      "buffer_bytes: 49152 }");
+  const Result r = Schedule({path, "--rank", "0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string streamed;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    for (const char* kind : {"LOAD ", "WAIT_LOAD ", "STORE ", "WAIT_STORE ", "UPDATE ", "PUBLISH ",
+                             "FORWARD mb=0 unit=head", "OPTIMIZER:", "SCALER_UPDATE", "  verdict"}) {
+      if (line.rfind(kind, 0) == 0) {
+        streamed += line + "\n";
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(streamed,
+            "FORWARD mb=0 unit=head\n"
+            "WAIT_STORE unit=head chunk=10 slot=0\n"
+            "LOAD unit=embed chunk=0 slot=0\n"
+            "WAIT_STORE unit=h.3 chunk=9 slot=1\n"
+            "LOAD unit=embed chunk=1 slot=1\n"
+            "OPTIMIZER:\n"
+            "WAIT_LOAD unit=embed chunk=0 slot=0\n"
+            "UPDATE bucket=embed..head chunk=0 slot=0\n"
+            "STORE unit=embed chunk=0 slot=0\n"
+            "WAIT_STORE unit=embed chunk=0 slot=0\n"
+            "LOAD unit=h.0 chunk=2 slot=0\n"
+            "WAIT_LOAD unit=embed chunk=1 slot=1\n"
+            "UPDATE bucket=embed..head chunk=1 slot=1\n"
+            "STORE unit=embed chunk=1 slot=1\n"
+            "WAIT_STORE unit=embed chunk=1 slot=1\n"
+            "LOAD unit=h.0 chunk=3 slot=1\n"
+            "WAIT_LOAD unit=h.0 chunk=2 slot=0\n"
+            "UPDATE bucket=embed..head chunk=2 slot=0\n"
+            "STORE unit=h.0 chunk=2 slot=0\n"
+            "WAIT_STORE unit=h.0 chunk=2 slot=0\n"
+            "LOAD unit=h.1 chunk=4 slot=0\n"
+            "WAIT_LOAD unit=h.0 chunk=3 slot=1\n"
+            "UPDATE bucket=embed..head chunk=3 slot=1\n"
+            "STORE unit=h.0 chunk=3 slot=1\n"
+            "WAIT_STORE unit=h.0 chunk=3 slot=1\n"
+            "LOAD unit=h.1 chunk=5 slot=1\n"
+            "WAIT_LOAD unit=h.1 chunk=4 slot=0\n"
+            "UPDATE bucket=embed..head chunk=4 slot=0\n"
+            "STORE unit=h.1 chunk=4 slot=0\n"
+            "WAIT_STORE unit=h.1 chunk=4 slot=0\n"
+            "LOAD unit=h.2 chunk=6 slot=0\n"
+            "WAIT_LOAD unit=h.1 chunk=5 slot=1\n"
+            "UPDATE bucket=embed..head chunk=5 slot=1\n"
+            "STORE unit=h.1 chunk=5 slot=1\n"
+            "WAIT_STORE unit=h.1 chunk=5 slot=1\n"
+            "LOAD unit=h.2 chunk=7 slot=1\n"
+            "WAIT_LOAD unit=h.2 chunk=6 slot=0\n"
+            "UPDATE bucket=embed..head chunk=6 slot=0\n"
+            "STORE unit=h.2 chunk=6 slot=0\n"
+            "WAIT_STORE unit=h.2 chunk=6 slot=0\n"
+            "LOAD unit=h.3 chunk=8 slot=0\n"
+            "WAIT_LOAD unit=h.2 chunk=7 slot=1\n"
+            "UPDATE bucket=embed..head chunk=7 slot=1\n"
+            "STORE unit=h.2 chunk=7 slot=1\n"
+            "WAIT_STORE unit=h.2 chunk=7 slot=1\n"
+            "LOAD unit=h.3 chunk=9 slot=1\n"
+            "WAIT_LOAD unit=h.3 chunk=8 slot=0\n"
+            "UPDATE bucket=embed..head chunk=8 slot=0\n"
+            "STORE unit=h.3 chunk=8 slot=0\n"
+            "WAIT_STORE unit=h.3 chunk=8 slot=0\n"
+            "LOAD unit=head chunk=10 slot=0\n"
+            "WAIT_LOAD unit=h.3 chunk=9 slot=1\n"
+            "UPDATE bucket=embed..head chunk=9 slot=1\n"
+            "STORE unit=h.3 chunk=9 slot=1\n"
+            "WAIT_LOAD unit=head chunk=10 slot=0\n"
+            "UPDATE bucket=embed..head chunk=10 slot=0\n"
+            "STORE unit=head chunk=10 slot=0\n"
+            "PUBLISH bucket=embed..head\n"
+            "SCALER_UPDATE\n"
+            "  verdict: OK\n");
+}
+
 TEST(ScheduleCommandTest, BadInputs) {
   const std::string path = WriteConfig("pp2.pbtxt", "parallel { pp: 2 } gradient_accumulation_steps: 2");
   Result r = Schedule({path, "--simulate", "--costs", "1,x,1"});

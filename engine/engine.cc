@@ -71,6 +71,30 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const Eng
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
+// What the engine refuses of engine.offload rather than misbehave
+// (docs/offload_streaming.md); the config's own rules are
+// config_validation's.
+absl::Status OffloadSupported(const EngineOptions& options) {
+  const OffloadOptions& o = options.offload;
+  if (o.params == OffloadTier::kNvme || o.grads == OffloadTier::kNvme) {
+    return absl::UnimplementedError(
+        "engine.offload: params and grads cannot live on NVME yet (only optimizer_state and master_weights stream)");
+  }
+  if (options.device != Device::kCpu) {
+    for (const auto& [tier, name] : {std::pair<OffloadTier, const char*>{o.optimizer_state, "optimizer_state"},
+                                     {o.master_weights, "master_weights"},
+                                     {o.params, "params"},
+                                     {o.grads, "grads"}}) {
+      if (tier != OffloadTier::kDevice) {
+        return absl::UnimplementedError(absl::StrCat("engine.offload.", name, ": ",
+                                                     tier == OffloadTier::kHost ? "HOST" : "NVME",
+                                                     " is not implemented on a CUDA device yet"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 int EngineImpl::checkpoint_dp_rank() const {
   return res_.comms.replica == nullptr
              ? res_.comms.dp->rank()
@@ -140,6 +164,10 @@ absl::Status EngineImpl::Init(const EngineConfig& config) {
                                                       " but the tp communicator has ",
                                                       res_.comms.tp == nullptr ? 1 : res_.comms.tp->size(), " ranks"));
   }
+  if (options.ok()) {
+    absl::Status offload = OffloadSupported(*options);
+    if (!offload.ok()) options = offload;
+  }
   if (options.ok()) res_.options = *options;
   absl::Status model_ok;
   if (options.ok()) {
@@ -195,6 +223,8 @@ absl::Status EngineImpl::CheckFingerprints(const EngineConfig& config, const abs
   // (WriteTrace is collective, after the window's last step).
   hashed.clear_logging();
   if (!config.logging().trace_path().empty()) hashed.mutable_logging()->set_trace_steps(config.logging().trace_steps());
+  // Each rank's NVMe directory is its own (a local disk per host).
+  if (hashed.has_offload()) hashed.mutable_offload()->clear_nvme_dir();
   const uint64_t model_fp = Fnv1a64(model_text);
   const uint64_t config_fp = Fnv1a64(hashed.SerializeAsString());
   // kMax of each 16-bit piece and of its negation gives max and -min: equal

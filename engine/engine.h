@@ -84,6 +84,14 @@ struct NamedMetric {
   double value = 0;
 };
 
+// The NVMe tier's I/O during one step (docs/offload_streaming.md); zeros
+// without it.
+struct StepIo {
+  int64_t read_bytes = 0;
+  int64_t write_bytes = 0;
+  double busy_seconds = 0;  // wall time with a request in flight
+};
+
 struct StepResult {
   int64_t step = 0;          // optimizer steps taken so far (a skipped step does not count)
   float loss = 0;            // Σ loss sum / Σ loss weight over the global batch
@@ -99,6 +107,7 @@ struct StepResult {
   int64_t overflows = 0;       // overflowing steps so far (the loss scaler's count)
   int64_t rows = 0;            // rows (sequences, examples) in the global batch
   StepTimings timings;
+  StepIo io;
 };
 
 struct EvalResult {

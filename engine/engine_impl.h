@@ -51,6 +51,9 @@ namespace zeroshard {
 // (kInvalidArgument when the grid's shard groups differ from the config's).
 absl::StatusOr<EngineComms> CommsForGrid(const EngineConfig& config, ProcessGrid* grid);
 
+// kUnimplemented for an engine.offload tier the engine does not run.
+absl::Status OffloadSupported(const EngineOptions& options);
+
 // The state view (engine/state_view.h) over a ShardedState.
 class EngineStateViewImpl final : public EngineStateView {
  public:
@@ -69,6 +72,8 @@ class EngineStateViewImpl final : public EngineStateView {
 
  private:
   absl::Status CheckRange(int unit, int kind, int64_t offset, int64_t count) const;
+  // Whether the kind lives on the NVMe tier for this unit.
+  bool Streamed(int unit, int kind) const;
 
   ShardedState* state_ = nullptr;
   std::vector<StateKindInfo> kinds_;
@@ -120,6 +125,8 @@ class EngineImpl final : public Engine {
   // For the engine's own tests: a unit's shard (null for a unit of another
   // pipeline stage).
   UnitShard* unit_shard(int unit) { return state_->unit_shard(unit); }
+  // The NVMe tier's store (null without one), for fault tests.
+  OffloadStore* offload_store() { return state_->offload(); }
 
  private:
   EngineImpl() = default;

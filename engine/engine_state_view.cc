@@ -56,8 +56,14 @@ const void* EngineStateViewImpl::data(int unit, int kind) const {
   return const_cast<EngineStateViewImpl*>(this)->data(unit, kind);
 }
 
+bool EngineStateViewImpl::Streamed(int unit, int kind) const {
+  if (kind == kMaster) return state_->master_streams(unit);
+  return kind >= kFirstOptimizerKind && state_->state_streams() && state_->optimizer_region(unit) >= 0;
+}
+
 void* EngineStateViewImpl::data(int unit, int kind) {
-  if (!region(unit, kind).present) return nullptr;
+  // On the NVMe tier nothing is resident: Read and Write go through the file.
+  if (!region(unit, kind).present || Streamed(unit, kind)) return nullptr;
   UnitShard& shard = *state_->unit_shard(unit);
   switch (kind) {
     case kParams:
@@ -93,6 +99,10 @@ absl::Status EngineStateViewImpl::CheckRange(int unit, int kind, int64_t offset,
 absl::Status EngineStateViewImpl::Read(int unit, int kind, int64_t offset, int64_t count, void* host_out) const {
   RETURN_IF_ERROR(CheckRange(unit, kind, offset, count));
   if (count == 0) return absl::OkStatus();
+  if (Streamed(unit, kind)) {
+    return state_->offload()->ReadRange(state_->optimizer_region(unit), kind == kMaster ? -1 : kind - kFirstOptimizerKind,
+                                        offset, count, host_out);
+  }
   const int64_t size = kinds_[kind].bytes_per_element;
   const char* src = static_cast<const char*>(data(unit, kind)) + offset * size;
   return DeviceCopy(host_out, Device::kCpu, src, state_->device(), static_cast<size_t>(count * size));
@@ -101,6 +111,10 @@ absl::Status EngineStateViewImpl::Read(int unit, int kind, int64_t offset, int64
 absl::Status EngineStateViewImpl::Write(int unit, int kind, int64_t offset, int64_t count, const void* host_in) {
   RETURN_IF_ERROR(CheckRange(unit, kind, offset, count));
   if (count == 0) return absl::OkStatus();
+  if (Streamed(unit, kind)) {
+    return state_->offload()->WriteRange(state_->optimizer_region(unit),
+                                         kind == kMaster ? -1 : kind - kFirstOptimizerKind, offset, count, host_in);
+  }
   const int64_t size = kinds_[kind].bytes_per_element;
   char* dst = static_cast<char*>(data(unit, kind)) + offset * size;
   return DeviceCopy(dst, state_->device(), host_in, Device::kCpu, static_cast<size_t>(count * size));

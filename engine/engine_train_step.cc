@@ -36,6 +36,12 @@ absl::StatusOr<StepResult> EngineImpl::RunTrainStep(absl::Span<const Batch> micr
   run.result = &result;
   run.timings = &result.timings;
   absl::Status s = executor_->RunProgram(res_.plan.train, &run);
+  if (state_->offload() != nullptr) {
+    const OffloadIoDelta io = state_->offload()->TakeIo();
+    result.io.read_bytes = io.read_bytes;
+    result.io.write_bytes = io.write_bytes;
+    result.io.busy_seconds = io.busy_seconds;
+  }
   if (!s.ok()) {
     // Before BEGIN_STEP's agreement nothing ran on any rank.
     if (run.started) res_.broken = s;
@@ -50,7 +56,13 @@ absl::StatusOr<StepResult> EngineImpl::RunTrainStep(absl::Span<const Batch> micr
   return result;
 }
 
-absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) { return evaluator_->Evaluate(batch); }
+absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {
+  // The NVMe tier's last stores finish first; an error there fails the
+  // next training step on every rank (SCALER_UPDATE's agreement), not this
+  // rank's evaluation alone.
+  state_->DrainIo().IgnoreError();
+  return evaluator_->Evaluate(batch);
+}
 
 absl::StatusOr<std::vector<float>> EngineImpl::GatherParam(absl::string_view name) {
   return evaluator_->GatherParam(name);

@@ -87,12 +87,22 @@ absl::StatusOr<std::vector<float>> Evaluator::GatherParam(absl::string_view name
     absl::Status s;
     if (source) {
       UnitShard& shard = *state_->unit_shard(u);
+      // A master on the NVMe tier is read from its file (a cpu device);
+      // the all-gather runs whatever the read gave.
+      std::vector<float> streamed;
+      if (state_->master_streams(u)) {
+        streamed.assign(static_cast<size_t>(shard.master_numel()), 0.0f);
+        s = state_->ReadMaster(u, 0, shard.master_numel(), streamed.data());
+      }
+      const float* master = streamed.empty() ? shard.master() : streamed.data();
       if (!res_->options.zero.shards_master()) {
-        s = DeviceCopy(out.data(), Device::kCpu, shard.master() + info.offset, res_->device(),
-                       info.numel * sizeof(float));
+        if (s.ok()) {
+          s = DeviceCopy(out.data(), Device::kCpu, master + info.offset, res_->device(), info.numel * sizeof(float));
+        }
       } else {
-        s = res_->comms.dp->AllGather(shard.master(), full->data(), res_->plan.layouts[u].shard_numel(), DType::kF32)
-                ->Wait();
+        absl::Status gathered =
+            res_->comms.dp->AllGather(master, full->data(), res_->plan.layouts[u].shard_numel(), DType::kF32)->Wait();
+        if (s.ok()) s = gathered;
         if (s.ok()) {
           s = DeviceCopy(out.data(), Device::kCpu, full->as<float>() + info.offset, res_->device(),
                          info.numel * sizeof(float));

@@ -72,6 +72,7 @@ absl::Status MetricsWriter::Write(const StepMetrics& m, const MemoryTracker& mem
       {"comm_bytes", m.comm_bytes},
       {"comm_bytes_by_group", m.comm_bytes_by_group},
       {"mem", mem},
+      {"io", {{"read_bytes", m.io.read_bytes}, {"write_bytes", m.io.write_bytes}, {"busy_ms", m.io.busy_ms}}},
   };
   if (m.val_loss.has_value()) j["val_loss"] = *m.val_loss;
   if (m.straggler.has_value()) {

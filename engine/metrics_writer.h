@@ -63,6 +63,13 @@ struct StepMetrics {
     double median_ms = 0;
   };
   std::optional<Straggler> straggler;
+  // The NVMe tier's I/O during the step (StepResult::io; zeros without it).
+  struct Io {
+    int64_t read_bytes = 0;
+    int64_t write_bytes = 0;
+    double busy_ms = 0;
+  };
+  Io io;
 };
 
 class MetricsWriter {

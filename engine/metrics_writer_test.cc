@@ -71,7 +71,11 @@ TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
   EXPECT_EQ(lines[1]["mem"]["params"]["current"], 100);
   EXPECT_EQ(lines[1]["mem"]["activations"]["current"], 30);
   EXPECT_EQ(lines[1]["mem"]["activations"]["peak"], 50);
-  EXPECT_EQ(lines[1]["mem"].size(), static_cast<size_t>(kNumMemoryCategories));  // offload_staging included
+  EXPECT_EQ(lines[1]["mem"].size(), static_cast<size_t>(kNumMemoryCategories));
+  // Every step line has the NVMe tier's I/O, zeros without it.
+  EXPECT_EQ(lines[1]["io"]["read_bytes"], 0);
+  EXPECT_EQ(lines[1]["io"]["write_bytes"], 0);
+  EXPECT_EQ(lines[1]["io"]["busy_ms"], 0.0);
   EXPECT_EQ(lines[3]["step"], 3);
 }
 

@@ -53,7 +53,7 @@ absl::Status OptimizerPhase::Run(const Action& a, absl::Span<const LossTerms> lo
     case ActionKind::kReduceNorm:
       return ReduceNorm(losses, nominal_weight, result, phase);
     case ActionKind::kUpdate:
-      return Update(a.bucket, result, phase);
+      return a.chunk >= 0 ? UpdateChunk(a.chunk, result, phase) : Update(a.bucket, result, phase);
     case ActionKind::kPublish:
       return Publish(a.bucket, result, phase);
     case ActionKind::kScalerUpdate:
@@ -259,14 +259,70 @@ absl::Status OptimizerPhase::Update(int bucket, StepResult* result, OptimizerPha
   return state_->optimizer().StepRegions(regions, masters, grads, result->lr, state_->step());
 }
 
+// UPDATE of one streamed chunk (docs/offload_streaming.md): at the unit's
+// first chunk its gradient shard is unscaled and clipped (stage 0: then
+// all-gathered), as Update does for the whole unit; then the optimizer
+// updates the chunk's elements where they are — the slot for the classes
+// on the NVMe tier, the resident buffers otherwise — and its masters are
+// rounded into the compute parameters. After an I/O error the step's
+// collectives still run but nothing is computed (SCALER_UPDATE fails it).
+absl::Status OptimizerPhase::UpdateChunk(int c, StepResult* result, OptimizerPhaseState* phase_state) {
+  OptimizerPhaseState& phase = *phase_state;
+  if (!phase.update) return absl::OkStatus();
+  const OffloadChunk& chunk = res_->plan.train.chunks[c];
+  const int u = chunk.unit;
+  const int region = state_->optimizer_region(u);
+  UnitShard& shard = *state_->unit_shard(u);
+  const FlatParamLayout& layout = res_->plan.layouts[u];
+  OffloadStore& store = *state_->offload();
+  if (chunk.begin == 0) {
+    if (phase.rescale && layout.shard_numel() > 0) {
+      RETURN_IF_ERROR(kernels::ScaleInPlace(res_->compute.kernels, shard.grad_shard(), layout.shard_numel(),
+                                            DType::kF32, phase.factor, nullptr));
+    }
+    NotifyGradient(&EngineObserver::OnFinalGradient, state_->attempts(), u);
+    if (res_->options.zero.all_gathers_reduced_grads() && layout.shard_numel() > 0) {
+      void* dst = phase.full_f32[u].empty() ? shard.full_grads() : phase.full_f32[u].data();
+      std::vector<IssuedWork> works;
+      works.push_back({Clock::now(), &shard, layout.padded_numel() * 4, nullptr});
+      works.back().work = res_->comms.dp->AllGather(shard.grad_shard(), dst, layout.shard_numel(), DType::kF32);
+      const Clock::time_point t0 = Clock::now();
+      RETURN_IF_ERROR(WaitAll(works, "AllGather grads"));
+      result->timings.publish_wait += SecondsSince(t0);
+    }
+  }
+  if (!store.status().ok()) return absl::OkStatus();
+  const float* grads = nullptr;
+  if (!res_->options.zero.all_gathers_reduced_grads()) {
+    grads = shard.grad_shard();
+  } else {
+    grads = phase.full_f32[u].empty() ? static_cast<const float*>(shard.full_grads()) : phase.full_f32[u].as<float>();
+  }
+  grads += chunk.begin;
+  float* master = state_->master_streams(u) ? store.slot_master(chunk.slot) : shard.master() + chunk.begin;
+  std::vector<void*> states;
+  const int kinds = static_cast<int>(state_->optimizer().state_kinds().size());
+  for (int k = 0; k < kinds; ++k) {
+    states.push_back(state_->state_streams() ? static_cast<void*>(store.slot_state(chunk.slot, k))
+                                             : static_cast<void*>(state_->optimizer().mutable_state(k, region).as<float>() +
+                                                                  chunk.begin));
+  }
+  TraceScope span(res_->timeline.get(), "optimizer", "update", {}, {{"bucket", chunk.bucket}, {"chunk", c}});
+  RETURN_IF_ERROR(
+      state_->optimizer().StepChunk(region, chunk.begin, chunk.length, master, grads, states, result->lr, state_->step()));
+  return shard.RoundMasterRange(chunk.begin, chunk.length, master);
+}
+
 absl::Status OptimizerPhase::Publish(int bucket, StepResult* result, OptimizerPhaseState* phase) {
   if (!phase->update) return absl::OkStatus();
+  // Streamed: the chunks rounded their masters; only the all-gather is left.
+  const bool rounded = state_->offload() != nullptr;
   std::vector<IssuedWork> works;
   for (int u : res_->plan.buckets[bucket].units) {
     if (state_->optimizer_region(u) < 0) continue;  // frozen: nothing changed
     UnitShard& shard = *state_->unit_shard(u);
     const Clock::time_point issued = Clock::now();
-    ASSIGN_OR_RETURN(std::unique_ptr<Work> w, shard.PublishMaster());
+    ASSIGN_OR_RETURN(std::unique_ptr<Work> w, rounded ? shard.PublishRounded() : shard.PublishMaster());
     const int64_t bytes =
         res_->plan.layouts[u].padded_numel() * static_cast<int64_t>(DTypeSize(res_->options.compute_dtype));
     if (w != nullptr) works.push_back({issued, &shard, bytes, std::move(w)});
@@ -286,6 +342,12 @@ absl::Status OptimizerPhase::ScalerUpdate(StepResult* result, OptimizerPhaseStat
     if (shard != nullptr) shard->FreeGradShard();
   }
   state_->reducer().FreeStaging();
+  if (state_->offload() != nullptr) {
+    // An I/O error of the NVMe tier on any rank fails the step on every
+    // rank (OffloadStore keeps it rather than stopping one rank alone).
+    RETURN_IF_ERROR(AgreeAcrossRanksSharingError(*res_->comms.control, state_->offload()->status(),
+                                     "the optimizer step's NVMe offload I/O"));
+  }
   result->step = state_->step();
   result->skipped_steps = state_->skipped_steps();
   // Every rank updates its scaler with the same all-reduced flag.

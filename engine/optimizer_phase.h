@@ -70,6 +70,7 @@ class OptimizerPhase {
   absl::Status ReduceNorm(absl::Span<const LossTerms> losses, double nominal_weight, StepResult* result,
                           OptimizerPhaseState* phase);
   absl::Status Update(int bucket, StepResult* result, OptimizerPhaseState* phase);
+  absl::Status UpdateChunk(int chunk, StepResult* result, OptimizerPhaseState* phase);
   absl::Status Publish(int bucket, StepResult* result, OptimizerPhaseState* phase);
   absl::Status ScalerUpdate(StepResult* result, OptimizerPhaseState* phase);
   absl::Status WaitAll(std::vector<IssuedWork>& works, absl::string_view what);

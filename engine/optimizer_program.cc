@@ -1,5 +1,7 @@
 #include "engine/optimizer_program.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,7 +18,46 @@ Action Make(ActionKind kind, int unit = -1, int bucket = -1, std::vector<IssuedC
   return a;
 }
 
+Action MakeIo(ActionKind kind, const OffloadChunk& chunk, int index) {
+  Action a = Make(kind, chunk.unit);
+  a.chunk = index;
+  a.slot = chunk.slot;
+  return a;
+}
+
+std::vector<OffloadChunk> CutChunks(const OptimizerPhaseInput& in) {
+  std::vector<OffloadChunk> chunks;
+  const int64_t n = in.stream.chunk_elements;
+  for (int b = static_cast<int>(in.buckets.size()) - 1; b >= 0; --b) {
+    for (int u : in.buckets[b]) {
+      const int64_t numel = in.units[u].region_numel;
+      for (int64_t begin = 0; begin < numel; begin += n) {
+        const int slot = static_cast<int>(chunks.size()) % in.stream.slots;
+        chunks.push_back({u, b, begin, std::min(n, numel - begin), slot});
+      }
+    }
+  }
+  return chunks;
+}
+
+// Where the first loads go: after the last FORWARD, or (a pipeline stage)
+// after its first backward action; the end when there is neither.
+size_t FirstLoadsAt(const std::vector<Action>& actions, bool pipeline) {
+  size_t at = actions.size();
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const ActionKind k = actions[i].kind;
+    if (!pipeline && k == ActionKind::kForward) at = i + 1;
+    if (pipeline && (k == ActionKind::kBackward || k == ActionKind::kBackwardInput)) return i + 1;
+  }
+  return at;
+}
+
 }  // namespace
+
+int64_t StreamChunkElements(int64_t buffer_bytes, int64_t bytes_per_element) {
+  if (bytes_per_element <= 0 || buffer_bytes <= 0) return 0;
+  return buffer_bytes / (1024 * bytes_per_element) * 1024;
+}
 
 int64_t ReduceNormBytes(int metrics) { return (5 + 2 * static_cast<int64_t>(metrics)) * 4; }
 
@@ -39,6 +80,26 @@ void AddStepPrologueAndOptimizerPhase(const OptimizerPhaseInput& in, StepProgram
   actions.push_back(
       Make(ActionKind::kReduceNorm, -1, -1, {{in.norm_group, CommOp::kAllReduce, ReduceNormBytes(in.metrics),
                                               "norm, loss, overflow"}}));
+  const bool streams = in.stream.slots > 0 && in.stream.chunk_elements > 0;
+  program->chunks = streams ? CutChunks(in) : std::vector<OffloadChunk>();
+  const std::vector<OffloadChunk>& chunks = program->chunks;
+  const int C = static_cast<int>(chunks.size()), K = in.stream.slots;
+  if (C > 0) {
+    program->offload_slots = K;
+    program->chunk_elements = in.stream.chunk_elements;
+    std::vector<Action> first;
+    for (int c = 0; c < std::min(C, K); ++c) {
+      // The slot's last chunk of the previous step.
+      const int previous = c + (C - 1 - c) / K * K;
+      first.push_back(MakeIo(ActionKind::kWaitStore, chunks[previous], previous));
+      first.push_back(MakeIo(ActionKind::kLoad, chunks[c], c));
+    }
+    // Before the phase's actions are appended (they must not count).
+    const size_t at = FirstLoadsAt(actions, in.stream.pipeline);
+    actions.insert(actions.begin() + static_cast<std::ptrdiff_t>(at), first.begin(), first.end());
+  }
+  std::vector<std::vector<int>> chunks_of(buckets);
+  for (int c = 0; c < C; ++c) chunks_of[chunks[c].bucket].push_back(c);
   // Forward order (buckets are formed from the last unit back): the next
   // step's forward needs the first units first.
   for (int b = buckets - 1; b >= 0; --b) {
@@ -54,7 +115,31 @@ void AddStepPrologueAndOptimizerPhase(const OptimizerPhaseInput& in, StepProgram
                           absl::StrCat("params ", unit.name)});
       }
     }
-    actions.push_back(Make(ActionKind::kUpdate, -1, b, std::move(grads)));
+    if (chunks_of[b].empty()) {
+      actions.push_back(Make(ActionKind::kUpdate, -1, b, std::move(grads)));
+    } else {
+      for (int c : chunks_of[b]) {
+        const OffloadChunk& chunk = chunks[c];
+        actions.push_back(MakeIo(ActionKind::kWaitLoad, chunk, c));
+        Action update = Make(ActionKind::kUpdate, -1, b);
+        update.chunk = c;
+        update.slot = chunk.slot;
+        // Stage 0 all-gathers the unit's reduced shards at its first chunk.
+        for (IssuedCollective& g : grads) {
+          if (chunk.begin == 0 && g.what == absl::StrCat("grads ", in.units[chunk.unit].name)) {
+            update.issues.push_back(g);
+          }
+        }
+        actions.push_back(std::move(update));
+        actions.push_back(MakeIo(ActionKind::kStore, chunk, c));
+        // The slot's next chunk; the last `slots` stores drain into the
+        // next step (its first loads wait for them).
+        if (c + K < C) {
+          actions.push_back(MakeIo(ActionKind::kWaitStore, chunk, c));
+          actions.push_back(MakeIo(ActionKind::kLoad, chunks[c + K], c + K));
+        }
+      }
+    }
     actions.push_back(Make(ActionKind::kPublish, -1, b, std::move(params)));
   }
   actions.push_back(Make(ActionKind::kScalerUpdate));

@@ -14,6 +14,23 @@
 // 0), PUBLISH's "dp" all-gather of the compute parameters where it
 // publishes by all-gather (stages 1-2). Units with an empty shard issue
 // nothing.
+//
+// Streaming (OptimizerPhaseInput::stream, docs/offload_streaming.md): each
+// unit's optimizer region, in update order (buckets in forward order, a
+// bucket's units in order), is cut into chunks of chunk_elements (the last
+// one shorter), chunk c staged in slot c % slots (StepProgram::chunks).
+// Then:
+//   * the loads of the first `slots` chunks, each LOAD(c) preceded by
+//     WAIT_STORE of the slot's occupant in the previous step (the program
+//     is cyclic: the last `slots` stores drain into the next step), go
+//     right after the step's last FORWARD (data parallelism) or after the
+//     stage's first backward action (a pipeline stage);
+//   * in the phase, for each chunk of a bucket: WAIT_LOAD(c), UPDATE(b,
+//     chunk c) (stage 0's all-gather of the unit's gradients on its first
+//     chunk), STORE(c), then WAIT_STORE(c) and LOAD(c + slots) when there
+//     is such a chunk (the last `slots` stores are waited in the next step); after the bucket's last chunk PUBLISH(b) (its all-gather only:
+//     the chunks rounded their masters). A bucket without chunks keeps
+//     UPDATE(b) and PUBLISH(b).
 #ifndef ZEROSHARD_ENGINE_OPTIMIZER_PROGRAM_H_
 #define ZEROSHARD_ENGINE_OPTIMIZER_PROGRAM_H_
 
@@ -30,7 +47,22 @@ struct OptimizerPhaseUnit {
   std::string name;
   int64_t shard_numel = 0;  // this rank's shard of the unit's flat buffer
   bool tied = false;        // held on both ends of the embedding group
+  // Streaming: the unit's optimizer region (its master's elements: the
+  // padded buffer at stage 0, the shard otherwise); 0 for a unit without one.
+  int64_t region_numel = 0;
 };
+
+// The NVMe tier's streaming; off unless `slots` > 0.
+struct OptimizerStreamInput {
+  int slots = 0;               // engine.offload.buffer_count
+  int64_t chunk_elements = 0;  // a multiple of 1024 (StreamChunkElements)
+  bool pipeline = false;       // where the first loads go
+};
+
+// The elements of one chunk: the largest multiple of 1024 whose
+// `bytes_per_element` (summed over the streamed buffers) fit in
+// `buffer_bytes`; 0 when not even 1024 fit.
+int64_t StreamChunkElements(int64_t buffer_bytes, int64_t bytes_per_element);
 
 struct OptimizerPhaseInput {
   std::vector<OptimizerPhaseUnit> units;  // by unit index
@@ -41,6 +73,7 @@ struct OptimizerPhaseInput {
   int64_t compute_dtype_bytes = 4;
   std::string norm_group = "dp";  // "world" when dp is not the whole job
   int metrics = 0;                // the last unit's metrics (two sums each)
+  OptimizerStreamInput stream;
 };
 
 // The bytes REDUCE_NORM all-reduces: [sum of squares, loss sum, loss weight,

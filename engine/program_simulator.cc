@@ -111,6 +111,9 @@ struct RankState {
   // some out; those present keep their order).
   std::vector<bool> has_norm_partial, has_publish;
   bool has_reduce_norm = false;
+  // By bucket: its chunks (StepProgram::chunks) not yet UPDATEd; a bucket
+  // with chunks counts as updated after its last one.
+  std::vector<int> chunks_left;
   std::vector<std::vector<int>> buckets_written;         // by unit: the buckets it writes
   // RECV_* posted and not yet consumed, by (mb, unit, gradient).
   std::map<std::tuple<int, int, bool>, PostedRecv> posted_recvs;
@@ -305,6 +308,96 @@ class Simulator {
       if (a.kind == ActionKind::kNormPartial) s.has_norm_partial[a.bucket] = true;
       if (a.kind == ActionKind::kPublish) s.has_publish[a.bucket] = true;
       if (a.kind == ActionKind::kReduceNorm) s.has_reduce_norm = true;
+    }
+    s.chunks_left.assign(buckets, 0);
+    for (const OffloadChunk& c : p.chunks) {
+      if (c.bucket >= 0 && c.bucket < buckets) ++s.chunks_left[c.bucket];
+    }
+    return CheckOffloadIo(r);
+  }
+
+  // The NVMe tier's streaming, per rank in program order with the program
+  // run twice (it is cyclic: the last stores of one step drain into the
+  // next): a slot is LOADed only once its previous chunk's STORE is
+  // waited; WAIT_LOAD waits a LOAD in flight; UPDATE(chunk) follows
+  // WAIT_LOAD(chunk); STORE(chunk) follows its UPDATE; WAIT_STORE waits a
+  // STORE in flight (on the first run also none: the step before the first
+  // has no stores); every chunk is loaded, updated and stored once a step.
+  absl::Status CheckOffloadIo(int r) const {
+    const StepProgram& p = ranks_[r].program;
+    const int C = static_cast<int>(p.chunks.size()), K = p.offload_slots;
+    auto bad = [&](int i, const std::string& rule) {
+      return absl::FailedPreconditionError(absl::StrCat(At(r, i), ": ", rule));
+    };
+    enum class Io { kNone, kLoading, kLoaded, kUpdated, kStoring };
+    std::vector<Io> chunk(C, Io::kNone);
+    std::vector<int> occupant(std::max(K, 0), -1);
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<int> loads(C, 0), updates(C, 0), stores(C, 0);
+      for (int i = 0; i < static_cast<int>(p.actions.size()); ++i) {
+        const Action& a = p.actions[i];
+        const bool streamed_update = a.kind == ActionKind::kUpdate && a.chunk >= 0;
+        if (!IsOffloadIo(a.kind) && !streamed_update) continue;
+        const int c = a.chunk;
+        if (c < 0 || c >= C) return Malformed(r, i, absl::StrCat("chunk ", c, ", expected in [0, ", C, ")"));
+        const int slot = p.chunks[c].slot;
+        if (slot < 0 || slot >= K || a.slot != slot) {
+          return Malformed(r, i, absl::StrCat("slot ", a.slot, ", expected the chunk's slot ", slot, " in [0, ", K,
+                                              ")"));
+        }
+        switch (a.kind) {
+          case ActionKind::kLoad: {
+            const int before = occupant[slot];
+            if (before >= 0 && chunk[before] == Io::kStoring) {
+              return bad(i, absl::StrCat("LOAD into slot ", slot, " while the STORE of chunk ", before,
+                                         " (its previous occupant) is not waited (WAIT_STORE first)"));
+            }
+            if (before >= 0 && chunk[before] != Io::kNone) {
+              return bad(i, absl::StrCat("LOAD into slot ", slot, ", which still holds chunk ", before,
+                                         " (not stored yet)"));
+            }
+            chunk[c] = Io::kLoading;
+            occupant[slot] = c;
+            ++loads[c];
+            break;
+          }
+          case ActionKind::kWaitLoad:
+            if (chunk[c] != Io::kLoading) return bad(i, "WAIT_LOAD of a chunk with no LOAD in flight");
+            chunk[c] = Io::kLoaded;
+            break;
+          case ActionKind::kUpdate:
+            if (chunk[c] != Io::kLoaded) return bad(i, "UPDATE of a chunk that is not loaded (WAIT_LOAD first)");
+            chunk[c] = Io::kUpdated;
+            ++updates[c];
+            break;
+          case ActionKind::kStore:
+            if (chunk[c] != Io::kUpdated) return bad(i, "STORE of a chunk before its UPDATE");
+            chunk[c] = Io::kStoring;
+            ++stores[c];
+            break;
+          case ActionKind::kWaitStore:
+            if (chunk[c] == Io::kStoring) {
+              chunk[c] = Io::kNone;
+            } else if (pass == 1 || chunk[c] != Io::kNone) {
+              return bad(i, "WAIT_STORE of a chunk with no STORE in flight");
+            }
+            break;
+          default:
+            break;
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        for (const auto& [count, what] : {std::pair<int, const char*>{loads[c], "LOADed"},
+                                          std::pair<int, const char*>{updates[c], "UPDATEd"},
+                                          std::pair<int, const char*>{stores[c], "STOREd"}}) {
+          if (count != 1) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("rank ", r, ": chunk ", c, " (unit ", UnitName(r, p.chunks[c].unit), " elements [",
+                             p.chunks[c].begin, ", ", p.chunks[c].begin + p.chunks[c].length, ")) is ", what, " ",
+                             count, " times in a step, expected once"));
+          }
+        }
+      }
     }
     return absl::OkStatus();
   }
@@ -579,7 +672,7 @@ class Simulator {
         return missing(s.norm_partial, s.has_norm_partial, "NORM_PARTIAL");
       case ActionKind::kUpdate:
         if (s.has_reduce_norm && !s.norm_reduced) return Violation(r, "UPDATE before REDUCE_NORM");
-        if (s.updated[a.bucket]) return Violation(r, "a second UPDATE of the bucket");
+        if (a.chunk < 0 && s.updated[a.bucket]) return Violation(r, "a second UPDATE of the bucket");
         break;
       case ActionKind::kPublish:
         if (!s.updated[a.bucket]) return Violation(r, "PUBLISH before the bucket's UPDATE");
@@ -650,7 +743,11 @@ class Simulator {
         s.norm_reduced = true;
         break;
       case ActionKind::kUpdate:
-        s.updated[a.bucket] = true;
+        if (a.chunk >= 0) {
+          s.updated[a.bucket] = --s.chunks_left[a.bucket] <= 0;
+        } else {
+          s.updated[a.bucket] = true;
+        }
         break;
       case ActionKind::kPublish:
         s.published[a.bucket] = true;

@@ -33,6 +33,14 @@
 //     phase; per bucket NORM_PARTIAL, then (after REDUCE_NORM, which
 //     follows every NORM_PARTIAL) UPDATE, then PUBLISH, each once;
 //     SCALER_UPDATE after every PUBLISH; BEGIN_STEP only first;
+//   * the NVMe tier's streaming, per rank, with the program taken as cyclic
+//     (run twice: the last stores of a step drain into the next): a slot
+//     is LOADed only once the STORE of its previous chunk is waited
+//     (WAIT_STORE); WAIT_LOAD waits a LOAD in flight; UPDATE(chunk) follows
+//     WAIT_LOAD(chunk), STORE(chunk) its UPDATE; WAIT_STORE waits a STORE
+//     in flight (or, on the first step, none); every chunk is loaded,
+//     updated and stored once a step, and a bucket with chunks counts as
+//     updated (for its PUBLISH) after its last chunk's UPDATE;
 //   * no rank is left waiting when nothing can move (a deadlock names every
 //     stuck rank, the action it waits at and what for; a consumer of a
 //     transfer also says at which action the sender would issue the SEND,

@@ -6,6 +6,7 @@
 
 #include "comm/comm_stats.h"
 #include "engine/data_parallel_program.h"
+#include "engine/optimizer_program.h"
 #include "engine/step_program.h"
 #include "gtest/gtest.h"
 
@@ -555,6 +556,104 @@ TEST(ProgramSimulatorTest, NoRanks) {
   absl::StatusOr<Simulation> sim = SimulatePrograms({});
   ASSERT_TRUE(sim.ok()) << sim.status();
   EXPECT_TRUE(sim->ranks.empty());
+}
+
+// The NVMe tier's streaming (docs/offload_streaming.md): Units() with 2500
+// elements of optimizer region each, chunks of 1024 (3 per unit, 12 in
+// all) cycling through 2 slots.
+StepProgram Streamed(int stage) {
+  StepProgram p = Build(Units(), Options(stage));
+  p.actions.pop_back();  // Build's REDUCE_NORM: the optimizer phase adds its own
+  OptimizerPhaseInput in;
+  for (const char* name : {"a", "b", "c", "d"}) in.units.push_back({name, 1250, false, stage == 0 ? 2500 : 1250});
+  in.buckets = {{3}, {2}, {0, 1}};
+  in.zero = *ZeroPolicy::ForStage(stage);
+  in.stream.slots = 2;
+  in.stream.chunk_elements = 1024;
+  AddStepPrologueAndOptimizerPhase(in, &p);
+  return p;
+}
+
+int Find(const StepProgram& p, const std::string& line) {
+  for (int i = 0; i < static_cast<int>(p.actions.size()); ++i) {
+    if (FormatAction(p, p.actions[i]) == line) return i;
+  }
+  ADD_FAILURE() << "no action '" << line << "'";
+  return 0;
+}
+
+TEST(ProgramSimulatorTest, StreamedProgramsPass) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    const StepProgram p = Streamed(stage);
+    ASSERT_EQ(p.chunks.size(), stage == 0 ? 12u : 8u) << stage;
+    absl::StatusOr<Simulation> sim = SimulatePrograms(DataParallel(p, 2, stage == 3));
+    EXPECT_TRUE(sim.ok()) << "stage " << stage << ": " << sim.status() << "\n" << FormatProgram(p);
+  }
+}
+
+TEST(ProgramSimulatorTest, StreamingViolations) {
+  StepProgram p = Streamed(1);
+  // The first step's wait for the previous step's last store into slot 0.
+  const int first_wait = Find(p, "WAIT_STORE unit=d chunk=6 slot=0");
+  ASSERT_EQ(FormatAction(p, p.actions[first_wait + 1]), "LOAD unit=a chunk=0 slot=0");
+  p.actions.erase(p.actions.begin() + first_wait);
+  EXPECT_EQ(Violation(DataParallel(p, 2, false)),
+            "rank 0 action " + std::to_string(first_wait) +
+                " (LOAD unit=a chunk=0 slot=0): LOAD into slot 0 while the STORE of chunk 6 (its previous occupant) "
+                "is not waited (WAIT_STORE first)");
+
+  p = Streamed(1);
+  const int wait_load = Find(p, "WAIT_LOAD unit=a chunk=1 slot=1");
+  p.actions.erase(p.actions.begin() + wait_load);
+  EXPECT_EQ(Violation(DataParallel(p, 2, false)),
+            "rank 0 action " + std::to_string(wait_load) +
+                " (UPDATE bucket=a..b chunk=1 slot=1): UPDATE of a chunk that is not loaded (WAIT_LOAD first)");
+
+  p = Streamed(1);
+  const int update = Find(p, "UPDATE bucket=c chunk=4 slot=0");
+  ASSERT_EQ(FormatAction(p, p.actions[update + 1]), "STORE unit=c chunk=4 slot=0");
+  std::swap(p.actions[update], p.actions[update + 1]);
+  EXPECT_EQ(Violation(DataParallel(p, 2, false)),
+            "rank 0 action " + std::to_string(update) +
+                " (STORE unit=c chunk=4 slot=0): STORE of a chunk before its UPDATE");
+
+  p = Streamed(1);
+  const int wait_store = Find(p, "WAIT_STORE unit=c chunk=4 slot=0");
+  p.actions.erase(p.actions.begin() + wait_store);
+  EXPECT_EQ(Violation(DataParallel(p, 2, false)),
+            "rank 0 action " + std::to_string(wait_store) +
+                " (LOAD unit=d chunk=6 slot=0): LOAD into slot 0 while the STORE of chunk 4 (its previous occupant) "
+                "is not waited (WAIT_STORE first)");
+
+  p = Streamed(1);
+  const int load = Find(p, "LOAD unit=d chunk=6 slot=0");
+  p.actions.erase(p.actions.begin() + load);
+  EXPECT_EQ(Violation(DataParallel(p, 2, false)),
+            "rank 0 action " + std::to_string(Find(p, "WAIT_LOAD unit=d chunk=6 slot=0")) +
+                " (WAIT_LOAD unit=d chunk=6 slot=0): WAIT_LOAD of a chunk with no LOAD in flight");
+
+  // A chunk the program never streams.
+  StepProgram hand = Hand({});
+  hand.chunks = {{0, 2, 0, 1024, 0}, {0, 2, 1024, 10, 1}};
+  hand.offload_slots = 2;
+  auto io = [](ActionKind kind, int chunk) {
+    Action a = Act(kind, -1, 0, kind == K::kUpdate ? 2 : -1);
+    if (kind == K::kUpdate) a.unit = -1;
+    a.chunk = chunk;
+    a.slot = chunk;
+    return a;
+  };
+  hand.actions = {io(K::kWaitStore, 0), io(K::kLoad, 0), io(K::kWaitLoad, 0), io(K::kUpdate, 0), io(K::kStore, 0)};
+  EXPECT_EQ(Violation(DataParallel(hand, 1, false)),
+            "rank 0: chunk 1 (unit a elements [1024, 1034)) is LOADed 0 times in a step, expected once");
+  hand.actions.push_back(io(K::kUpdate, 0));
+  EXPECT_EQ(Violation(DataParallel(hand, 1, false)),
+            "rank 0 action 5 (UPDATE bucket=a..b chunk=0 slot=0): UPDATE of a chunk that is not loaded (WAIT_LOAD "
+            "first)");
+  hand.actions.back() = io(K::kLoad, 1);
+  hand.actions.back().slot = 0;
+  EXPECT_EQ(Failure(DataParallel(hand, 1, false), absl::StatusCode::kInvalidArgument),
+            "rank 0 action 5 (LOAD unit=a chunk=1 slot=0): slot 0, expected the chunk's slot 1 in [0, 2)");
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include "engine/sharded_state.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/status_macros.h"
+#include "engine/optimizer_program.h"
 #include "nn/param_init.h"
 #include "sharding/weight_decay_policy.h"
 
@@ -22,6 +24,11 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
   std::vector<OptimizerRegion> regions;
   state->regions_.assign(L, -1);
   const WeightDecayPolicy policy(options.optimizer.no_decay_patterns);
+  // The NVMe tier: the master of every unit with an optimizer region, and
+  // the optimizer state, live in the store's files.
+  const bool streams = StreamedBytesPerElement(options) > 0;
+  const bool master_nvme = streams && options.offload.master_weights == OffloadTier::kNvme;
+  const bool state_nvme = streams && options.offload.optimizer_state == OffloadTier::kNvme;
   for (int u = 0; u < L; ++u) {
     const bool trainable = plan.units[u].trainable;
     if (!plan.units[u].held) {  // another pipeline stage's unit
@@ -29,9 +36,10 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
       state->shards_.push_back(nullptr);
       continue;
     }
+    const bool region = trainable && plan.units[u].has_params;
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
                      UnitShard::Create(&plan.layouts[u], options.zero, dp, tracker, options.compute_dtype,
-                                       compute.kernels, trainable));
+                                       compute.kernels, trainable, /*resident_master=*/!(master_nvme && region)));
     shard->set_timeline(timeline);
     if (options.sharding.quantize_weights) shard->set_weight_quantization(options.sharding.quantization_block);
     with_grads.push_back(trainable && plan.units[u].has_params ? shard.get() : nullptr);
@@ -57,8 +65,28 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
   state->reducer_->set_timeline(timeline);
   ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Create(options.loss_scale));
   state->scaler_ = std::make_unique<LossScaler>(scaler);
-  ASSIGN_OR_RETURN(state->optimizer_,
-                   ShardedOptimizer::Create(options.optimizer, std::move(regions), tracker, compute.kernels));
+  ASSIGN_OR_RETURN(state->optimizer_, ShardedOptimizer::Create(options.optimizer, std::move(regions), tracker,
+                                                               compute.kernels, /*allocate_state=*/!state_nvme));
+  if (streams) {
+    if (options.device != Device::kCpu) {
+      return absl::UnimplementedError(
+          "engine.offload: the NVME tier streams on a cpu device only (engine.device.type: CPU)");
+    }
+    OffloadStoreOptions store;
+    store.offload = options.offload;
+    store.master = master_nvme;
+    store.state_kinds = state_nvme ? static_cast<int>(state->optimizer_->state_kinds().size()) : 0;
+    store.rank = plan.stage * dp->size() + dp->rank();
+    for (int r = 0; r < state->optimizer_->num_regions(); ++r) {
+      store.region_numel.push_back(state->optimizer_->region(r).length);
+    }
+    store.chunks = plan.train.chunks;
+    for (const OffloadChunk& c : plan.train.chunks) store.chunk_region.push_back(state->regions_[c.unit]);
+    store.chunk_elements = plan.train.chunk_elements > 0
+                               ? plan.train.chunk_elements
+                               : StreamChunkElements(options.offload.buffer_bytes, StreamedBytesPerElement(options));
+    ASSIGN_OR_RETURN(state->offload_, OffloadStore::Create(std::move(store), tracker));
+  }
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options.lr_schedule));
   state->schedule_ = std::make_unique<LrSchedule>(schedule);
   RETURN_IF_ERROR(state->reducer_->SetStagingSlots(plan.staging_slots));
@@ -72,16 +100,40 @@ void ShardedState::ReleaseAll() {
     if (shard != nullptr) shard->Release().IgnoreError();
   }
   if (reducer_ != nullptr) reducer_->FinishAll().IgnoreError();
+  DrainIo().IgnoreError();
+}
+
+absl::Status ShardedState::ReadMaster(int unit, int64_t offset, int64_t count, float* out) {
+  if (master_streams(unit)) return offload_->ReadRange(regions_[unit], -1, offset, count, out);
+  return DeviceCopy(out, Device::kCpu, shards_[unit]->master() + offset, device_,
+                    static_cast<size_t>(count) * sizeof(float));
 }
 
 absl::Status ShardedState::InitParams(const Model& model, uint64_t seed, int tp_rank, int tp_size) {
   const int rank = dp_->rank();
+  absl::Status streamed;  // kept, so that every rank still publishes
   for (int u = 0; u < num_units(); ++u) {
     if (shards_[u] == nullptr) continue;
     const FlatParamLayout& layout = plan_->layouts[u];
     UnitShard& shard = *shards_[u];
     const std::vector<ParamSpec>& specs = model.units[u]->params();
     if (shard.master_numel() == 0) continue;
+    if (master_streams(u)) {
+      // Streamed to the file window by window (one chunk of memory).
+      const int64_t n = offload_->chunk_elements();
+      std::vector<float> window(static_cast<size_t>(n));
+      for (int64_t w = 0; w < shard.master_numel(); w += n) {
+        const int64_t len = std::min(n, shard.master_numel() - w);
+        std::fill(window.begin(), window.end(), 0.0f);
+        for (const ShardSegment& seg : layout.SegmentsInRange(shard.master_begin() + w, len)) {
+          InitLocalParamSlice(specs[seg.param_index], seed, tp_rank, tp_size, seg.offset_in_param,
+                              seg.offset_in_param + seg.length, window.data() + seg.offset_in_shard);
+        }
+        absl::Status s = offload_->WriteRange(regions_[u], -1, w, len, window.data());
+        if (!s.ok() && streamed.ok()) streamed = s;
+      }
+      continue;
+    }
     // Initialised on the host (the same values on any device), then copied.
     std::vector<float> staging;
     if (device_ != Device::kCpu) staging.assign(static_cast<size_t>(shard.master_numel()), 0.0f);
@@ -105,15 +157,29 @@ absl::Status ShardedState::InitParams(const Model& model, uint64_t seed, int tp_
           DeviceCopy(shard.master(), device_, staging.data(), Device::kCpu, staging.size() * sizeof(float)));
     }
   }
-  return PublishMasterWeights();
+  absl::Status published = PublishMasterWeights();
+  return streamed.ok() ? published : streamed;
 }
 
 absl::Status ShardedState::PublishMasterWeights() {
   std::vector<std::unique_ptr<Work>> works;
   absl::Status status;
-  for (auto& shard : shards_) {
+  for (int u = 0; u < num_units(); ++u) {
+    UnitShard* shard = shards_[u].get();
     if (shard == nullptr) continue;
-    absl::StatusOr<std::unique_ptr<Work>> w = shard->PublishMaster();
+    if (master_streams(u)) {
+      // Rounded window by window from the file; the all-gather is issued
+      // whatever happened, so no rank is left in it.
+      const int64_t n = offload_->chunk_elements();
+      std::vector<float> window(static_cast<size_t>(n));
+      for (int64_t w = 0; w < shard->master_numel() && status.ok(); w += n) {
+        const int64_t len = std::min(n, shard->master_numel() - w);
+        absl::Status s = offload_->ReadRange(regions_[u], -1, w, len, window.data());
+        if (s.ok()) s = shard->RoundMasterRange(w, len, window.data());
+        if (!s.ok()) status = s;
+      }
+    }
+    absl::StatusOr<std::unique_ptr<Work>> w = master_streams(u) ? shard->PublishRounded() : shard->PublishMaster();
     if (!w.ok()) {
       if (status.ok()) status = w.status();
     } else if (*w != nullptr) {

@@ -20,6 +20,7 @@
 #include "core/memory_tracker.h"
 #include "core/timeline.h"
 #include "engine/engine_options.h"
+#include "engine/offload_store.h"
 #include "engine/step_plan.h"
 #include "nn/model.h"
 #include "nn/unit.h"
@@ -53,9 +54,25 @@ class ShardedState {
   // Collective over dp: rounds every unit's master weights into its compute
   // parameters, as a step's publication does (after a checkpoint load).
   absl::Status PublishMasterWeights();
-  // Releases every gathered unit and finishes every reduction in flight
-  // (errors ignored): the engine is going away.
+  // Releases every gathered unit, finishes every reduction and the NVMe
+  // tier's I/O in flight (errors ignored): the engine is going away.
   void ReleaseAll();
+
+  // The NVMe tier (docs/offload_streaming.md): null unless the master
+  // weights or the optimizer state stream (engine.offload: NVME), on every
+  // rank alike. A unit's master streams when it has an optimizer region;
+  // the optimizer state streams for every region.
+  OffloadStore* offload() { return offload_.get(); }
+  bool master_streams(int unit) const {
+    return offload_ != nullptr && offload_->streams_master() && regions_[unit] >= 0;
+  }
+  bool state_streams() const { return offload_ != nullptr && offload_->streams_state(); }
+  // Waits for every I/O in flight (what reads or writes the state between
+  // steps calls it first); its error. OK without the tier.
+  absl::Status DrainIo() { return offload_ == nullptr ? absl::OkStatus() : offload_->Drain(); }
+  // Elements [offset, offset + count) of a unit's master to host memory,
+  // from wherever it lives.
+  absl::Status ReadMaster(int unit, int64_t offset, int64_t count, float* out);
 
   int num_units() const { return static_cast<int>(shards_.size()); }
   const FlatParamLayout& layout(int unit) const { return plan_->layouts[unit]; }
@@ -99,6 +116,7 @@ class ShardedState {
   std::unique_ptr<ShardedOptimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<LossScaler> scaler_;
+  std::unique_ptr<OffloadStore> offload_;
   int64_t step_ = 0;
   int64_t skipped_steps_ = 0;
   int64_t attempts_ = 0;

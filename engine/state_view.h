@@ -89,7 +89,9 @@ class EngineStateView {
   // Unit `unit`'s region of kind `kind` (both in range, or a region that is
   // not present).
   virtual StateRegion region(int unit, int kind) const = 0;
-  // Its first element on the region's device; null when not present.
+  // Its first element on the region's device; null when not present, and
+  // for a kind on the NVMe tier (engine.offload: NVME, which keeps no
+  // resident copy: use Read and Write).
   virtual void* data(int unit, int kind) = 0;
   virtual const void* data(int unit, int kind) const = 0;
 
@@ -97,7 +99,9 @@ class EngineStateView {
   // (copied across when the engine runs on a GPU). kOutOfRange naming the
   // unit, the kind and the region's length for a range outside it (a
   // region that is not present has length 0); kInvalidArgument for an
-  // unknown unit or kind.
+  // unknown unit or kind. A kind on the NVMe tier is read and written in
+  // its file, one chunk of memory at a time, after every I/O in flight
+  // (docs/offload_streaming.md); an I/O error is returned.
   virtual absl::Status Read(int unit, int kind, int64_t offset, int64_t count, void* host_out) const = 0;
   virtual absl::Status Write(int unit, int kind, int64_t offset, int64_t count, const void* host_in) = 0;
 

@@ -441,6 +441,27 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
       RETURN_IF_ERROR(optimizer_->Run(a, run->losses, run->nominal_weight, run->result, &run->optimizer));
       if (t != nullptr) t->optimizer += SecondsSince(t0);
       return absl::OkStatus();
+    case ActionKind::kLoad:
+    case ActionKind::kWaitLoad:
+    case ActionKind::kStore:
+    case ActionKind::kWaitStore: {
+      // The NVMe tier's I/O never fails the action: an error is kept and
+      // agreed on at SCALER_UPDATE (engine/offload_store.h).
+      OffloadStore* store = state_->offload();
+      if (store == nullptr) {
+        return absl::InternalError(absl::StrCat(ActionKindName(a.kind), " in a program of an engine without the NVMe tier"));
+      }
+      if (a.kind == ActionKind::kLoad) store->Load(a.chunk);
+      if (a.kind == ActionKind::kWaitLoad) store->WaitLoad(a.chunk);
+      if (a.kind == ActionKind::kStore) store->Store(a.chunk);
+      if (a.kind == ActionKind::kWaitStore) store->WaitStore(a.chunk);
+      if (t != nullptr && run->optimizer.started) {
+        t->optimizer += SecondsSince(t0);
+      } else {
+        charge(nullptr);
+      }
+      return absl::OkStatus();
+    }
     case ActionKind::kSendAct:
     case ActionKind::kSendGrad:
       // Activations: the unit's output, which no unit of this stage reads.

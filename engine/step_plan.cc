@@ -9,6 +9,7 @@
 #include "engine/optimizer_program.h"
 #include "engine/pipeline_partition.h"
 #include "engine/pipeline_program.h"
+#include "sharding/optimizer_registry.h"
 #include "sharding/quantized_shard.h"
 
 namespace zeroshard {
@@ -158,12 +159,42 @@ std::vector<ProgramBucket> ProgramBuckets(const StepPlan& plan, const EngineOpti
   return buckets;
 }
 
+}  // namespace
+
+int64_t StreamedBytesPerElement(const EngineOptions& options) {
+  int64_t bytes = options.offload.master_weights == OffloadTier::kNvme ? 4 : 0;
+  if (options.offload.optimizer_state == OffloadTier::kNvme) {
+    absl::StatusOr<const Optimizer*> plugin = FindOptimizer(options.optimizer.name);
+    if (plugin.ok()) {
+      for (const OptimizerStateKind& k : (*plugin)->StateKinds(options.optimizer)) bytes += k.bytes_per_element;
+    }
+  }
+  return bytes;
+}
+
+namespace {
+
 // The optimizer phase's view of the plan: its buckets' units, each unit's
-// shard and tie.
-OptimizerPhaseInput OptimizerPhase(const StepPlan& plan, const EngineOptions& options) {
+// shard and tie, and the NVMe tier's streaming.
+absl::StatusOr<OptimizerPhaseInput> OptimizerPhase(const StepPlan& plan, const EngineOptions& options) {
   OptimizerPhaseInput in;
   for (size_t u = 0; u < plan.units.size(); ++u) {
-    in.units.push_back({plan.layouts[u].unit_name(), plan.layouts[u].shard_numel(), plan.units[u].tied});
+    const bool region = plan.units[u].held && plan.units[u].has_params && plan.units[u].trainable;
+    const int64_t region_numel =
+        !region ? 0 : options.zero.shards_master() ? plan.layouts[u].shard_numel() : plan.layouts[u].padded_numel();
+    in.units.push_back({plan.layouts[u].unit_name(), plan.layouts[u].shard_numel(), plan.units[u].tied, region_numel});
+  }
+  const int64_t streamed = StreamedBytesPerElement(options);
+  if (streamed > 0) {
+    in.stream.slots = options.offload.buffer_count;
+    in.stream.chunk_elements = StreamChunkElements(options.offload.buffer_bytes, streamed);
+    in.stream.pipeline = plan.stages > 1;
+    if (in.stream.slots < 1 || in.stream.chunk_elements == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "engine.offload: ", in.stream.slots, " staging buffers of ", options.offload.buffer_bytes,
+          " bytes cannot stream chunks of 1024 elements x ", streamed,
+          " bytes (the master and optimizer state on NVME); raise buffer_bytes or buffer_count"));
+    }
   }
   for (const GradBucket& b : plan.buckets) in.buckets.push_back(b.units);
   in.zero = options.zero;
@@ -241,7 +272,8 @@ absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOp
   o.prefetch = options.gather.prefetch;
   o.reshard_after_forward = options.gather.reshard_after_forward;
   ASSIGN_OR_RETURN(plan.train, BuildDataParallelProgram(units, buckets, o));
-  AddStepPrologueAndOptimizerPhase(OptimizerPhase(plan, options), &plan.train);
+  ASSIGN_OR_RETURN(const OptimizerPhaseInput phase, OptimizerPhase(plan, options));
+  AddStepPrologueAndOptimizerPhase(phase, &plan.train);
   o.training = false;
   ASSIGN_OR_RETURN(plan.eval, BuildDataParallelProgram(units, buckets, o));
   plan.staging_slots = StagingSlots(plan.train, static_cast<int>(plan.buckets.size()));
@@ -309,7 +341,8 @@ absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOption
   in.prefetch = options.gather.prefetch;
   in.training = true;
   ASSIGN_OR_RETURN(plan.train, BuildPipelineProgram(in));
-  AddStepPrologueAndOptimizerPhase(OptimizerPhase(plan, options), &plan.train);
+  ASSIGN_OR_RETURN(const OptimizerPhaseInput phase, OptimizerPhase(plan, options));
+  AddStepPrologueAndOptimizerPhase(phase, &plan.train);
   in.training = false;
   ASSIGN_OR_RETURN(plan.eval, BuildPipelineProgram(in));
   plan.staging_slots = StagingSlots(plan.train, static_cast<int>(plan.buckets.size()));

@@ -87,6 +87,11 @@ absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOp
 absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOptions& options, int dp_size, int stage);
 
 // PlanDataParallelStep or PlanPipelineStep, as options ask.
+// The bytes per optimizer-region element the NVMe tier streams (4 for the
+// master, each optimizer state kind's bytes), 0 when nothing streams
+// (docs/offload_streaming.md).
+int64_t StreamedBytesPerElement(const EngineOptions& options);
+
 absl::StatusOr<StepPlan> PlanStep(const Model& model, const EngineOptions& options, int dp_size, int stage);
 
 }  // namespace zeroshard

@@ -13,7 +13,8 @@ constexpr ActionKind kAllKinds[kNumActionKinds] = {
     ActionKind::kReduce,    ActionKind::kWaitReduce, ActionKind::kSendAct,       ActionKind::kRecvAct,
     ActionKind::kSendGrad,  ActionKind::kRecvGrad,   ActionKind::kBeginStep,     ActionKind::kTiedReduce,
     ActionKind::kNormPartial, ActionKind::kReduceNorm, ActionKind::kUpdate,      ActionKind::kPublish,
-    ActionKind::kScalerUpdate,
+    ActionKind::kScalerUpdate, ActionKind::kLoad,      ActionKind::kWaitLoad,     ActionKind::kStore,
+    ActionKind::kWaitStore,
 };
 
 // The name at `index` when there is one, else the index itself.
@@ -68,6 +69,14 @@ const char* ActionKindName(ActionKind kind) {
       return "PUBLISH";
     case ActionKind::kScalerUpdate:
       return "SCALER_UPDATE";
+    case ActionKind::kLoad:
+      return "LOAD";
+    case ActionKind::kWaitLoad:
+      return "WAIT_LOAD";
+    case ActionKind::kStore:
+      return "STORE";
+    case ActionKind::kWaitStore:
+      return "WAIT_STORE";
   }
   return "UNKNOWN_ACTION";
 }
@@ -86,6 +95,11 @@ bool IsOptimizerPhase(ActionKind kind) {
   }
 }
 
+bool IsOffloadIo(ActionKind kind) {
+  return kind == ActionKind::kLoad || kind == ActionKind::kWaitLoad || kind == ActionKind::kStore ||
+         kind == ActionKind::kWaitStore;
+}
+
 absl::StatusOr<ActionKind> ParseActionKind(absl::string_view name) {
   std::vector<std::string> names;
   for (ActionKind kind : kAllKinds) {
@@ -102,6 +116,7 @@ std::string FormatAction(const StepProgram& program, const Action& action) {
   if (action.unit >= 0) absl::StrAppend(&line, " unit=", NameOr(program.names.units, action.unit));
   if (action.bucket >= 0) absl::StrAppend(&line, " bucket=", NameOr(program.names.buckets, action.bucket));
   if (action.peer_stage >= 0) absl::StrAppend(&line, " peer=", action.peer_stage);
+  if (action.chunk >= 0) absl::StrAppend(&line, " chunk=", action.chunk, " slot=", action.slot);
   if (!action.issues.empty()) {
     int64_t bytes = 0;
     for (const IssuedCollective& c : action.issues) bytes += c.bytes_per_rank;
@@ -114,9 +129,11 @@ std::string FormatProgram(const StepProgram& program) {
   std::string text;
   bool in_optimizer = false;
   for (const Action& action : program.actions) {
-    const bool optimizer = IsOptimizerPhase(action.kind);
-    if (optimizer && !in_optimizer) absl::StrAppend(&text, "OPTIMIZER:\n");
-    in_optimizer = optimizer;
+    if (!IsOffloadIo(action.kind)) {
+      const bool optimizer = IsOptimizerPhase(action.kind);
+      if (optimizer && !in_optimizer) absl::StrAppend(&text, "OPTIMIZER:\n");
+      in_optimizer = optimizer;
+    }
     absl::StrAppend(&text, FormatAction(program, action), "\n");
   }
   return text;

@@ -75,6 +75,23 @@
 //   SCALER_UPDATE              the loss scaler, the step counters, and the
 //                              per-step buffers freed
 // After a skipped step (overflow), UPDATE and PUBLISH change nothing.
+// The NVMe tier's streaming (docs/offload_streaming.md), only when a state
+// class lives there (engine.offload): the rank's optimizer regions are cut
+// into chunks (StepProgram::chunks), each staged in slot `slot`:
+//   LOAD(chunk)                issue the reads of the chunk's streamed
+//                              buffers (master, optimizer state) from the
+//                              rank's files into its slot
+//   WAIT_LOAD(chunk)           wait for them
+//   STORE(chunk)               issue the writes of the slot back to the files
+//   WAIT_STORE(chunk)          wait for them; nothing when the chunk has no
+//                              STORE in flight (the first step's waits for
+//                              the previous step's last stores)
+//   UPDATE(bucket, chunk)      UPDATE of one chunk: its unit's gradients
+//                              unscaled and clipped at its first chunk, the
+//                              optimizer's update of the chunk's elements
+//                              in the slot, its masters rounded into the
+//                              compute parameters; PUBLISH then only
+//                              all-gathers (stages 1-2)
 // A transfer is identified by (the two stages, micro-batch, kind, chunk
 // boundary): SEND_ACT of unit u matches RECV_ACT of unit u+1, SEND_GRAD of
 // unit u matches RECV_GRAD of unit u-1; several may be in flight between
@@ -121,17 +138,26 @@ enum class ActionKind : uint8_t {
   kUpdate,
   kPublish,
   kScalerUpdate,
+  // The NVMe tier's streaming.
+  kLoad,
+  kWaitLoad,
+  kStore,
+  kWaitStore,
 };
-inline constexpr int kNumActionKinds = 21;
+inline constexpr int kNumActionKinds = 25;
 
 // Whether the kind belongs to the optimizer phase (TIED_REDUCE through
 // SCALER_UPDATE): FormatProgram heads them with "OPTIMIZER:".
 bool IsOptimizerPhase(ActionKind kind);
+// LOAD, WAIT_LOAD, STORE, WAIT_STORE: placed in backward and in the
+// optimizer phase alike, so FormatProgram's "OPTIMIZER:" heading ignores them.
+bool IsOffloadIo(ActionKind kind);
 
 // "FORWARD", "BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "RECOMPUTE",
 // "GATHER", "WAIT_GATHER", "RELEASE", "REDUCE", "WAIT_REDUCE", "SEND_ACT",
 // "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "BEGIN_STEP", "TIED_REDUCE",
-// "NORM_PARTIAL", "REDUCE_NORM", "UPDATE", "PUBLISH", "SCALER_UPDATE".
+// "NORM_PARTIAL", "REDUCE_NORM", "UPDATE", "PUBLISH", "SCALER_UPDATE",
+// "LOAD", "WAIT_LOAD", "STORE", "WAIT_STORE".
 const char* ActionKindName(ActionKind kind);
 // The inverse; kInvalidArgument listing the kinds for anything else.
 absl::StatusOr<ActionKind> ParseActionKind(absl::string_view name);
@@ -159,11 +185,28 @@ struct Action {
   int unit = -1;         // compute, gather, release and transfer actions; -1 otherwise
   int bucket = -1;       // REDUCE / WAIT_REDUCE; -1 otherwise
   int peer_stage = -1;   // transfers: the other pipeline stage; -1 otherwise
+  int chunk = -1;        // LOAD / WAIT_LOAD / STORE / WAIT_STORE and a streamed UPDATE; -1 otherwise
+  int slot = -1;         // the chunk's staging slot where chunk is set; -1 otherwise
   std::vector<IssuedCollective> issues;
 
   bool operator==(const Action& o) const {
     return kind == o.kind && micro_batch == o.micro_batch && unit == o.unit && bucket == o.bucket &&
-           peer_stage == o.peer_stage && issues == o.issues;
+           peer_stage == o.peer_stage && chunk == o.chunk && slot == o.slot && issues == o.issues;
+  }
+};
+
+// One chunk of the NVMe tier's streaming: elements [begin, begin + length)
+// of `unit`'s optimizer region (the master's region: relative to
+// UnitShard::master_begin), updated by UPDATE(bucket), staged in `slot`.
+struct OffloadChunk {
+  int unit = -1;
+  int bucket = -1;
+  int64_t begin = 0;
+  int64_t length = 0;
+  int slot = 0;
+
+  bool operator==(const OffloadChunk& o) const {
+    return unit == o.unit && bucket == o.bucket && begin == o.begin && length == o.length && slot == o.slot;
   }
 };
 
@@ -186,15 +229,23 @@ struct StepProgram {
   // bucket's previous REDUCE (engine/program_simulator.h). Empty or short:
   // no such check for the buckets it leaves out.
   std::vector<std::vector<int>> bucket_writers;
+  // The NVMe tier's chunks in update order (empty: nothing streams), the
+  // number of staging slots they cycle through (chunk c in slot
+  // c % offload_slots) and the elements of a whole chunk.
+  std::vector<OffloadChunk> chunks;
+  int offload_slots = 0;
+  int64_t chunk_elements = 0;
 };
 
 // One line per action: the kind, then "mb=<m>" / "unit=<name>" /
-// "bucket=<name>" / "peer=<stage>" where they apply, then "bytes=<n>" (the
+// "bucket=<name>" / "peer=<stage>" / "chunk=<c> slot=<s>" where they apply,
+// then "bytes=<n>" (the
 // sum of its collectives' per-rank bytes) when it communicates, e.g.
 //   GATHER unit=h.3 bytes=12544
 //   FORWARD mb=0 unit=h.3
 //   REDUCE bucket=h.2..h.3 bytes=6272
 //   RECV_ACT mb=1 unit=h.4 peer=0 bytes=0
+//   LOAD unit=h.0 chunk=3 slot=1
 std::string FormatAction(const StepProgram& program, const Action& action);
 // One FormatAction per line; the optimizer phase headed by a line "OPTIMIZER:".
 std::string FormatProgram(const StepProgram& program);

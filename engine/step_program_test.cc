@@ -16,7 +16,7 @@ constexpr ActionKind kKinds[] = {
     ActionKind::kReduce,    ActionKind::kWaitReduce, ActionKind::kSendAct,       ActionKind::kRecvAct,
     ActionKind::kSendGrad,  ActionKind::kRecvGrad,   ActionKind::kBeginStep,     ActionKind::kTiedReduce,
     ActionKind::kNormPartial, ActionKind::kReduceNorm, ActionKind::kUpdate,      ActionKind::kPublish,
-    ActionKind::kScalerUpdate,
+    ActionKind::kScalerUpdate, ActionKind::kLoad, ActionKind::kWaitLoad, ActionKind::kStore, ActionKind::kWaitStore,
 };
 
 Action Make(ActionKind kind, int mb, int unit, int bucket = -1, int peer = -1,
@@ -46,7 +46,8 @@ TEST(ActionKindTest, NamesRoundTripAndAreDistinct) {
   const std::vector<std::string> expected = {
       "FORWARD", "BACKWARD",    "BACKWARD_INPUT", "BACKWARD_WEIGHT", "RECOMPUTE", "GATHER",    "WAIT_GATHER", "RELEASE",
       "REDUCE",  "WAIT_REDUCE", "SEND_ACT",       "RECV_ACT",        "SEND_GRAD", "RECV_GRAD", "BEGIN_STEP",
-      "TIED_REDUCE", "NORM_PARTIAL", "REDUCE_NORM", "UPDATE", "PUBLISH", "SCALER_UPDATE"};
+      "TIED_REDUCE", "NORM_PARTIAL", "REDUCE_NORM", "UPDATE", "PUBLISH", "SCALER_UPDATE",
+      "LOAD", "WAIT_LOAD", "STORE", "WAIT_STORE"};
   for (int i = 0; i < kNumActionKinds; ++i) {
     EXPECT_EQ(ActionKindName(kKinds[i]), expected[i]);
     absl::StatusOr<ActionKind> parsed = ParseActionKind(expected[i]);
@@ -64,7 +65,8 @@ TEST(ActionKindTest, ParseRejectsUnknownNamesListingTheKinds) {
               std::string("unknown action kind '") + bad +
                   "', expected one of FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, RECOMPUTE, GATHER, "
                   "WAIT_GATHER, RELEASE, REDUCE, WAIT_REDUCE, SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD, BEGIN_STEP, "
-                  "TIED_REDUCE, NORM_PARTIAL, REDUCE_NORM, UPDATE, PUBLISH, SCALER_UPDATE");
+                  "TIED_REDUCE, NORM_PARTIAL, REDUCE_NORM, UPDATE, PUBLISH, SCALER_UPDATE, LOAD, WAIT_LOAD, STORE, "
+                  "WAIT_STORE");
   }
 }
 
@@ -88,6 +90,35 @@ TEST(FormatActionTest, PrintsOnlyTheFieldsThatApply) {
                                   {"dp", CommOp::kAllGather, 100, "params h.0"}})),
             "PUBLISH bucket=embed..h.0 bytes=112");
   EXPECT_EQ(FormatAction(p, Make(ActionKind::kScalerUpdate, -1, -1)), "SCALER_UPDATE");
+  Action load = Make(ActionKind::kLoad, -1, 1);
+  load.chunk = 3;
+  load.slot = 1;
+  EXPECT_EQ(FormatAction(p, load), "LOAD unit=h.0 chunk=3 slot=1");
+  Action update = Make(ActionKind::kUpdate, -1, -1, 1);
+  update.chunk = 3;
+  update.slot = 1;
+  EXPECT_EQ(FormatAction(p, update), "UPDATE bucket=embed..h.0 chunk=3 slot=1");
+  Action other = update;
+  other.slot = 0;
+  EXPECT_FALSE(other == update);
+}
+
+TEST(FormatProgramTest, OffloadIoDoesNotSplitTheOptimizerHeading) {
+  StepProgram p = Named();
+  Action load = Make(ActionKind::kLoad, -1, 1), wait = Make(ActionKind::kWaitLoad, -1, 1);
+  load.chunk = wait.chunk = 0;
+  load.slot = wait.slot = 0;
+  p.actions = {Make(ActionKind::kBackward, 0, 0), load, Make(ActionKind::kReduceNorm, -1, -1), wait,
+               Make(ActionKind::kUpdate, -1, -1, 0)};
+  EXPECT_EQ(FormatProgram(p),
+            "BACKWARD mb=0 unit=embed\n"
+            "LOAD unit=h.0 chunk=0 slot=0\n"
+            "OPTIMIZER:\n"
+            "REDUCE_NORM\n"
+            "WAIT_LOAD unit=h.0 chunk=0 slot=0\n"
+            "UPDATE bucket=head\n");
+  EXPECT_TRUE(IsOffloadIo(ActionKind::kWaitStore));
+  EXPECT_FALSE(IsOffloadIo(ActionKind::kUpdate));
 }
 
 TEST(FormatActionTest, UnnamedOrOutOfRangeIndicesPrintAsNumbers) {

@@ -390,6 +390,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
       m.step_ms = step_ms;
       m.comm_bytes = comm_bytes;
       m.comm_bytes_by_group = comm_bytes_by_group;
+      m.io = {r.io.read_bytes, r.io.write_bytes, r.io.busy_seconds * 1e3};
       RETURN_IF_ERROR(metrics->Write(m, engine->memory()));
     }
     if (logging) {

@@ -1,5 +1,6 @@
 #include "sharding/sharded_optimizer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,13 +12,15 @@ namespace zeroshard {
 absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(const OptimizerOptions& options,
                                                                            std::vector<OptimizerRegion> regions,
                                                                            MemoryTracker* tracker,
-                                                                           const kernels::KernelContext& ctx) {
+                                                                           const kernels::KernelContext& ctx,
+                                                                           bool allocate_state) {
   ASSIGN_OR_RETURN(const Optimizer* plugin, FindOptimizer(options.name));
   RETURN_IF_ERROR(plugin->Validate(options));
   std::unique_ptr<ShardedOptimizer> opt(new ShardedOptimizer());
   opt->options_ = options;
   opt->optimizer_ = plugin;
   opt->ctx_ = ctx;
+  opt->allocate_state_ = allocate_state;
   opt->kinds_ = plugin->StateKinds(options);
   for (const OptimizerStateKind& k : opt->kinds_) {
     // OptimizerSegment passes state as float*.
@@ -65,6 +68,10 @@ absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(const
     }
     opt->segments_.push_back(std::move(segments));
     for (size_t k = 0; k < opt->kinds_.size(); ++k) {
+      if (!allocate_state) {
+        opt->state_[k].emplace_back();
+        continue;
+      }
       ASSIGN_OR_RETURN(Buffer b, Buffer::AllocateZeroed(tracker, MemoryCategory::kOptimizerState, ctx.device,
                                                         opt->kinds_[k].dtype, region.length));
       opt->state_[k].push_back(std::move(b));
@@ -104,7 +111,46 @@ absl::Status ShardedOptimizer::StepRegions(absl::Span<const int> regions, absl::
   return absl::OkStatus();
 }
 
+absl::Status ShardedOptimizer::StepChunk(int region, int64_t offset, int64_t length, float* master,
+                                         const float* grads, absl::Span<void* const> state_by_kind, float lr,
+                                         int64_t step) {
+  if (region < 0 || region >= num_regions()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer region ", region, ", expected in [0, ", num_regions(), ")"));
+  }
+  if (offset < 0 || length < 0 || offset + length > regions_[region].length) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer chunk [", offset, ", ", offset + length,
+                                                   ") outside region ", region, " of ", regions_[region].length,
+                                                   " elements"));
+  }
+  if (state_by_kind.size() != kinds_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer chunk got ", state_by_kind.size(),
+                                                   " state buffers, expected ", kinds_.size()));
+  }
+  std::vector<float*> state(kinds_.size());
+  const int64_t end = offset + length;
+  for (const Segment& seg : segments_[region]) {
+    const int64_t lo = std::max(seg.offset, offset), hi = std::min(seg.offset + seg.length, end);
+    if (lo >= hi) continue;
+    const int64_t at = lo - offset;  // within the chunk
+    for (size_t k = 0; k < kinds_.size(); ++k) state[k] = static_cast<float*>(state_by_kind[k]) + at;
+    OptimizerSegment s;
+    s.param = master + at;
+    s.grad = grads + at;
+    s.state = state;
+    s.n = hi - lo;
+    s.lr = lr * seg.group.lr_mult;
+    s.weight_decay = options_.weight_decay * seg.group.weight_decay_mult;
+    s.step = step;
+    RETURN_IF_ERROR(optimizer_->Update(ctx_, options_, s));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShardedOptimizer::StepRegion(int i, float* master, const float* grads, float lr, int64_t step) {
+  if (!allocate_state_ && !kinds_.empty() && !segments_[i].empty()) {
+    return absl::FailedPreconditionError("the optimizer holds no state buffers (allocate_state false): StepChunk");
+  }
   std::vector<float*> state(kinds_.size());
   for (const Segment& seg : segments_[i]) {
     for (size_t k = 0; k < kinds_.size(); ++k) state[k] = state_[k][i].as<float>() + seg.offset;

@@ -14,7 +14,9 @@
 // State: one buffer per (state kind, region), of the kind's dtype, zeroed,
 // allocated at Create in MemoryCategory::kOptimizerState: the kinds'
 // bytes_per_element summed per region element (8 for AdamW, 4 for SGD with
-// momentum, 0 for plain SGD). Not thread-safe.
+// momentum, 0 for plain SGD) — unless created with allocate_state false,
+// when the caller holds the state and updates by StepChunk. Not
+// thread-safe.
 #ifndef ZEROSHARD_SHARDING_SHARDED_OPTIMIZER_H_
 #define ZEROSHARD_SHARDING_SHARDED_OPTIMIZER_H_
 
@@ -62,7 +64,8 @@ class ShardedOptimizer {
   static absl::StatusOr<std::unique_ptr<ShardedOptimizer>> Create(const OptimizerOptions& options,
                                                                   std::vector<OptimizerRegion> regions,
                                                                   MemoryTracker* tracker,
-                                                                  const kernels::KernelContext& ctx);
+                                                                  const kernels::KernelContext& ctx,
+                                                                  bool allocate_state = true);
 
   // One update of every region: master[i] and grads[i] point at region i's
   // first element (length elements each). `step` is the 1-based count of
@@ -82,7 +85,21 @@ class ShardedOptimizer {
   absl::Status StepRegions(absl::Span<const int> regions, absl::Span<float* const> master,
                            absl::Span<const float* const> grads, float lr, int64_t step);
 
+  // The same update of elements [offset, offset + length) of region
+  // `region` with state held elsewhere (the NVMe tier's staging slots,
+  // docs/offload_streaming.md): master, grads and state_by_kind[k] (one per
+  // state kind, of its dtype) point at element `offset` of the region. The
+  // region's segments are cut to the range; element-wise, so any cut into
+  // ranges gives the bits of one StepRegions. kInvalidArgument for a region
+  // or range out of bounds or a state span of the wrong size.
+  absl::Status StepChunk(int region, int64_t offset, int64_t length, float* master, const float* grads,
+                         absl::Span<void* const> state_by_kind, float lr, int64_t step);
+
   int num_regions() const { return static_cast<int>(regions_.size()); }
+  const OptimizerRegion& region(int i) const { return regions_[i]; }
+  // Whether Create allocated the state buffers (allocate_state); when not,
+  // state() is empty and only StepChunk updates.
+  bool allocates_state() const { return allocate_state_; }
 
   // The state kinds the plug-in keeps for options() (empty for plain SGD),
   // and the buffer of kind `kind` (index into state_kinds()) for region
@@ -108,6 +125,7 @@ class ShardedOptimizer {
   std::vector<OptimizerRegion> regions_;
   std::vector<std::vector<Segment>> segments_;  // per region
   std::vector<std::vector<Buffer>> state_;      // [kind][region]
+  bool allocate_state_ = true;
 };
 
 }  // namespace zeroshard

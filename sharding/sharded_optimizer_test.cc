@@ -1,8 +1,10 @@
 #include "sharding/sharded_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/testing/test_seed.h"
@@ -247,6 +249,78 @@ TEST(ShardedOptimizerTest, ParameterGroupsScaleLrAndWeightDecay) {
       ShardedOptimizer::Create(AdamW(), {{&layout, 0, P, {{1.0f, 1.0f}}}}, &tracker, ctx);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(), "optimizer region of unit 'h.0' has 1 parameter groups, expected 3");
+}
+
+// Streaming (docs/offload_streaming.md): the region updated chunk by chunk
+// through StepChunk with the state held outside the optimizer equals,
+// bitwise, the whole-region StepRegions, for chunk lengths that cut the
+// parameter segments at odd places (and a last chunk shorter than the rest).
+void ExpectChunksMatchWhole(const OptimizerOptions& options) {
+  const uint32_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " " << options.name);
+  std::mt19937 rng(seed);
+  const FlatParamLayout layout = MakeLayout();
+  const int64_t P = layout.padded_numel(), S = layout.shard_numel();
+  const std::vector<ParamGroup> groups = {{1.0f, 0.5f}, {0.0f, 1.0f}, {1.0f, 2.0f}};
+  MemoryTracker tracker;
+  const kernels::KernelContext ctx = kernels::KernelContext::Cpu(1);
+  for (const auto& [begin, length] : std::vector<std::pair<int64_t, int64_t>>{{0, P}, {S, S}, {2 * S, S}}) {
+    for (int64_t chunk : {1, 3, 7, 16, 40}) {
+      SCOPED_TRACE(::testing::Message() << "region [" << begin << ", +" << length << ") chunk " << chunk);
+      auto whole = ShardedOptimizer::Create(options, {{&layout, begin, length, groups}}, &tracker, ctx);
+      ASSERT_TRUE(whole.ok()) << whole.status();
+      auto chunked = ShardedOptimizer::Create(options, {{&layout, begin, length, groups}}, &tracker, ctx,
+                                              /*allocate_state=*/false);
+      ASSERT_TRUE(chunked.ok()) << chunked.status();
+      EXPECT_FALSE((*chunked)->allocates_state());
+      const size_t kinds = (*whole)->state_kinds().size();
+      std::vector<float> w1 = RandomVector(&rng, length), w2 = w1;
+      std::vector<std::vector<float>> state(kinds, std::vector<float>(length, 0.0f));
+      for (int64_t step = 1; step <= 3; ++step) {
+        const std::vector<float> g = RandomVector(&rng, length);
+        float* wp = w1.data();
+        const float* gp = g.data();
+        const int region = 0;
+        ASSERT_TRUE((*whole)->StepRegions({&region, 1}, {&wp, 1}, {&gp, 1}, 1e-2f, step).ok());
+        for (int64_t off = 0; off < length; off += chunk) {
+          const int64_t n = std::min(chunk, length - off);
+          std::vector<void*> st;
+          for (auto& k : state) st.push_back(k.data() + off);
+          ASSERT_TRUE((*chunked)->StepChunk(0, off, n, w2.data() + off, g.data() + off, st, 1e-2f, step).ok());
+        }
+        ASSERT_EQ(0, std::memcmp(w1.data(), w2.data(), length * sizeof(float))) << "step " << step;
+        for (size_t k = 0; k < kinds; ++k) {
+          ASSERT_EQ(0, std::memcmp((*whole)->state(static_cast<int>(k), 0).data(), state[k].data(),
+                                   length * sizeof(float)))
+              << "state kind " << k << " step " << step;
+        }
+      }
+    }
+  }
+}
+
+TEST(ShardedOptimizerTest, ChunksWithExternalStateMatchTheWholeRegionAdamW) { ExpectChunksMatchWhole(AdamW()); }
+TEST(ShardedOptimizerTest, ChunksWithExternalStateMatchTheWholeRegionLion) { ExpectChunksMatchWhole(Lion()); }
+TEST(ShardedOptimizerTest, ChunksWithExternalStateMatchTheWholeRegionSgdMomentum) {
+  ExpectChunksMatchWhole(SgdNesterov());
+}
+
+TEST(ShardedOptimizerTest, StepChunkChecksItsArguments) {
+  const FlatParamLayout layout = MakeLayout();
+  MemoryTracker tracker;
+  auto opt = ShardedOptimizer::Create(AdamW(), {{&layout, 0, 16}}, &tracker, kernels::KernelContext::Cpu(1), false);
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  EXPECT_EQ(tracker.Usage(MemoryCategory::kOptimizerState).current, 0);
+  std::vector<float> w(16), g(16), m(16), v(16);
+  std::vector<void*> st = {m.data(), v.data()};
+  EXPECT_EQ((*opt)->StepChunk(0, 10, 7, w.data(), g.data(), st, 1e-2f, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*opt)->StepChunk(1, 0, 1, w.data(), g.data(), st, 1e-2f, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*opt)->StepChunk(0, 0, 1, w.data(), g.data(), {st.data(), 1}, 1e-2f, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  float* wp = w.data();
+  const float* gp = g.data();
+  EXPECT_EQ((*opt)->Step({&wp, 1}, {&gp, 1}, 1e-2f, 1).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

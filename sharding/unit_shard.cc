@@ -15,7 +15,7 @@ namespace zeroshard {
 absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayout* layout, const ZeroPolicy& zero,
                                                              Communicator* dp, MemoryTracker* tracker,
                                                              DType compute_dtype, const kernels::KernelContext& kernels,
-                                                             bool trainable) {
+                                                             bool trainable, bool resident_master) {
   if (compute_dtype != DType::kF32 && compute_dtype != DType::kBF16 && compute_dtype != DType::kF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("compute dtype is ", DTypeName(compute_dtype), ", expected f32, bf16 or f16"));
@@ -40,8 +40,11 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
   const Device d = u->device_;
   ASSIGN_OR_RETURN(u->params_, Buffer::AllocateZeroed(tracker, MemoryCategory::kParams, d, compute_dtype,
                                                 zero.shards_params() ? S : P));
-  ASSIGN_OR_RETURN(u->master_, Buffer::AllocateZeroed(tracker, MemoryCategory::kMasterParams, d, DType::kF32,
-                                                zero.shards_master() ? S : P));
+  u->master_numel_ = zero.shards_master() ? S : P;
+  if (resident_master) {
+    ASSIGN_OR_RETURN(u->master_, Buffer::AllocateZeroed(tracker, MemoryCategory::kMasterParams, d, DType::kF32,
+                                                        u->master_numel_));
+  }
   if (!trainable) {
     // Frozen: no gradients at any stage.
   } else if (!zero.shards_grads()) {
@@ -201,8 +204,30 @@ absl::Status UnitShard::CopyMasterTo(void* dst) {
   return kernels::Cast(kernels_, dst, compute_dtype_, master_.data(), DType::kF32, master_.numel());
 }
 
+absl::Status UnitShard::RoundMasterRange(int64_t offset, int64_t length, const float* master) {
+  if (offset < 0 || length < 0 || offset + length > master_numel_) {
+    return absl::OutOfRangeError(absl::StrCat("unit '", layout_->unit_name(), "': master range [", offset, ", ",
+                                              offset + length, ") outside its ", master_numel_, " elements"));
+  }
+  if (length == 0) return absl::OkStatus();
+  char* base = static_cast<char*>(zero_.shards_master() ? param_shard() : params_.data());
+  return kernels::Cast(kernels_, base + offset * static_cast<int64_t>(DTypeSize(compute_dtype_)), compute_dtype_,
+                       master, DType::kF32, length);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> UnitShard::PublishRounded() {
+  const int64_t S = layout_->shard_numel();
+  if (!zero_.shards_master() || !zero_.publishes_by_all_gather() || S == 0) return std::unique_ptr<Work>();
+  return dp_->AllGather(param_shard(), params_.data(), S, compute_dtype_);
+}
+
 absl::StatusOr<std::unique_ptr<Work>> UnitShard::PublishMaster() {
   const int64_t S = layout_->shard_numel();
+  if (!resident_master()) {
+    return absl::FailedPreconditionError(absl::StrCat("unit '", layout_->unit_name(),
+                                                      "': the master is not resident; round it by range "
+                                                      "(RoundMasterRange) and PublishRounded"));
+  }
   if (!zero_.shards_master()) {
     RETURN_IF_ERROR(CopyMasterTo(params_.data()));
     return std::unique_ptr<Work>();

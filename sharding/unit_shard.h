@@ -51,7 +51,7 @@ class UnitShard {
   static absl::StatusOr<std::unique_ptr<UnitShard>> Create(
       const FlatParamLayout* layout, const ZeroPolicy& zero, Communicator* dp, MemoryTracker* tracker,
       DType compute_dtype = DType::kF32, const kernels::KernelContext& kernels = kernels::KernelContext::Cpu(1),
-      bool trainable = true);
+      bool trainable = true, bool resident_master = true);
 
   const FlatParamLayout& layout() const { return *layout_; }
   const ZeroPolicy& zero() const { return zero_; }
@@ -62,8 +62,12 @@ class UnitShard {
   // The region of the flat buffer the master copy, the optimizer and the
   // reduced gradient cover: [0, P) for stage 0, this rank's shard otherwise.
   int64_t master_begin() const { return zero_.shards_master() ? layout_->ShardBegin(rank_) : 0; }
-  int64_t master_numel() const { return master_.numel(); }
-  float* master() { return master_.as<float>(); }
+  int64_t master_numel() const { return master_numel_; }
+  // Null when the master is not resident (Create's resident_master false:
+  // it lives on the NVMe tier, docs/offload_streaming.md); master_numel()
+  // is its length either way.
+  float* master() { return master_.empty() ? nullptr : master_.as<float>(); }
+  bool resident_master() const { return !master_.empty() || master_numel_ == 0; }
 
   // The compute-dtype parameters of the rank's shard (stage 3's shard
   // buffer, else the slice of the full buffer).
@@ -120,6 +124,17 @@ class UnitShard {
   // Returns null Work when nothing was issued.
   absl::StatusOr<std::unique_ptr<Work>> PublishMaster();
 
+  // Streaming (docs/offload_streaming.md): rounds `length` master elements
+  // (`master` points at element `offset` of the master region, on the
+  // shard's device) into the compute parameters of the same elements —
+  // what PublishMaster's rounding does, for a range. kOutOfRange for a
+  // range outside [0, master_numel()).
+  absl::Status RoundMasterRange(int64_t offset, int64_t length, const float* master);
+  // The rest of PublishMaster once every range was rounded: stages 1-2
+  // issue the in-place all-gather (returned Work must be waited); stages 0
+  // and 3 have nothing left (null Work).
+  absl::StatusOr<std::unique_ptr<Work>> PublishRounded();
+
  private:
   enum class GatherState { kReleased, kInFlight, kGathered };
   UnitShard() = default;
@@ -155,6 +170,7 @@ class UnitShard {
   int64_t gathers_ = 0;
   Timeline* timeline_ = nullptr;
   Buffer master_;
+  int64_t master_numel_ = 0;
   Buffer full_grads_;
   Buffer grad_shard_;
 };

@@ -1,5 +1,7 @@
 #include "sharding/unit_shard.h"
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -165,6 +167,43 @@ TEST(UnitShardTest, RejectsIntegerComputeDtype) {
     absl::Status s = UnitShard::Create(&layout, *ZeroPolicy::ForStage(2), comm, &tracker, DType::kI32).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(s.message(), "compute dtype is i32, expected f32, bf16 or f16");
+  });
+}
+
+// Streaming: without a resident master, RoundMasterRange over chunks then
+// PublishRounded leaves every rank with the parameters PublishMaster gives.
+TEST(UnitShardTest, RoundMasterRangeThenPublishRoundedEqualsPublishMaster) {
+  const FlatParamLayout layout = Layout();
+  OnTwoRanks([&](int rank, Communicator* comm) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      MemoryTracker tracker;
+      const ZeroPolicy zero = *ZeroPolicy::ForStage(stage);
+      auto ref = *UnitShard::Create(&layout, zero, comm, &tracker, DType::kBF16);
+      auto streamed = *UnitShard::Create(&layout, zero, comm, &tracker, DType::kBF16, kernels::KernelContext::Cpu(1),
+                                         true, /*resident_master=*/false);
+      ASSERT_EQ(streamed->master(), nullptr);
+      ASSERT_EQ(streamed->master_numel(), ref->master_numel());
+      EXPECT_EQ(streamed->PublishMaster().status().code(), absl::StatusCode::kFailedPrecondition);
+      const int64_t n = ref->master_numel();
+      std::vector<float> master(n);
+      for (int64_t i = 0; i < n; ++i) master[i] = 0.001f * static_cast<float>((i + 1) * (rank + 3)) + 1.0f / 3.0f;
+      std::copy(master.begin(), master.end(), ref->master());
+      auto w = ref->PublishMaster();
+      ASSERT_TRUE(w.ok()) << w.status();
+      if (*w != nullptr) ASSERT_TRUE((*w)->Wait().ok());
+      for (int64_t off = 0; off < n; off += 5) {
+        ASSERT_TRUE(streamed->RoundMasterRange(off, std::min<int64_t>(5, n - off), master.data() + off).ok());
+      }
+      EXPECT_EQ(streamed->RoundMasterRange(n - 1, 2, master.data()).code(), absl::StatusCode::kOutOfRange);
+      auto w2 = streamed->PublishRounded();
+      ASSERT_TRUE(w2.ok()) << w2.status();
+      EXPECT_EQ(*w2 != nullptr, stage == 1 || stage == 2) << stage;
+      if (*w2 != nullptr) ASSERT_TRUE((*w2)->Wait().ok());
+      const int64_t bytes = (stage == 3 ? layout.shard_numel() : layout.padded_numel()) * 2;
+      const void* a = stage == 3 ? ref->param_shard() : ref->full_params();
+      const void* b = stage == 3 ? streamed->param_shard() : streamed->full_params();
+      EXPECT_EQ(0, std::memcmp(a, b, bytes)) << "stage " << stage;
+    }
   });
 }
 

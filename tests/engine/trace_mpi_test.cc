@@ -150,7 +150,7 @@ TEST_P(TraceTest, OneFileFromEveryRankWithTheWindowNestedAndAligned) {
     }
     if (e["ph"] == "C") {
       ++counters;
-      EXPECT_EQ(e["args"].size(), 7u);
+      EXPECT_EQ(e["args"].size(), static_cast<size_t>(kNumMemoryCategories));
       EXPECT_GT(e["args"]["master_params"].get<int64_t>(), 0);
     }
     if (e["ph"] == "X") ++x_events;

@@ -1,0 +1,326 @@
+// The NVMe tier under mpirun (docs/offload_streaming.md): optimizer state
+// and master weights streamed through the step program's LOAD/STORE
+// actions train to bitwise the same parameters, masters and optimizer
+// state as the same run with everything resident — ZeRO 0-3 over 3 ranks
+// (an odd world: shards that do not divide the units), AdamW and Lion,
+// dp 1 x pp 2 over 2 ranks — checkpoints saved offloaded resume exactly
+// (offloaded or not), and I/O faults fail on every rank with a named error.
+//
+// GPT-2 tiny (engine/testing/tiny_gpt2.h); buffer_bytes 12288 makes chunks
+// of 1024 elements, so the larger units stream in several chunks through 2
+// slots, the last chunk of each region shorter.
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "checkpoint/engine_checkpoint.h"
+#include "comm/process_grid.h"
+#include "engine/engine.h"
+#include "engine/engine_impl.h"
+#include "engine/state_view.h"
+#include "engine/testing/global_batch.h"
+#include "engine/testing/mpi_grids.h"
+#include "engine/testing/tiny_gpt2.h"
+#include "gtest/gtest.h"
+#include "models/gpt2/gpt2.h"
+#include "models/gpt2/gpt2_registration.h"
+
+namespace zeroshard {
+namespace {
+
+constexpr int kSteps = 4;
+constexpr uint64_t kSeed = 11;
+
+struct Offload {
+  bool state = false;
+  bool master = false;
+};
+
+std::string TmpDir() {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return t != nullptr ? t : "/tmp";
+}
+
+EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false) {
+  EngineConfig c;
+  c.mutable_zero()->set_stage(stage);
+  c.mutable_zero()->set_bucket_bytes(8192);
+  c.mutable_parallel()->set_dp(dp);
+  c.mutable_parallel()->set_pp(pp);
+  if (pp > 1) c.set_gradient_accumulation_steps(2);
+  if (lion) {
+    c.mutable_optimizer()->set_type(OptimizerConfig::LION);
+    c.mutable_optimizer()->set_lr(1e-4);
+  } else {
+    c.mutable_optimizer()->set_lr(1e-3);
+    c.mutable_optimizer()->set_eps(1e-6);
+  }
+  c.mutable_optimizer()->set_weight_decay(0.1);
+  c.mutable_optimizer()->set_grad_clip(1.0);
+  c.mutable_lr_schedule()->set_type(LrScheduleConfig::WARMUP_COSINE);
+  c.mutable_lr_schedule()->set_warmup_steps(2);
+  c.mutable_lr_schedule()->set_decay_steps(2 * kSteps);
+  c.mutable_lr_schedule()->set_min_lr(1e-5);
+  c.mutable_device()->set_threads_per_rank(1);
+  c.set_seed(kSeed);
+  OffloadConfig& o = *c.mutable_offload();
+  if (off.state) o.set_optimizer_state(NVME);
+  if (off.master) o.set_master_weights(NVME);
+  o.set_nvme_dir(TmpDir());
+  o.set_buffer_count(2);
+  o.set_buffer_bytes(12288);
+  o.set_queue_depth(4);
+  return c;
+}
+
+TrainConfig AsTrainConfig(const EngineConfig& e) {
+  TrainConfig t;
+  const Gpt2Config m = TinyGpt2();
+  t.mutable_model()->set_n_layer(m.n_layer);
+  t.mutable_model()->set_n_head(m.n_head);
+  t.mutable_model()->set_n_embd(m.n_embd);
+  t.mutable_model()->set_vocab_size(m.vocab_size);
+  t.mutable_model()->set_seq_len(m.seq_len);
+  *t.mutable_engine() = e;
+  return t;
+}
+
+// Every present kind of every unit of this rank, as bytes.
+std::vector<std::vector<char>> State(const Engine& engine) {
+  const EngineStateView& view = engine.state();
+  std::vector<std::vector<char>> out;
+  for (int u = 0; u < view.num_units(); ++u) {
+    for (int k = 0; k < view.num_kinds(); ++k) {
+      const StateRegion r = view.region(u, k);
+      std::vector<char> bytes(static_cast<size_t>(r.bytes));
+      if (r.present && r.length > 0) {
+        absl::Status s = view.Read(u, k, 0, r.length, bytes.data());
+        EXPECT_TRUE(s.ok()) << s;
+      }
+      out.push_back(std::move(bytes));
+    }
+  }
+  return out;
+}
+
+void ExpectSameState(const Engine& a, const Engine& b, const std::string& what) {
+  const std::vector<std::vector<char>> x = State(a), y = State(b);
+  ASSERT_EQ(x.size(), y.size());
+  const int kinds = a.state().num_kinds();
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_TRUE(x[i] == y[i]) << what << ": unit " << i / kinds << " kind '" << a.state().kinds()[i % kinds].name
+                              << "' differs";
+  }
+}
+
+struct TrainRun {
+  std::unique_ptr<Engine> engine;
+  std::vector<HostBatch> batches;
+  std::vector<StepResult> results;
+
+  absl::Status Steps(int n) {
+    const std::vector<Batch> views = Views(batches);
+    for (int s = 0; s < n; ++s) {
+      absl::StatusOr<StepResult> r = engine->TrainStep(views);
+      if (!r.ok()) return r.status();
+      results.push_back(*r);
+    }
+    return absl::OkStatus();
+  }
+};
+
+TrainRun MakeRun(const EngineConfig& config, ProcessGrid& grid) {
+  TrainRun run;
+  auto model = BuildGpt2(TinyGpt2());
+  EXPECT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(config, &grid, std::move(model).value());
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return run;
+  run.engine = std::move(*engine);
+  const int dp = config.parallel().dp(), k = config.gradient_accumulation_steps();
+  const int rows = 6 * dp * k;
+  const std::vector<int32_t> tokens = RandomTokens(5, rows, TinyGpt2().seq_len, TinyGpt2().vocab_size);
+  run.batches = MicroBatchesForRank(tokens, rows, TinyGpt2().seq_len, dp, k, grid.dp_rank());
+  return run;
+}
+
+// Offloaded and resident runs of the same config: every step's loss and
+// norm, and at the end every kind of every unit, bitwise equal; the
+// offloaded run read and wrote every step.
+void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const std::string& what) {
+  SCOPED_TRACE(what);
+  ProcessGrid& grid = CachedGrid({dp, 1, pp});
+  TrainRun resident = MakeRun(Config(stage, dp, pp, Offload(), lion), grid);
+  TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion), grid);
+  ASSERT_NE(resident.engine, nullptr);
+  ASSERT_NE(streamed.engine, nullptr);
+  ASSERT_FALSE(streamed.engine->train_program().chunks.empty());
+  ExpectSameState(*resident.engine, *streamed.engine, "after Create");
+  ASSERT_TRUE(resident.Steps(kSteps).ok());
+  absl::Status s = streamed.Steps(kSteps);
+  ASSERT_TRUE(s.ok()) << s;
+  for (int i = 0; i < kSteps; ++i) {
+    EXPECT_EQ(std::memcmp(&resident.results[i].loss, &streamed.results[i].loss, sizeof(float)), 0) << "step " << i;
+    EXPECT_EQ(std::memcmp(&resident.results[i].grad_norm, &streamed.results[i].grad_norm, sizeof(float)), 0);
+    EXPECT_GT(streamed.results[i].io.read_bytes, 0) << "step " << i;
+    EXPECT_GT(streamed.results[i].io.write_bytes, 0) << "step " << i;
+    EXPECT_EQ(resident.results[i].io.read_bytes, 0);
+  }
+  ExpectSameState(*resident.engine, *streamed.engine, absl::StrCat("after ", kSteps, " steps"));
+  if (off.state) {
+    EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kOptimizerState).current, 0);
+  }
+  if (off.master) {
+    EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kMasterParams).current, 0);
+  }
+  EXPECT_GT(streamed.engine->memory().Usage(MemoryCategory::kOffloadStaging).current, 0);
+}
+
+bool DataParallelWorld3() { return MpiWorldSize() == 3; }
+
+TEST(OffloadMpiTest, OptimizerStateOnNvmeIsBitwiseEqualAtStages0To3) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  for (int stage = 0; stage <= 3; ++stage) {
+    ExpectOffloadExact(stage, 3, 1, {true, false}, false, absl::StrCat("optimizer state, ZeRO ", stage));
+  }
+}
+
+TEST(OffloadMpiTest, BothClassesOnNvmeAtStage3AdamWAndLion) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ExpectOffloadExact(3, 3, 1, {true, true}, false, "both, ZeRO 3, AdamW");
+  ExpectOffloadExact(3, 3, 1, {true, true}, true, "both, ZeRO 3, Lion");
+  ExpectOffloadExact(1, 3, 1, {false, true}, false, "master only, ZeRO 1");
+}
+
+TEST(OffloadMpiTest, BothClassesOnNvmeUnderAPipeline) {
+  if (MpiWorldSize() != 2) GTEST_SKIP() << "runs on 2 ranks (dp 1 x pp 2)";
+  ExpectOffloadExact(1, 1, 2, {true, true}, false, "both, dp 1 x pp 2, ZeRO 1");
+}
+
+TEST(OffloadMpiTest, FilesStartZeroedAndTheStateViewReadsAndWritesRanges) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  TrainRun run = MakeRun(Config(0, 3, 1, {true, true}), CachedGrid({3, 1, 1}));
+  ASSERT_NE(run.engine, nullptr);
+  EngineStateView& view = run.engine->state();
+  const int exp_avg = view.FindKind("exp_avg");
+  ASSERT_GE(exp_avg, 0);
+  for (int u = 0; u < view.num_units(); ++u) {
+    const StateRegion r = view.region(u, exp_avg);
+    if (!r.present || r.length == 0) continue;
+    EXPECT_EQ(view.data(u, exp_avg), nullptr);
+    EXPECT_EQ(view.data(u, EngineStateView::kMaster), nullptr);
+    std::vector<float> m(static_cast<size_t>(r.length), 1.0f);
+    ASSERT_TRUE(view.Read(u, exp_avg, 0, r.length, m.data()).ok());
+    for (float x : m) ASSERT_EQ(x, 0.0f) << "unit " << u;
+    // An odd range across a 1024-element window.
+    const int64_t off = std::min<int64_t>(1000, r.length / 3), n = std::min<int64_t>(100, r.length - off);
+    std::vector<float> in(static_cast<size_t>(n)), back(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) in[i] = 0.5f + static_cast<float>(i);
+    ASSERT_TRUE(view.Write(u, exp_avg, off, n, in.data()).ok());
+    ASSERT_TRUE(view.Read(u, exp_avg, 0, r.length, m.data()).ok());
+    for (int64_t i = 0; i < r.length; ++i) {
+      ASSERT_EQ(m[i], i >= off && i < off + n ? in[i - off] : 0.0f) << "unit " << u << " element " << i;
+    }
+  }
+}
+
+TEST(OffloadMpiTest, ResumeFromACheckpointSavedOffloaded) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  const EngineConfig streamed = Config(2, 3, 1, {true, true}), resident = Config(2, 3, 1, Offload());
+  TrainRun whole = MakeRun(streamed, grid);
+  ASSERT_NE(whole.engine, nullptr);
+  ASSERT_TRUE(whole.Steps(2 * kSteps).ok());
+  TrainRun first = MakeRun(streamed, grid);
+  ASSERT_TRUE(first.Steps(kSteps).ok());
+  const std::string root = absl::StrCat(TmpDir(), "/offload_resume");
+  absl::Status saved = SaveCheckpoint(*first.engine, root, kSteps, Gpt2RunRecord(AsTrainConfig(streamed)), {0, 0});
+  ASSERT_TRUE(saved.ok()) << saved;
+  for (const auto& [config, what] : {std::pair<EngineConfig, const char*>{streamed, "offloaded"}, {resident, "resident"}}) {
+    SCOPED_TRACE(what);
+    TrainRun resumed = MakeRun(config, grid);
+    ASSERT_NE(resumed.engine, nullptr);
+    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*resumed.engine, root);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ASSERT_TRUE(resumed.Steps(kSteps).ok());
+    for (int i = 0; i < kSteps; ++i) {
+      EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].loss, &resumed.results[i].loss, sizeof(float)), 0) << i;
+    }
+    ExpectSameState(*whole.engine, *resumed.engine, absl::StrCat("resumed ", what));
+  }
+}
+
+TEST(OffloadMpiTest, ATruncatedFileFailsTheNextStepOnEveryRank) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  TrainRun run = MakeRun(Config(1, 3, 1, {true, false}), grid);
+  ASSERT_NE(run.engine, nullptr);
+  ASSERT_TRUE(run.Steps(2).ok());
+  OffloadStore* store = dynamic_cast<EngineImpl&>(*run.engine).offload_store();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Drain().ok());
+  int truncated = 0;
+  if (grid.dp_rank() == 0) {
+    // The file is anonymous: its descriptor is the one whose /proc/self/fd
+    // link names file_path.
+    const std::string path = store->io().file_path(store->state_file());
+    for (int fd = 0; fd < 4096 && truncated == 0; ++fd) {
+      char target[4096];
+      const ssize_t n = ::readlink(absl::StrCat("/proc/self/fd/", fd).c_str(), target, sizeof(target) - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      const std::string link = target;
+      if (link == path || (absl::StartsWith(path, "/proc/self/fd/") && path == absl::StrCat("/proc/self/fd/", fd))) {
+        truncated = ::ftruncate(fd, 0) == 0 ? 1 : 0;
+      }
+    }
+  }
+  ASSERT_TRUE(grid.control(GridAxis::kDp).AllReduce(&truncated, 1, DType::kI32, ReduceOp::kSum)->Wait().ok());
+  ASSERT_EQ(truncated, 1) << "rank 0 could not truncate its optimizer_state file";
+  absl::Status s = run.Steps(1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "NVMe offload I/O")) << s;
+  if (grid.dp_rank() == 0) {
+    EXPECT_TRUE(absl::StrContains(s.message(), "optimizer_state")) << s;
+  }
+  // The engine is broken after a failed step, on every rank alike.
+  EXPECT_FALSE(run.Steps(1).ok());
+}
+
+TEST(OffloadMpiTest, AFullDiskFailsAtCreationOnEveryRank) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  // Every rank its own 4 KiB tmpfs; where mounting is refused, every rank
+  // skips (agreed, so that none is left in Create's collectives).
+  // Under /tmp, not the test's directory: a mount left behind by a crash
+  // must not sit inside the build tree.
+  std::string dir = "/tmp/zs_offload_full_XXXXXX";
+  const bool made = ::mkdtemp(dir.data()) != nullptr;
+  const bool mounted = made && ::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=4k") == 0;
+  const std::string why = mounted ? "" : std::strerror(errno);
+  int32_t failed = mounted ? 0 : 1;
+  ASSERT_TRUE(grid.control(GridAxis::kDp).AllReduce(&failed, 1, DType::kI32, ReduceOp::kSum)->Wait().ok());
+  if (failed != 0) {
+    if (mounted) ::umount(dir.c_str());
+    GTEST_SKIP() << "cannot mount a small tmpfs here (" << (mounted ? "another rank" : why) << "; needs root)";
+  }
+  EngineConfig config = Config(1, 3, 1, {true, true});
+  config.mutable_offload()->set_nvme_dir(dir);
+  auto model = BuildGpt2(TinyGpt2());
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(config, &grid, std::move(model).value());
+  ::umount2(dir.c_str(), MNT_DETACH);
+  ::rmdir(dir.c_str());
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kResourceExhausted) << engine.status();
+}
+
+}  // namespace
+}  // namespace zeroshard
