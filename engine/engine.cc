@@ -284,9 +284,16 @@ absl::Status EngineImpl::CheckMemory() {
   in.cpu_threads = kernels::CpuThreadsOrDefault(res_.options.threads_per_rank);
   // The micro-batch shape comes with the first step: activations are not
   // counted here (check-config counts them).
+  if (res_.options.offload.any_nvme()) {
+    // Refused before any file is created: a missing, read-only or too
+    // small directory, and a RAM-backed one counts as memory.
+    ASSIGN_OR_RETURN(in.nvme_filesystem, InspectFilesystem(res_.options.offload.nvme_dir));
+  }
   ASSIGN_OR_RETURN(memory_plan_, PlanMemory(in));
   ASSIGN_OR_RETURN(memory_limit_, ResolveMemoryLimit(res_.options, RanksOnHost()));
-  return CheckMemoryPlan(memory_plan_, memory_limit_);
+  RETURN_IF_ERROR(CheckMemoryPlan(memory_plan_, memory_limit_));
+  if (!res_.options.offload.any_nvme()) return absl::OkStatus();
+  return CheckOffloadDirectory(memory_plan_, res_.options.offload.nvme_dir, in.nvme_filesystem, RanksOnHost());
 }
 
 absl::Status EngineImpl::Allocate() {
