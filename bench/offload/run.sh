@@ -58,21 +58,26 @@ echo
   exit 1
 }
 rss_kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tmp/train.err")
-python3 - "$tmp/metrics.jsonl" "$rss_kib" <<'PY'
-import json, sys
+planned=$("$cli" check-config "$config" --world-size 1 --set engine.offload.nvme_dir="$dir" |
+  awk '/resident peak/ {print $3}')
+python3 - "$tmp/metrics.jsonl" "$rss_kib" "$planned" "$tmp/raw.md" <<'PY'
+import json, re, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 steps = [l for l in lines if "step" in l and "io" in l]
 rss = int(sys.argv[2]) * 1024
-print("| step | loss | s/step | read GB | written GB | read+write GB/s |")
-print("|---|---|---|---|---|---|")
+# Raw sequential O_DIRECT figures of this run (the last column of each table).
+raw = [float(m) for m in re.findall(r"\| 16 MiB \|.*\| ([0-9.]+) \|\n", open(sys.argv[4]).read())]
+raw_write, raw_read = (raw + [0, 0])[:2]
+print("| step | loss | s/step | read GB | written GB | I/O busy s | raw-bandwidth time for those bytes, s | raw time / step |")
+print("|---|---|---|---|---|---|---|---|")
 for s in steps:
     io = s["io"]
     sec = s.get("step_ms", 0) / 1000
-    gbps = (io["read_bytes"] + io["write_bytes"]) / 1e9 / sec if sec else 0
-    print(f"| {s['step']} | {s['loss']:.4f} | {sec:.1f} | {io['read_bytes']/1e9:.2f} | {io['write_bytes']/1e9:.2f} | {gbps:.2f} |")
-plan = [l for l in lines if "memory_plan" in l]
-planned = plan[-1]["memory_plan"].get("planned_resident", 0) if plan else 0
+    raw_s = io["read_bytes"] / 1e9 / raw_read + io["write_bytes"] / 1e9 / raw_write if raw_read and raw_write else 0
+    print(f"| {s['step']} | {s['loss']:.4f} | {sec:.1f} | {io['read_bytes']/1e9:.2f} | {io['write_bytes']/1e9:.2f} | "
+          f"{io['busy_ms']/1000:.1f} | {raw_s:.1f} | {raw_s/sec:.2f} |")
+planned = int(sys.argv[3] or 0)
 print()
-print(f"peak RSS {rss/2**30:.2f} GiB; planned resident {planned/2**30:.2f} GiB"
+print(f"peak RSS {rss/2**30:.2f} GiB; planned resident peak (check-config) {planned/2**30:.2f} GiB"
       + (f" (measured/plan {rss/planned:.3f})" if planned else ""))
 PY
