@@ -109,15 +109,19 @@ void OffloadStore::Fail(const absl::Status& s, const std::string& what) {
   status_ = absl::Status(s.code(), absl::StrCat("offload I/O (", what, "): ", s.message()));
 }
 
-void OffloadStore::Load(int chunk) {
+void OffloadStore::Issue(int chunk, bool write) {
   if (!status_.ok()) return;
+  std::vector<IoTicket>& tickets = write ? stores_[chunk] : loads_[chunk];
   for (const Piece& p : Pieces(chunk)) {
-    absl::StatusOr<IoTicket> t = io_->Read(p.file, p.offset, p.slot, p.bytes);
-    if (!t.ok()) return Fail(t.status(), absl::StrCat("LOAD chunk ", chunk));
-    loads_[chunk].push_back(*t);
+    absl::StatusOr<IoTicket> t = write ? io_->Write(p.file, p.offset, p.slot, p.bytes)
+                                       : io_->Read(p.file, p.offset, p.slot, p.bytes);
+    if (!t.ok()) return Fail(t.status(), absl::StrCat(write ? "STORE" : "LOAD", " chunk ", chunk));
+    tickets.push_back(*t);
   }
   io_->Flush();
 }
+
+void OffloadStore::Load(int chunk) { Issue(chunk, /*write=*/false); }
 
 absl::Status OffloadStore::WaitTickets(std::vector<IoTicket>* tickets) {
   absl::Status first;
@@ -134,15 +138,7 @@ void OffloadStore::WaitLoad(int chunk) {
   Fail(s, absl::StrCat("WAIT_LOAD chunk ", chunk));
 }
 
-void OffloadStore::Store(int chunk) {
-  if (!status_.ok()) return;
-  for (const Piece& p : Pieces(chunk)) {
-    absl::StatusOr<IoTicket> t = io_->Write(p.file, p.offset, p.slot, p.bytes);
-    if (!t.ok()) return Fail(t.status(), absl::StrCat("STORE chunk ", chunk));
-    stores_[chunk].push_back(*t);
-  }
-  io_->Flush();
-}
+void OffloadStore::Store(int chunk) { Issue(chunk, /*write=*/true); }
 
 void OffloadStore::WaitStore(int chunk) {
   absl::Status s = WaitTickets(&stores_[chunk]);

@@ -115,6 +115,8 @@ class OffloadStore {
     int64_t bytes;
   };
   std::vector<Piece> Pieces(int chunk);
+  // Queues the reads (LOAD) or writes (STORE) of every piece of `chunk`.
+  void Issue(int chunk, bool write);
   void Fail(const absl::Status& s, const std::string& what);
   absl::Status WaitTickets(std::vector<IoTicket>* tickets);
   absl::Status EnsureBounce();
