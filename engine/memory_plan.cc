@@ -152,8 +152,6 @@ int64_t StepGradBytes(const StepPlan& plan, const EngineOptions& o) {
   return total;
 }
 
-std::string Bytes(int64_t b) { return FormatGiB(b); }
-
 // Decimal gigabytes for the files (what df prints).
 std::string DiskGB(int64_t b) { return absl::StrFormat("%.1f GB", static_cast<double>(b) / 1e9); }
 
@@ -363,15 +361,15 @@ absl::Status CheckMemoryPlan(const MemoryPlan& plan, int64_t limit_bytes) {
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> largest;
   for (size_t i = 0; i < consumers.size() && i < 3; ++i) {
-    largest.push_back(absl::StrCat(PlanCategoryName(consumers[i].second), " ", Bytes(consumers[i].first)));
+    largest.push_back(absl::StrCat(PlanCategoryName(consumers[i].second), " ", FormatGiB(consumers[i].first)));
   }
-  const std::string needs = absl::StrCat("rank ", plan.rank, " needs ", Bytes(resident), " resident, limit ",
-                                         Bytes(limit_bytes), "; largest: ", absl::StrJoin(largest, ", "));
+  const std::string needs = absl::StrCat("rank ", plan.rank, " needs ", FormatGiB(resident), " resident, limit ",
+                                         FormatGiB(limit_bytes), "; largest: ", absl::StrJoin(largest, ", "));
   const MemoryPlan floor = plan.Floor();
   if (floor.resident_bytes() > limit_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("memory plan exceeds the limit: the limit is below the plan's floor "
                                                      "(every state class offloaded: ",
-                                                     Bytes(floor.resident_bytes()), "); ", needs));
+                                                     FormatGiB(floor.resident_bytes()), "); ", needs));
   }
   // What validation accepts: optimizer_state, then master_weights, on NVME.
   OffloadOptions tiers;
@@ -388,13 +386,13 @@ absl::Status CheckMemoryPlan(const MemoryPlan& plan, int64_t limit_bytes) {
     if (candidate.resident_bytes() <= limit_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "memory plan exceeds the limit: ", needs, "; set ", absl::StrJoin(set, " and "), " (needs ",
-          Bytes(candidate.resident_bytes()), " resident, ", DiskGB(candidate.nvme_bytes()), " in nvme_dir)"));
+          FormatGiB(candidate.resident_bytes()), " resident, ", DiskGB(candidate.nvme_bytes()), " in nvme_dir)"));
     }
   }
   return absl::ResourceExhaustedError(absl::StrCat("memory plan exceeds the limit: ", needs,
                                                    "; no offload setting this engine supports fits (the floor, "
                                                    "every state class offloaded, is ",
-                                                   Bytes(floor.resident_bytes()), ")"));
+                                                   FormatGiB(floor.resident_bytes()), ")"));
 }
 
 absl::Status CheckOffloadDirectory(const MemoryPlan& plan, const std::string& dir, const FilesystemInfo& fs,
