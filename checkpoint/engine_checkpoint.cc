@@ -299,8 +299,9 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     std::vector<float> zeros;  // a frozen unit's optimizer state
     // Named by this rank's (pp, dp, tp) coordinates; its index in the
     // manifest is its world (control) rank.
-    // On a GPU each region is copied to the host before it is written.
-    std::vector<PinnedHostBuffer> host_copies;
+    // On a GPU, or on the NVMe tier, each region is copied to the host before
+    // it is written: one (unit, kind) at a time, never a whole state class.
+    PinnedHostBuffer host_copy;
     ASSIGN_OR_RETURN(mine, WriteShardFile(tmp_dir, pp_rank, dp_rank, at.tp_rank, step, saved, kinds,
                                           [&](int u, int k) -> absl::StatusOr<const float*> {
                                             const StateRegion master = RegionOf(view, u, kKindMaster);
@@ -312,12 +313,13 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
                                               base = zeros.data();
                                             } else if (device != Device::kCpu || view.data(u, kind) == nullptr) {
                                               // A GPU's, or the NVMe tier's (no resident copy).
-                                              ASSIGN_OR_RETURN(PinnedHostBuffer copy,
-                                                               PinnedHostBuffer::Allocate(numel * sizeof(float)));
-                                              host_copies.push_back(std::move(copy));
-                                              RETURN_IF_ERROR(view.Read(u, kind, 0, master.length,
-                                                                        host_copies.back().data()));
-                                              base = host_copies.back().as<float>();
+                                              if (host_copy.bytes() < numel * sizeof(float)) {
+                                                host_copy = PinnedHostBuffer();  // the old block goes first
+                                                ASSIGN_OR_RETURN(host_copy,
+                                                                 PinnedHostBuffer::Allocate(numel * sizeof(float)));
+                                              }
+                                              RETURN_IF_ERROR(view.Read(u, kind, 0, master.length, host_copy.data()));
+                                              base = host_copy.as<float>();
                                             } else {
                                               base = static_cast<const float*>(view.data(u, kind));
                                             }

@@ -254,24 +254,46 @@ absl::StatusOr<std::string> EncodeSafetensorsHeader(const std::vector<Safetensor
   return out;
 }
 
-absl::StatusOr<SafetensorsWriteResult> WriteSafetensors(const std::string& path,
-                                                        const std::vector<SafetensorsTensorData>& tensors,
-                                                        const std::map<std::string, std::string>& metadata) {
+absl::StatusOr<SafetensorsWriteResult> WriteSafetensorsStreamed(
+    const std::string& path, const std::vector<SafetensorsTensorData>& tensors,
+    const std::map<std::string, std::string>& metadata,
+    absl::FunctionRef<absl::StatusOr<const void*>(size_t tensor)> data_of) {
   SafetensorsWriteResult result;
   ASSIGN_OR_RETURN(std::string header, EncodeSafetensorsHeader(tensors, metadata, &result.tensors));
   result.header_bytes = static_cast<int64_t>(header.size()) - 8;
   result.header_crc32c = Crc32c(header);
-  std::vector<absl::string_view> pieces = {header};
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const SafetensorsTensorInfo& t = result.tensors[i];
-    absl::string_view bytes(static_cast<const char*>(tensors[i].data), static_cast<size_t>(t.data_end - t.data_begin));
-    if (bytes.empty()) bytes = absl::string_view();
-    result.tensor_crc32c.push_back(Crc32c(bytes));
-    pieces.push_back(bytes);
-  }
-  RETURN_IF_ERROR(WriteFileDurably(path, pieces));
   result.file_bytes = static_cast<int64_t>(header.size()) + (result.tensors.empty() ? 0 : result.tensors.back().data_end);
+  size_t next = 0;  // the next piece: 0 the header, i + 1 tensor i
+  RETURN_IF_ERROR(WriteFileDurablyFrom(path, result.file_bytes, [&]() -> absl::StatusOr<absl::string_view> {
+    if (next == 0) {
+      ++next;
+      return absl::string_view(header);
+    }
+    while (next <= tensors.size()) {
+      const size_t i = next++ - 1;
+      const SafetensorsTensorInfo& t = result.tensors[i];
+      const size_t n = static_cast<size_t>(t.data_end - t.data_begin);
+      if (n == 0) {
+        result.tensor_crc32c.push_back(Crc32c(absl::string_view()));
+        continue;
+      }
+      ASSIGN_OR_RETURN(const void* data, data_of(i));
+      absl::string_view bytes(static_cast<const char*>(data), n);
+      result.tensor_crc32c.push_back(Crc32c(bytes));
+      return bytes;
+    }
+    return absl::string_view();
+  }));
+  // Trailing empty tensors produce no piece.
+  while (result.tensor_crc32c.size() < tensors.size()) result.tensor_crc32c.push_back(Crc32c(absl::string_view()));
   return result;
+}
+
+absl::StatusOr<SafetensorsWriteResult> WriteSafetensors(const std::string& path,
+                                                        const std::vector<SafetensorsTensorData>& tensors,
+                                                        const std::map<std::string, std::string>& metadata) {
+  return WriteSafetensorsStreamed(path, tensors, metadata,
+                                  [&](size_t i) -> absl::StatusOr<const void*> { return tensors[i].data; });
 }
 
 }  // namespace zeroshard

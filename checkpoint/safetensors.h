@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -94,6 +95,14 @@ absl::StatusOr<std::string> EncodeSafetensorsHeader(const std::vector<Safetensor
 absl::StatusOr<SafetensorsWriteResult> WriteSafetensors(const std::string& path,
                                                         const std::vector<SafetensorsTensorData>& tensors,
                                                         const std::map<std::string, std::string>& metadata);
+// The same, with each tensor's bytes asked for when the file reaches it
+// (`tensors[i].data` is not read): `data_of(i)` returns tensor i's bytes,
+// valid until the next call, so a writer stages one tensor at a time. It is
+// not called for empty tensors; its error ends the write.
+absl::StatusOr<SafetensorsWriteResult> WriteSafetensorsStreamed(
+    const std::string& path, const std::vector<SafetensorsTensorData>& tensors,
+    const std::map<std::string, std::string>& metadata,
+    absl::FunctionRef<absl::StatusOr<const void*>(size_t tensor)> data_of);
 
 }  // namespace zeroshard
 

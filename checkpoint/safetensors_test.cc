@@ -81,6 +81,48 @@ TEST(SafetensorsTest, WriteThenReadRoundTripsEveryDtype) {
   EXPECT_EQ(file->ReadAsF32("nope", 0, 1, out.data()).code(), absl::StatusCode::kNotFound);
 }
 
+TEST(SafetensorsTest, StreamedWriteAsksForEachTensorOnceInOrderAndMatchesTheWholeWrite) {
+  const float a[3] = {1.0f, 2.0f, 3.0f}, c[2] = {-1.0f, 0.5f};
+  const std::vector<SafetensorsTensorData> tensors = {
+      {"a", DType::kF32, {3}, a}, {"empty", DType::kF32, {0}, nullptr}, {"c", DType::kF32, {2}, c}};
+  const std::string whole = Tmp("st_whole.safetensors"), streamed = Tmp("st_streamed.safetensors");
+  absl::StatusOr<SafetensorsWriteResult> w = WriteSafetensors(whole, tensors, {{"k", "v"}});
+  ASSERT_TRUE(w.ok()) << w.status();
+  // One staging buffer, refilled for every tensor: each piece is written
+  // before the next is asked for.
+  std::vector<float> staging;
+  std::vector<size_t> asked;
+  absl::StatusOr<SafetensorsWriteResult> s = WriteSafetensorsStreamed(
+      streamed, tensors, {{"k", "v"}}, [&](size_t i) -> absl::StatusOr<const void*> {
+        asked.push_back(i);
+        const float* src = static_cast<const float*>(tensors[i].data);
+        staging.assign(src, src + tensors[i].shape[0]);
+        return staging.data();
+      });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(asked, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(*ReadFileToString(streamed), *ReadFileToString(whole));
+  EXPECT_EQ(s->file_bytes, w->file_bytes);
+  EXPECT_EQ(s->header_crc32c, w->header_crc32c);
+  EXPECT_EQ(s->tensor_crc32c, w->tensor_crc32c);
+  ASSERT_EQ(s->tensor_crc32c.size(), 3u);
+  EXPECT_EQ(s->tensor_crc32c[2], Crc32c(c, sizeof(c)));
+}
+
+TEST(SafetensorsTest, StreamedWriteErrorRemovesThePartialFile) {
+  const float a[2] = {1.0f, 2.0f};
+  const std::string path = Tmp("st_streamed_error.safetensors");
+  absl::StatusOr<SafetensorsWriteResult> s = WriteSafetensorsStreamed(
+      path, {{"a", DType::kF32, {2}, a}, {"b", DType::kF32, {2}, a}}, {},
+      [&](size_t i) -> absl::StatusOr<const void*> {
+        if (i == 1) return absl::DataLossError("offload file truncated");
+        return a;
+      });
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.status().message(), "offload file truncated");
+  EXPECT_FALSE(PathExists(path));
+}
+
 TEST(SafetensorsTest, I8IsOneBytePerElement) {
   EXPECT_STREQ(SafetensorsDTypeName(DType::kI8), "I8");
   EXPECT_EQ(*SafetensorsDTypeFromName("I8"), DType::kI8);

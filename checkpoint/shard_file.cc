@@ -1,5 +1,7 @@
 #include "checkpoint/shard_file.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
@@ -14,11 +16,12 @@ absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int pp_ran
                                               const std::vector<std::string>& kinds,
                                               absl::FunctionRef<absl::StatusOr<const float*>(int unit, int kind)> data) {
   std::vector<SafetensorsTensorData> tensors;
+  std::vector<std::pair<int, int>> unit_kind;  // of each tensor
   for (const FlatParamLayout& l : layouts) {
     if (l.numel() == 0) continue;
     for (int k = 0; k < static_cast<int>(kinds.size()); ++k) {
-      ASSIGN_OR_RETURN(const float* values, data(l.unit_index(), k));
-      tensors.push_back({ShardTensorName(l.unit_index(), kinds[k]), DType::kF32, {l.shard_numel()}, values});
+      tensors.push_back({ShardTensorName(l.unit_index(), kinds[k]), DType::kF32, {l.shard_numel()}, nullptr});
+      unit_kind.emplace_back(l.unit_index(), k);
     }
   }
   const std::map<std::string, std::string> metadata = {
@@ -29,7 +32,13 @@ absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int pp_ran
       {"step", absl::StrCat(step)}};
   CheckpointFile file;
   file.set_path(ShardFileName(pp_rank, dp_rank, tp_rank));
-  ASSIGN_OR_RETURN(SafetensorsWriteResult written, WriteSafetensors(JoinPath(dir, file.path()), tensors, metadata));
+  ASSIGN_OR_RETURN(SafetensorsWriteResult written,
+                   WriteSafetensorsStreamed(JoinPath(dir, file.path()), tensors, metadata,
+                                            [&](size_t i) -> absl::StatusOr<const void*> {
+                                              ASSIGN_OR_RETURN(const float* values,
+                                                               data(unit_kind[i].first, unit_kind[i].second));
+                                              return values;
+                                            }));
   file.set_pp_rank(pp_rank);
   file.set_dp_rank(dp_rank);
   file.set_tp_rank(tp_rank);

@@ -16,8 +16,9 @@
 namespace zeroshard {
 
 // `data(unit, kind_index)` returns the unit's S f32 values of that kind on
-// this rank (called for units with numel > 0 only; must stay valid until
-// the function returns), or the error that stops the write. Writes <dir>/ShardFileName(pp, dp, tp) and fsyncs
+// this rank (called for units with numel > 0 only, in the file's order, each
+// when the write reaches it; valid until the next call, so a caller may stage
+// one (unit, kind) at a time), or the error that stops the write. Writes <dir>/ShardFileName(pp, dp, tp) and fsyncs
 // it; the record carries those coordinates.
 absl::StatusOr<CheckpointFile> WriteShardFile(const std::string& dir, int pp_rank, int dp_rank, int tp_rank,
                                               int64_t step,

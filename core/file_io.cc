@@ -121,7 +121,8 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return out;
 }
 
-absl::Status WriteFileDurably(const std::string& path, const std::vector<absl::string_view>& pieces) {
+absl::Status WriteFileDurablyFrom(const std::string& path, int64_t total_bytes,
+                                  absl::FunctionRef<absl::StatusOr<absl::string_view>()> next_piece) {
   if (int err = InjectedFault(FileOp::kCreate, path)) return ErrnoStatus("cannot create", path, err);
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) return ErrnoStatus("cannot create", path, errno);
@@ -131,15 +132,18 @@ absl::Status WriteFileDurably(const std::string& path, const std::vector<absl::s
     return ErrnoStatus(what, path, err);
   };
   const int write_fault = InjectedFault(FileOp::kWrite, path);
-  size_t budget = static_cast<size_t>(-1);  // bytes the injected fault lets through
-  if (write_fault != 0) {
-    budget = 0;
-    for (absl::string_view piece : pieces) budget += piece.size();
-    budget /= 2;
-  }
-  for (absl::string_view piece : pieces) {
-    const char* p = piece.data();
-    size_t left = piece.size();
+  // Bytes the injected fault lets through.
+  size_t budget = write_fault != 0 ? static_cast<size_t>(total_bytes) / 2 : static_cast<size_t>(-1);
+  int64_t written = 0;
+  while (written < total_bytes) {
+    absl::StatusOr<absl::string_view> piece = next_piece();
+    if (!piece.ok()) {
+      ::unlink(path.c_str());
+      return piece.status();
+    }
+    if (piece->empty()) break;
+    const char* p = piece->data();
+    size_t left = piece->size();
     while (left > 0) {
       if (budget == 0) return fail("cannot write", write_fault);
       ssize_t put = ::write(fd.get(), p, std::min({left, size_t{1} << 30, budget}));
@@ -149,14 +153,30 @@ absl::Status WriteFileDurably(const std::string& path, const std::vector<absl::s
       }
       p += put;
       left -= static_cast<size_t>(put);
+      written += put;
       if (write_fault != 0) budget -= static_cast<size_t>(put);
     }
   }
   if (write_fault != 0) return fail("cannot write", write_fault);
+  if (written != total_bytes) {
+    ::unlink(path.c_str());
+    return absl::InternalError(
+        absl::StrCat("'", path, "': the writer produced ", written, " bytes, expected ", total_bytes));
+  }
   if (int err = InjectedFault(FileOp::kSync, path)) return fail("cannot fsync", err);
   if (::fsync(fd.get()) != 0) return fail("cannot fsync", errno);
   if (fd.Close() != 0) return fail("cannot close", errno);
   return absl::OkStatus();
+}
+
+absl::Status WriteFileDurably(const std::string& path, const std::vector<absl::string_view>& pieces) {
+  int64_t total = 0;
+  for (absl::string_view piece : pieces) total += static_cast<int64_t>(piece.size());
+  size_t next = 0;
+  return WriteFileDurablyFrom(path, total, [&]() -> absl::StatusOr<absl::string_view> {
+    while (next < pieces.size() && pieces[next].empty()) ++next;
+    return next < pieces.size() ? pieces[next++] : absl::string_view();
+  });
 }
 
 absl::Status SyncDirectory(const std::string& dir) {

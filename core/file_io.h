@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -27,6 +28,12 @@ absl::Status ReadFileRange(const std::string& path, int64_t offset, int64_t n, v
 // On failure the partial file is removed, so it holds no space. A full disk
 // (or quota) is kResourceExhausted, a denied access kPermissionDenied.
 absl::Status WriteFileDurably(const std::string& path, const std::vector<absl::string_view>& pieces);
+// The same for a file of `total_bytes` produced piece by piece: each piece
+// `next_piece` returns need stay valid only until the next call, so a writer
+// can stage one piece at a time. An error it returns ends the write (the
+// partial file removed); fewer than `total_bytes` bytes is kInternal.
+absl::Status WriteFileDurablyFrom(const std::string& path, int64_t total_bytes,
+                                  absl::FunctionRef<absl::StatusOr<absl::string_view>()> next_piece);
 absl::Status SyncDirectory(const std::string& dir);
 
 // mkdir -p. OK when the directory exists already.

@@ -77,6 +77,33 @@ struct FaultScope {
   ~FaultScope() { SetFileFaultForTesting(nullptr); }
 };
 
+TEST(FileIoTest, WriteFromAPieceProducerChecksTheTotal) {
+  const std::string dir = Tmp("file_io_from");
+  ASSERT_TRUE(RemoveTree(dir).ok());
+  ASSERT_TRUE(MakeDirectories(dir).ok());
+  const std::string path = JoinPath(dir, "f");
+  // One buffer reused for every piece.
+  std::string piece;
+  int calls = 0;
+  const auto three_pieces = [&]() -> absl::StatusOr<absl::string_view> {
+    if (calls == 3) return absl::string_view();
+    piece.assign(2, static_cast<char>('a' + calls++));
+    return absl::string_view(piece);
+  };
+  ASSERT_TRUE(WriteFileDurablyFrom(path, 6, three_pieces).ok());
+  EXPECT_EQ(*ReadFileToString(path), "aabbcc");
+  calls = 0;
+  absl::Status short_write = WriteFileDurablyFrom(path, 7, three_pieces);
+  EXPECT_EQ(short_write.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(short_write.message().find("produced 6 bytes, expected 7"), std::string::npos) << short_write;
+  EXPECT_FALSE(PathExists(path));
+  absl::Status failed = WriteFileDurablyFrom(path, 6, []() -> absl::StatusOr<absl::string_view> {
+    return absl::UnavailableError("source gone");
+  });
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(PathExists(path));
+}
+
 TEST(FileIoTest, InjectedFullDiskFailsTheWriteAndRemovesThePartialFile) {
   const std::string dir = Tmp("file_io_e");
   ASSERT_TRUE(RemoveTree(dir).ok());
