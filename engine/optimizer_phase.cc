@@ -342,11 +342,15 @@ absl::Status OptimizerPhase::ScalerUpdate(StepResult* result, OptimizerPhaseStat
     if (shard != nullptr) shard->FreeGradShard();
   }
   state_->reducer().FreeStaging();
-  if (state_->offload() != nullptr) {
+  if (state_->offload() != nullptr || state_->param_store() != nullptr) {
     // An I/O error of the NVMe tier on any rank fails the step on every
-    // rank (OffloadStore keeps it rather than stopping one rank alone).
-    RETURN_IF_ERROR(AgreeAcrossRanksSharingError(*res_->comms.control, state_->offload()->status(),
-                                     "the optimizer step's NVMe offload I/O"));
+    // rank (the stores keep it rather than stopping one rank alone).
+    const absl::Status io = state_->offload() != nullptr && !state_->offload()->status().ok()
+                                ? state_->offload()->status()
+                            : state_->param_store() != nullptr ? state_->param_store()->status()
+                                                               : absl::OkStatus();
+    RETURN_IF_ERROR(
+        AgreeAcrossRanksSharingError(*res_->comms.control, io, "the optimizer step's NVMe offload I/O"));
   }
   result->step = state_->step();
   result->skipped_steps = state_->skipped_steps();
