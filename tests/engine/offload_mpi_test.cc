@@ -3,8 +3,10 @@
 // actions train to bitwise the same parameters, masters and optimizer
 // state as the same run with everything resident — ZeRO 0-3 over 3 ranks
 // (an odd world: shards that do not divide the units), AdamW and Lion,
-// dp 1 x pp 2 over 2 ranks — checkpoints saved offloaded resume exactly
-// (offloaded or not), and I/O faults fail on every rank with a named error.
+// dp 1 x pp 2 over 2 ranks; at stage 3 also the parameter shards on NVMe
+// (every class, over 3 and 2 ranks, evaluation included) — checkpoints
+// saved offloaded resume exactly (offloaded or not), and I/O faults fail on
+// every rank with a named error.
 //
 // GPT-2 tiny (engine/testing/tiny_gpt2.h); buffer_bytes 12288 makes chunks
 // of 1024 elements, so the larger units stream in several chunks through 2
@@ -42,6 +44,7 @@ constexpr uint64_t kSeed = 11;
 struct Offload {
   bool state = false;
   bool master = false;
+  bool params = false;  // stage 3
 };
 
 std::string TmpDir() {
@@ -74,6 +77,7 @@ EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false) {
   OffloadConfig& o = *c.mutable_offload();
   if (off.state) o.set_optimizer_state(NVME);
   if (off.master) o.set_master_weights(NVME);
+  if (off.params) o.set_params(NVME);
   o.set_nvme_dir(TmpDir());
   o.set_buffer_count(2);
   o.set_buffer_bytes(12288);
@@ -162,7 +166,12 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
   TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion), grid);
   ASSERT_NE(resident.engine, nullptr);
   ASSERT_NE(streamed.engine, nullptr);
-  ASSERT_FALSE(streamed.engine->train_program().chunks.empty());
+  if (off.state || off.master) {
+    ASSERT_FALSE(streamed.engine->train_program().chunks.empty());
+  }
+  if (off.params) {
+    ASSERT_GT(streamed.engine->train_program().param_slots, 0);
+  }
   ExpectSameState(*resident.engine, *streamed.engine, "after Create");
   ASSERT_TRUE(resident.Steps(kSteps).ok());
   absl::Status s = streamed.Steps(kSteps);
@@ -175,6 +184,17 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
     EXPECT_EQ(resident.results[i].io.read_bytes, 0);
   }
   ExpectSameState(*resident.engine, *streamed.engine, absl::StrCat("after ", kSteps, " steps"));
+  if (off.params) {
+    // The evaluation gathers the shards from the file too.
+    const std::vector<Batch> views = Views(resident.batches);
+    absl::StatusOr<EvalResult> a = resident.engine->Evaluate(views[0]);
+    absl::StatusOr<EvalResult> b = streamed.engine->Evaluate(views[0]);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(std::memcmp(&a->loss, &b->loss, sizeof(a->loss)), 0) << a->loss << " vs " << b->loss;
+    // At rest (every unit released) no parameter is resident.
+    EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kParams).current, 0);
+  }
   if (off.state) {
     EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kOptimizerState).current, 0);
   }
@@ -198,6 +218,19 @@ TEST(OffloadMpiTest, BothClassesOnNvmeAtStage3AdamWAndLion) {
   ExpectOffloadExact(3, 3, 1, {true, true}, false, "both, ZeRO 3, AdamW");
   ExpectOffloadExact(3, 3, 1, {true, true}, true, "both, ZeRO 3, Lion");
   ExpectOffloadExact(1, 3, 1, {false, true}, false, "master only, ZeRO 1");
+}
+
+TEST(OffloadMpiTest, EveryClassOnNvmeAtStage3AdamWAndLion) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ExpectOffloadExact(3, 3, 1, {true, true, true}, false, "every class, ZeRO 3, AdamW");
+  ExpectOffloadExact(3, 3, 1, {true, true, true}, true, "every class, ZeRO 3, Lion");
+  ExpectOffloadExact(3, 3, 1, {false, false, true}, false, "params only, ZeRO 3");
+}
+
+TEST(OffloadMpiTest, ParamsOnNvmeOverTwoRanks) {
+  if (MpiWorldSize() != 2) GTEST_SKIP() << "runs on 2 ranks (dp 2)";
+  ExpectOffloadExact(3, 2, 1, {false, false, true}, false, "params only, ZeRO 3, dp 2");
+  ExpectOffloadExact(3, 2, 1, {true, true, true}, true, "every class, ZeRO 3, dp 2, Lion");
 }
 
 TEST(OffloadMpiTest, BothClassesOnNvmeUnderAPipeline) {
@@ -256,6 +289,61 @@ TEST(OffloadMpiTest, ResumeFromACheckpointSavedOffloaded) {
     }
     ExpectSameState(*whole.engine, *resumed.engine, absl::StrCat("resumed ", what));
   }
+}
+
+TEST(OffloadMpiTest, ResumeFromACheckpointSavedWithParamsOffloaded) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  const EngineConfig streamed = Config(3, 3, 1, {false, true, true}), resident = Config(3, 3, 1, Offload());
+  TrainRun whole = MakeRun(streamed, grid);
+  ASSERT_NE(whole.engine, nullptr);
+  ASSERT_TRUE(whole.Steps(2 * kSteps).ok());
+  TrainRun first = MakeRun(streamed, grid);
+  ASSERT_TRUE(first.Steps(kSteps).ok());
+  const std::string root = absl::StrCat(TmpDir(), "/offload_params_resume");
+  absl::Status saved = SaveCheckpoint(*first.engine, root, kSteps, Gpt2RunRecord(AsTrainConfig(streamed)), {0, 0});
+  ASSERT_TRUE(saved.ok()) << saved;
+  for (const auto& [config, what] : {std::pair<EngineConfig, const char*>{streamed, "offloaded"}, {resident, "resident"}}) {
+    SCOPED_TRACE(what);
+    TrainRun resumed = MakeRun(config, grid);
+    ASSERT_NE(resumed.engine, nullptr);
+    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*resumed.engine, root);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ASSERT_TRUE(resumed.Steps(kSteps).ok());
+    for (int i = 0; i < kSteps; ++i) {
+      EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].loss, &resumed.results[i].loss, sizeof(float)), 0) << i;
+    }
+    ExpectSameState(*whole.engine, *resumed.engine, absl::StrCat("resumed ", what));
+  }
+}
+
+// The state view reads and writes a parameter shard on the NVMe tier
+// through its file: a range written is read back, the rest unchanged.
+TEST(OffloadMpiTest, TheStateViewReadsAndWritesParamShardRanges) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  TrainRun run = MakeRun(Config(3, 3, 1, {false, false, true}), CachedGrid({3, 1, 1}));
+  ASSERT_NE(run.engine, nullptr);
+  EngineStateView& view = run.engine->state();
+  const int k = EngineStateView::kParams;
+  int checked = 0;
+  for (int u = 0; u < view.num_units(); ++u) {
+    const StateRegion r = view.region(u, k);
+    if (!r.present || r.length < 4) continue;
+    EXPECT_EQ(view.data(u, k), nullptr) << "unit " << u;
+    const int64_t size = r.bytes / r.length;
+    std::vector<char> before(static_cast<size_t>(r.bytes)), after(before.size());
+    ASSERT_TRUE(view.Read(u, k, 0, r.length, before.data()).ok());
+    const int64_t off = r.length / 3, n = r.length / 3;
+    std::vector<char> in(static_cast<size_t>(n * size), 0x5a);
+    ASSERT_TRUE(view.Write(u, k, off, n, in.data()).ok());
+    ASSERT_TRUE(view.Read(u, k, 0, r.length, after.data()).ok());
+    for (int64_t i = 0; i < r.bytes; ++i) {
+      const bool written = i >= off * size && i < (off + n) * size;
+      ASSERT_EQ(after[i], written ? 0x5a : before[i]) << "unit " << u << " byte " << i;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
 }
 
 TEST(OffloadMpiTest, ATruncatedFileFailsTheNextStepOnEveryRank) {
