@@ -4,7 +4,7 @@
 // state as the same run with everything resident — ZeRO 0-3 over 3 ranks
 // (an odd world: shards that do not divide the units), AdamW and Lion,
 // dp 1 x pp 2 over 2 ranks; at stage 3 also the parameter shards on NVMe
-// (every class, over 3 and 2 ranks, evaluation included) — checkpoints
+// (every class, over 3 ranks, dp 2 and dp 1 x pp 2, evaluation included) — checkpoints
 // saved offloaded resume exactly (offloaded or not), and I/O faults fail on
 // every rank with a named error.
 //
@@ -228,9 +228,10 @@ TEST(OffloadMpiTest, EveryClassOnNvmeAtStage3AdamWAndLion) {
 }
 
 TEST(OffloadMpiTest, ParamsOnNvmeOverTwoRanks) {
-  if (MpiWorldSize() != 2) GTEST_SKIP() << "runs on 2 ranks (dp 2)";
+  if (MpiWorldSize() != 2) GTEST_SKIP() << "runs on 2 ranks (dp 2, and dp 1 x pp 2)";
   ExpectOffloadExact(3, 2, 1, {false, false, true}, false, "params only, ZeRO 3, dp 2");
   ExpectOffloadExact(3, 2, 1, {true, true, true}, true, "every class, ZeRO 3, dp 2, Lion");
+  ExpectOffloadExact(3, 1, 2, {true, true, true}, false, "every class, ZeRO 3, dp 1 x pp 2");
 }
 
 TEST(OffloadMpiTest, BothClassesOnNvmeUnderAPipeline) {
