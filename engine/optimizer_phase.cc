@@ -216,6 +216,9 @@ absl::Status OptimizerPhase::ReduceNorm(absl::Span<const LossTerms> losses, doub
 absl::Status OptimizerPhase::Update(int bucket, StepResult* result, OptimizerPhaseState* phase_state) {
   OptimizerPhaseState& phase = *phase_state;
   if (!phase.update) return absl::OkStatus();
+  // A failed parameter-shard read (stage 3: no collective here): nothing is
+  // computed, SCALER_UPDATE fails the step on every rank.
+  if (state_->param_store() != nullptr && !state_->param_store()->status().ok()) return absl::OkStatus();
   const std::vector<int>& units = res_->plan.buckets[bucket].units;
   for (int u : units) {
     if (state_->optimizer_region(u) < 0) continue;
@@ -292,6 +295,7 @@ absl::Status OptimizerPhase::UpdateChunk(int c, StepResult* result, OptimizerPha
     }
   }
   if (!store.status().ok()) return absl::OkStatus();
+  if (state_->param_store() != nullptr && !state_->param_store()->status().ok()) return absl::OkStatus();
   const float* grads = nullptr;
   if (!res_->options.zero.all_gathers_reduced_grads()) {
     grads = shard.grad_shard();

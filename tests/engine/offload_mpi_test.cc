@@ -347,6 +347,47 @@ TEST(OffloadMpiTest, TheStateViewReadsAndWritesParamShardRanges) {
   EXPECT_GT(checked, 0);
 }
 
+// Truncates, on dp rank 0, the anonymous file at `path` (its descriptor is
+// the one whose /proc/self/fd link names it); every rank learns whether it
+// worked.
+int TruncateOnRank0(ProcessGrid& grid, const std::string& path) {
+  int truncated = 0;
+  if (grid.dp_rank() == 0) {
+    for (int fd = 0; fd < 4096 && truncated == 0; ++fd) {
+      char target[4096];
+      const ssize_t n = ::readlink(absl::StrCat("/proc/self/fd/", fd).c_str(), target, sizeof(target) - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      const std::string link = target;
+      if (link == path || (absl::StartsWith(path, "/proc/self/fd/") && path == absl::StrCat("/proc/self/fd/", fd))) {
+        truncated = ::ftruncate(fd, 0) == 0 ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_TRUE(grid.control(GridAxis::kDp).AllReduce(&truncated, 1, DType::kI32, ReduceOp::kSum)->Wait().ok());
+  return truncated;
+}
+
+TEST(OffloadMpiTest, ATruncatedParamsFileFailsTheNextStepOnEveryRank) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  TrainRun run = MakeRun(Config(3, 3, 1, {false, false, true}), grid);
+  ASSERT_NE(run.engine, nullptr);
+  ASSERT_TRUE(run.Steps(1).ok());
+  ParamShardStore* store = dynamic_cast<EngineImpl&>(*run.engine).param_shard_store();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Drain().ok());
+  ASSERT_EQ(TruncateOnRank0(grid, store->io().file_path(store->file())), 1)
+      << "rank 0 could not truncate its params file";
+  absl::Status s = run.Steps(1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "NVMe offload I/O")) << s;
+  if (grid.dp_rank() == 0) {
+    EXPECT_TRUE(absl::StrContains(s.message(), "rank 0 params")) << s;
+  }
+  EXPECT_FALSE(run.Steps(1).ok());
+}
+
 TEST(OffloadMpiTest, ATruncatedFileFailsTheNextStepOnEveryRank) {
   if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
   ProcessGrid& grid = CachedGrid({3, 1, 1});
