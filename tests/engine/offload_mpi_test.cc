@@ -34,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gpt2/gpt2_registration.h"
+#include "offload/async_io.h"
 
 namespace zeroshard {
 namespace {
@@ -184,6 +185,28 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
     EXPECT_EQ(resident.results[i].io.read_bytes, 0);
   }
   ExpectSameState(*resident.engine, *streamed.engine, absl::StrCat("after ", kSteps, " steps"));
+  if (off.params && !off.state && !off.master) {
+    // Exactly the program's shard I/O: each LOAD reads, each STORE writes
+    // the unit's f32 shard rounded up to the I/O alignment. Every load is
+    // waited in its step (step 0 also counts the state view's reads after
+    // Create); stores drain into the next, so writes are counted in all,
+    // after the initial one of every shard.
+    const StepProgram& program = streamed.engine->train_program();
+    int64_t reads = 0, writes = 0, initial = 0;
+    for (const Action& a : program.actions) {
+      if (a.param_slot < 0) continue;
+      const int64_t bytes = AlignIo(streamed.engine->plan().layouts[a.unit].shard_numel() * 4);
+      if (a.kind == ActionKind::kLoad) reads += bytes;
+      if (a.kind == ActionKind::kStore) writes += bytes;
+    }
+    for (const FlatParamLayout& layout : streamed.engine->plan().layouts) initial += AlignIo(layout.shard_numel() * 4);
+    ASSERT_GT(reads, 0);
+    for (int i = 1; i < kSteps; ++i) EXPECT_EQ(streamed.results[i].io.read_bytes, reads) << "step " << i;
+    ParamShardStore* store = dynamic_cast<EngineImpl&>(*streamed.engine).param_shard_store();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Drain().ok());
+    EXPECT_EQ(store->io().stats().write_bytes, initial + kSteps * writes);
+  }
   if (off.params) {
     // The evaluation gathers the shards from the file too.
     const std::vector<Batch> views = Views(resident.batches);
