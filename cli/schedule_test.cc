@@ -406,6 +406,117 @@ TEST(ScheduleCommandTest, PrintsTheOffloadStreamingActions) {
             "  verdict: OK\n");
 }
 
+// The parameter shards on NVMe (stage 3, prefetch 1, a bucket per unit):
+// two param slots; each shard's LOAD right after the WAIT_GATHER that frees
+// its slot (the first two after BEGIN_STEP, behind the previous step's last
+// stores), WAIT_LOAD right before its GATHER, and each updated unit's shard
+// loaded before its UPDATE and stored after its bucket's PUBLISH.
+TEST(ScheduleCommandTest, PrintsTheParamShardActions) {
+  const std::string path =
+      WriteConfig("offload_params.pbtxt", "parallel { dp: 2 } offload { params: NVME nvme_dir: \"/tmp\" }");
+  const Result r = Schedule({path, "--rank", "0", "--set", "engine.zero.bucket_bytes=4096"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string streamed;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const bool shard = line.find(" param_slot=") != std::string::npos;
+    for (const char* kind : {"BEGIN_STEP", "GATHER ", "WAIT_GATHER ", "UPDATE ", "PUBLISH ", "OPTIMIZER:", "  verdict"}) {
+      if (shard || line.rfind(kind, 0) == 0) {
+        streamed += line + "\n";
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(streamed,
+            "BEGIN_STEP\n"
+            "WAIT_STORE unit=h.2 param_slot=0\n"
+            "LOAD unit=embed param_slot=0\n"
+            "WAIT_STORE unit=h.3 param_slot=1\n"
+            "LOAD unit=h.0 param_slot=1\n"
+            "WAIT_STORE unit=head param_slot=2\n"
+            "LOAD unit=h.1 param_slot=2\n"
+            "WAIT_LOAD unit=embed param_slot=0\n"
+            "GATHER unit=embed bytes=17408\n"
+            "WAIT_LOAD unit=h.0 param_slot=1\n"
+            "GATHER unit=h.0 bytes=25408\n"
+            "WAIT_GATHER unit=embed\n"
+            "LOAD unit=h.2 param_slot=0\n"
+            "WAIT_LOAD unit=h.1 param_slot=2\n"
+            "GATHER unit=h.1 bytes=25408\n"
+            "WAIT_GATHER unit=h.0\n"
+            "LOAD unit=h.3 param_slot=1\n"
+            "WAIT_LOAD unit=h.2 param_slot=0\n"
+            "GATHER unit=h.2 bytes=25408\n"
+            "WAIT_GATHER unit=h.1\n"
+            "LOAD unit=head param_slot=2\n"
+            "WAIT_LOAD unit=h.3 param_slot=1\n"
+            "GATHER unit=h.3 bytes=25408\n"
+            "WAIT_GATHER unit=h.2\n"
+            "LOAD unit=head param_slot=0\n"
+            "WAIT_LOAD unit=head param_slot=2\n"
+            "GATHER unit=head bytes=128\n"
+            "WAIT_GATHER unit=h.3\n"
+            "LOAD unit=embed param_slot=1\n"
+            "WAIT_GATHER unit=head\n"
+            "LOAD unit=h.3 param_slot=2\n"
+            "WAIT_LOAD unit=head param_slot=0\n"
+            "GATHER unit=head bytes=128\n"
+            "WAIT_LOAD unit=embed param_slot=1\n"
+            "GATHER unit=embed bytes=17408\n"
+            "WAIT_LOAD unit=h.3 param_slot=2\n"
+            "GATHER unit=h.3 bytes=25408\n"
+            "WAIT_GATHER unit=head\n"
+            "LOAD unit=h.2 param_slot=0\n"
+            "WAIT_GATHER unit=embed\n"
+            "LOAD unit=h.1 param_slot=1\n"
+            "WAIT_LOAD unit=h.2 param_slot=0\n"
+            "GATHER unit=h.2 bytes=25408\n"
+            "WAIT_GATHER unit=h.3\n"
+            "LOAD unit=h.0 param_slot=2\n"
+            "WAIT_LOAD unit=h.1 param_slot=1\n"
+            "GATHER unit=h.1 bytes=25408\n"
+            "WAIT_GATHER unit=h.2\n"
+            "LOAD unit=embed param_slot=0\n"
+            "WAIT_LOAD unit=h.0 param_slot=2\n"
+            "GATHER unit=h.0 bytes=25408\n"
+            "WAIT_GATHER unit=h.1\n"
+            "LOAD unit=h.0 param_slot=1\n"
+            "WAIT_GATHER unit=h.0\n"
+            "LOAD unit=h.1 param_slot=2\n"
+            "OPTIMIZER:\n"
+            "WAIT_LOAD unit=embed param_slot=0\n"
+            "UPDATE bucket=embed\n"
+            "PUBLISH bucket=embed\n"
+            "STORE unit=embed param_slot=0\n"
+            "WAIT_STORE unit=embed param_slot=0\n"
+            "LOAD unit=h.2 param_slot=0\n"
+            "WAIT_LOAD unit=h.0 param_slot=1\n"
+            "UPDATE bucket=h.0\n"
+            "PUBLISH bucket=h.0\n"
+            "STORE unit=h.0 param_slot=1\n"
+            "WAIT_STORE unit=h.0 param_slot=1\n"
+            "LOAD unit=h.3 param_slot=1\n"
+            "WAIT_LOAD unit=h.1 param_slot=2\n"
+            "UPDATE bucket=h.1\n"
+            "PUBLISH bucket=h.1\n"
+            "STORE unit=h.1 param_slot=2\n"
+            "WAIT_STORE unit=h.1 param_slot=2\n"
+            "LOAD unit=head param_slot=2\n"
+            "WAIT_LOAD unit=h.2 param_slot=0\n"
+            "UPDATE bucket=h.2\n"
+            "PUBLISH bucket=h.2\n"
+            "STORE unit=h.2 param_slot=0\n"
+            "WAIT_LOAD unit=h.3 param_slot=1\n"
+            "UPDATE bucket=h.3\n"
+            "PUBLISH bucket=h.3\n"
+            "STORE unit=h.3 param_slot=1\n"
+            "WAIT_LOAD unit=head param_slot=2\n"
+            "UPDATE bucket=head\n"
+            "PUBLISH bucket=head\n"
+            "STORE unit=head param_slot=2\n"
+            "  verdict: OK\n");
+}
+
 TEST(ScheduleCommandTest, BadInputs) {
   const std::string path = WriteConfig("pp2.pbtxt", "parallel { pp: 2 } gradient_accumulation_steps: 2");
   Result r = Schedule({path, "--simulate", "--costs", "1,x,1"});

@@ -202,7 +202,7 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
     bool nvme_built;  // the engine streams this class from NVMe
   } classes[] = {{"optimizer_state", o.optimizer_state(), true},
                  {"master_weights", o.master_weights(), true},
-                 {"params", o.params(), false},
+                 {"params", o.params(), true},
                  {"grads", o.grads(), false}};
   bool any_nvme = false;
   for (const auto& k : classes) {

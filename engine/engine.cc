@@ -76,9 +76,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const Eng
 // config_validation's.
 absl::Status OffloadSupported(const EngineOptions& options) {
   const OffloadOptions& o = options.offload;
-  if (o.params == OffloadTier::kNvme || o.grads == OffloadTier::kNvme) {
+  if (o.grads == OffloadTier::kNvme) {
     return absl::UnimplementedError(
-        "engine.offload: params and grads cannot live on NVME yet (only optimizer_state and master_weights stream)");
+        "engine.offload.grads: cannot live on NVME yet (optimizer_state, master_weights and params stream)");
+  }
+  if (o.params == OffloadTier::kNvme && !options.zero.shards_params()) {
+    return absl::UnimplementedError(absl::StrCat("engine.offload.params: NVME needs ZeRO stage 3 (parameter shards); "
+                                                 "engine.zero.stage is ",
+                                                 options.zero.stage()));
   }
   if (options.device != Device::kCpu) {
     for (const auto& [tier, name] : {std::pair<OffloadTier, const char*>{o.optimizer_state, "optimizer_state"},

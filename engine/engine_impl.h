@@ -127,6 +127,7 @@ class EngineImpl final : public Engine {
   UnitShard* unit_shard(int unit) { return state_->unit_shard(unit); }
   // The NVMe tier's store (null without one), for fault tests.
   OffloadStore* offload_store() { return state_->offload(); }
+  ParamShardStore* param_shard_store() { return state_->param_store(); }
 
  private:
   EngineImpl() = default;

@@ -57,6 +57,7 @@ const void* EngineStateViewImpl::data(int unit, int kind) const {
 }
 
 bool EngineStateViewImpl::Streamed(int unit, int kind) const {
+  if (kind == kParams) return state_->params_stream(unit);
   if (kind == kMaster) return state_->master_streams(unit);
   return kind >= kFirstOptimizerKind && state_->state_streams() && state_->optimizer_region(unit) >= 0;
 }
@@ -99,6 +100,10 @@ absl::Status EngineStateViewImpl::CheckRange(int unit, int kind, int64_t offset,
 absl::Status EngineStateViewImpl::Read(int unit, int kind, int64_t offset, int64_t count, void* host_out) const {
   RETURN_IF_ERROR(CheckRange(unit, kind, offset, count));
   if (count == 0) return absl::OkStatus();
+  if (kind == kParams && Streamed(unit, kind)) {
+    const int64_t size = kinds_[kind].bytes_per_element;
+    return state_->param_store()->Read(unit, offset * size, count * size, host_out);
+  }
   if (Streamed(unit, kind)) {
     return state_->offload()->ReadRange(state_->optimizer_region(unit), kind == kMaster ? -1 : kind - kFirstOptimizerKind,
                                         offset, count, host_out);
@@ -111,6 +116,10 @@ absl::Status EngineStateViewImpl::Read(int unit, int kind, int64_t offset, int64
 absl::Status EngineStateViewImpl::Write(int unit, int kind, int64_t offset, int64_t count, const void* host_in) {
   RETURN_IF_ERROR(CheckRange(unit, kind, offset, count));
   if (count == 0) return absl::OkStatus();
+  if (kind == kParams && Streamed(unit, kind)) {
+    const int64_t size = kinds_[kind].bytes_per_element;
+    return state_->param_store()->Write(unit, offset * size, count * size, host_in);
+  }
   if (Streamed(unit, kind)) {
     return state_->offload()->WriteRange(state_->optimizer_region(unit),
                                          kind == kMaster ? -1 : kind - kFirstOptimizerKind, offset, count, host_in);

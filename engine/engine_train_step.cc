@@ -36,8 +36,8 @@ absl::StatusOr<StepResult> EngineImpl::RunTrainStep(absl::Span<const Batch> micr
   run.result = &result;
   run.timings = &result.timings;
   absl::Status s = executor_->RunProgram(res_.plan.train, &run);
-  if (state_->offload() != nullptr) {
-    const OffloadIoDelta io = state_->offload()->TakeIo();
+  if (state_->offload() != nullptr || state_->param_store() != nullptr) {
+    const OffloadIoDelta io = state_->TakeIo();
     result.io.read_bytes = io.read_bytes;
     result.io.write_bytes = io.write_bytes;
     result.io.busy_seconds = io.busy_seconds;

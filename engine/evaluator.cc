@@ -31,6 +31,13 @@ absl::StatusOr<EvalResult> Evaluator::Evaluate(const Batch& batch) {
   run.batches = EngineResources::BatchesToRun({&batch, 1}, device_batch);
   run.training = false;
   absl::Status s = executor_->RunProgram(res_->plan.eval, &run);
+  if (state_->param_store() != nullptr) {
+    // A failed read of a parameter shard gathered garbage on this rank:
+    // every rank fails the evaluation with it.
+    absl::Status io = AgreeAcrossRanksSharingError(*res_->comms.control, state_->param_store()->status(),
+                                                   "the evaluation's NVMe offload I/O");
+    if (s.ok()) s = io;
+  }
   // A tp group's ranks hold the same loss terms: counted once.
   absl::StatusOr<LossTerms> resolved =
       run.losses.empty() || res_->tp_rank() != 0 ? LossTerms() : ResolveLossTerms(run.losses[0]);

@@ -35,8 +35,10 @@ const char* TierName(OffloadTier t) {
   }
 }
 
+// A class the optimizer's staging pool streams (the parameter shards have
+// their own pool).
 bool AnyNvme(const MemoryPlan& p) {
-  for (PlanCategory c : {PlanCategory::kParams, PlanCategory::kMasterWeights, PlanCategory::kGrads,
+  for (PlanCategory c : {PlanCategory::kMasterWeights, PlanCategory::kGrads,
                          PlanCategory::kOptimizerState}) {
     if (p.tier_of(c) == OffloadTier::kNvme && p.bytes_of(c) > 0) return true;
   }
@@ -238,7 +240,9 @@ MemoryPlan MemoryPlan::WithOffload(const OffloadOptions& offload) const {
   p.tier[Idx(PlanCategory::kMasterWeights)] = offload.master_weights;
   p.tier[Idx(PlanCategory::kParams)] = params_offloadable ? offload.params : OffloadTier::kDevice;
   p.tier[Idx(PlanCategory::kGrads)] = file_bytes[Idx(PlanCategory::kGrads)] > 0 ? offload.grads : OffloadTier::kDevice;
-  p.bytes[Idx(PlanCategory::kOffloadStaging)] = AnyNvme(p) ? staging_pool_bytes : 0;
+  p.bytes[Idx(PlanCategory::kOffloadStaging)] =
+      (AnyNvme(p) ? staging_pool_bytes : 0) +
+      (p.tier_of(PlanCategory::kParams) == OffloadTier::kNvme ? param_pool_bytes : 0);
   return p;
 }
 
@@ -328,6 +332,13 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
   }
 
   p.staging_pool_bytes = int64_t{o.offload.buffer_count} * o.offload.buffer_bytes;
+  if (p.params_offloadable) {
+    EngineOptions nvme = o;
+    nvme.offload.params = OffloadTier::kNvme;
+    int64_t slot = kIoAlignment;
+    for (int64_t b : StreamedParamShardBytes(plan, nvme)) slot = std::max(slot, AlignIo(b));
+    p.param_pool_bytes = int64_t{ParamShardSlots(plan, o)} * slot;
+  }
   bytes[Idx(PlanCategory::kUntracked)] = kUntrackedBaseBytes + int64_t{std::max(1, in.cpu_threads)} * kUntrackedBytesPerThread;
   for (int k = 0; k < kNumPlanCategories; ++k) p.tier[k] = OffloadTier::kDevice;
   p.tier[Idx(PlanCategory::kOffloadStaging)] = OffloadTier::kHost;
@@ -371,16 +382,20 @@ absl::Status CheckMemoryPlan(const MemoryPlan& plan, int64_t limit_bytes) {
                                                      "(every state class offloaded: ",
                                                      FormatGiB(floor.resident_bytes()), "); ", needs));
   }
-  // What validation accepts: optimizer_state, then master_weights, on NVME.
+  // What validation accepts: optimizer_state, then master_weights, then
+  // (stage 3) params, on NVME.
   OffloadOptions tiers;
   tiers.optimizer_state = plan.tier_of(PlanCategory::kOptimizerState);
   tiers.master_weights = plan.tier_of(PlanCategory::kMasterWeights);
   tiers.params = plan.tier_of(PlanCategory::kParams);
   tiers.grads = plan.tier_of(PlanCategory::kGrads);
   std::vector<std::string> set;
-  for (PlanCategory cat : {PlanCategory::kOptimizerState, PlanCategory::kMasterWeights}) {
+  for (PlanCategory cat : {PlanCategory::kOptimizerState, PlanCategory::kMasterWeights, PlanCategory::kParams}) {
     if (plan.tier_of(cat) == OffloadTier::kNvme) continue;
-    (cat == PlanCategory::kOptimizerState ? tiers.optimizer_state : tiers.master_weights) = OffloadTier::kNvme;
+    if (cat == PlanCategory::kParams && !plan.params_offloadable) continue;  // stage 3 only
+    (cat == PlanCategory::kOptimizerState  ? tiers.optimizer_state
+     : cat == PlanCategory::kMasterWeights ? tiers.master_weights
+                                           : tiers.params) = OffloadTier::kNvme;
     set.push_back(absl::StrCat("engine.offload.", PlanCategoryName(cat), ": NVME"));
     const MemoryPlan candidate = plan.WithOffload(tiers);
     if (candidate.resident_bytes() <= limit_bytes) {

@@ -98,8 +98,12 @@ struct MemoryPlan {
   // The offloadable classes' file bytes: each region (unit, state kind)
   // rounded up with AlignIo, whatever the class's tier.
   std::array<int64_t, kNumPlanCategories> file_bytes{};
-  // The staging pool when any class is NVME (buffer_count x buffer_bytes).
+  // The staging pool when the master, the gradients or the optimizer state
+  // are NVME (buffer_count x buffer_bytes).
   int64_t staging_pool_bytes = 0;
+  // The param slots when params are NVME (stage 3): ParamShardSlots x the
+  // largest shard in the compute dtype, rounded up with AlignIo.
+  int64_t param_pool_bytes = 0;
   bool nvme_ram_backed = false;
   bool params_offloadable = false;  // stage 3
   // Lines the plan prints under its table ("activations: unknown (not
@@ -130,8 +134,9 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& inputs);
 //   memory plan exceeds the limit: rank R needs X GiB resident, limit Y GiB;
 //   largest: a X GiB, b Y GiB, c Z GiB; set engine.offload.optimizer_state:
 //   NVME (needs X GiB resident, Y GB in nvme_dir)
-// suggesting the first of (optimizer_state NVME; + master_weights NVME)
-// that fits; none fits: "no offload setting this engine supports fits".
+// suggesting the first of (optimizer_state NVME; + master_weights NVME;
+// + params NVME, stage 3) that fits; none fits: "no offload setting this
+// engine supports fits".
 // A limit below the floor (Floor()): "memory plan exceeds the limit: the
 // limit is below the plan's floor (every state class offloaded: X GiB);
 // rank R needs ...".

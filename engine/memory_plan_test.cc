@@ -183,6 +183,58 @@ TEST(MemoryPlanTest, RefusalNamesTheNeedTheLargestAndTheSettingThatFits) {
   EXPECT_EQ(p.Floor().bytes_of(PlanCategory::kOffloadStaging), G / 4);
 }
 
+// Stage 3 with the parameter shards offloadable: the floor and the refusal
+// take params to NVME as the third setting, with their param slots.
+TEST(MemoryPlanTest, RefusalAndFloorIncludeParamsOnNvmeAtStage3) {
+  MemoryPlan p = RoundPlan();
+  const int64_t G = int64_t{1} << 30;
+  p.params_offloadable = true;
+  p.file_bytes[static_cast<int>(PlanCategory::kParams)] = G;
+  p.param_pool_bytes = G / 4;
+  EXPECT_EQ(CheckMemoryPlan(p, 2 * G).message(),
+            "memory plan exceeds the limit: rank 2 needs 8.25 GiB resident, limit 2.00 GiB; largest: optimizer_state "
+            "4.00 GiB, master_weights 2.00 GiB, params 1.00 GiB; set engine.offload.optimizer_state: NVME and "
+            "engine.offload.master_weights: NVME and engine.offload.params: NVME (needs 1.75 GiB resident, 7.5 GB in "
+            "nvme_dir)");
+  const MemoryPlan floor = p.Floor();
+  EXPECT_EQ(floor.tier_of(PlanCategory::kParams), OffloadTier::kNvme);
+  EXPECT_EQ(floor.bytes_of(PlanCategory::kOffloadStaging), G / 2);
+  EXPECT_EQ(floor.resident_bytes(), G + G / 4 + G / 2);
+  // Params alone on NVME: only their slots stage.
+  OffloadOptions params;
+  params.params = OffloadTier::kNvme;
+  EXPECT_EQ(p.WithOffload(params).bytes_of(PlanCategory::kOffloadStaging), G / 4);
+}
+
+// engine.offload.params: NVME as the engine allocates it: no parameter
+// shard resident, the file's bytes on NVMe, the param slots staged.
+TEST(MemoryPlanTest, ParamsOnNvmeAreWhatTheEngineAllocates) {
+  EngineConfig config = Config(3);
+  config.mutable_precision()->set_compute_dtype(BF16);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  config.mutable_offload()->set_nvme_dir(tmp != nullptr ? tmp : "/tmp");
+  config.mutable_offload()->set_params(NVME);
+  auto comms = CreateThreadGroup(1);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(TinyGpt2()).value());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
+  ASSERT_TRUE(options.ok());
+  std::unique_ptr<Model> model = BuildGpt2(TinyGpt2()).value();
+  absl::StatusOr<MemoryPlan> plan = Plan(*options, (*engine)->plan(), *model, kRows, 8);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const MemoryTracker& m = (*engine)->memory();
+  const TierBytes params = plan->ByTier(PlanCategory::kParams);
+  EXPECT_EQ(params.device + params.host, 0);
+  EXPECT_EQ(m.Usage(MemoryCategory::kParams).current, 0);
+  EXPECT_GT(params.nvme, 0);
+  EXPECT_EQ(plan->bytes_of(PlanCategory::kMasterWeights), m.Usage(MemoryCategory::kMasterParams).current);
+  EXPECT_EQ(plan->bytes_of(PlanCategory::kOptimizerState), m.Usage(MemoryCategory::kOptimizerState).current);
+  EXPECT_GT(plan->bytes_of(PlanCategory::kOffloadStaging), 0);
+  EXPECT_EQ(plan->bytes_of(PlanCategory::kOffloadStaging), m.Usage(MemoryCategory::kOffloadStaging).current);
+  EXPECT_EQ(plan->nvme_bytes(), plan->file_bytes[static_cast<int>(PlanCategory::kParams)]);
+}
+
 TEST(MemoryPlanTest, RamBackedFilesAreResident) {
   OffloadOptions nvme;
   nvme.optimizer_state = OffloadTier::kNvme;

@@ -216,6 +216,9 @@ absl::Status OptimizerPhase::ReduceNorm(absl::Span<const LossTerms> losses, doub
 absl::Status OptimizerPhase::Update(int bucket, StepResult* result, OptimizerPhaseState* phase_state) {
   OptimizerPhaseState& phase = *phase_state;
   if (!phase.update) return absl::OkStatus();
+  // A failed parameter-shard read (stage 3: no collective here): nothing is
+  // computed, SCALER_UPDATE fails the step on every rank.
+  if (state_->param_store() != nullptr && !state_->param_store()->status().ok()) return absl::OkStatus();
   const std::vector<int>& units = res_->plan.buckets[bucket].units;
   for (int u : units) {
     if (state_->optimizer_region(u) < 0) continue;
@@ -292,6 +295,7 @@ absl::Status OptimizerPhase::UpdateChunk(int c, StepResult* result, OptimizerPha
     }
   }
   if (!store.status().ok()) return absl::OkStatus();
+  if (state_->param_store() != nullptr && !state_->param_store()->status().ok()) return absl::OkStatus();
   const float* grads = nullptr;
   if (!res_->options.zero.all_gathers_reduced_grads()) {
     grads = shard.grad_shard();
@@ -342,11 +346,15 @@ absl::Status OptimizerPhase::ScalerUpdate(StepResult* result, OptimizerPhaseStat
     if (shard != nullptr) shard->FreeGradShard();
   }
   state_->reducer().FreeStaging();
-  if (state_->offload() != nullptr) {
+  if (state_->offload() != nullptr || state_->param_store() != nullptr) {
     // An I/O error of the NVMe tier on any rank fails the step on every
-    // rank (OffloadStore keeps it rather than stopping one rank alone).
-    RETURN_IF_ERROR(AgreeAcrossRanksSharingError(*res_->comms.control, state_->offload()->status(),
-                                     "the optimizer step's NVMe offload I/O"));
+    // rank (the stores keep it rather than stopping one rank alone).
+    const absl::Status io = state_->offload() != nullptr && !state_->offload()->status().ok()
+                                ? state_->offload()->status()
+                            : state_->param_store() != nullptr ? state_->param_store()->status()
+                                                               : absl::OkStatus();
+    RETURN_IF_ERROR(
+        AgreeAcrossRanksSharingError(*res_->comms.control, io, "the optimizer step's NVMe offload I/O"));
   }
   result->step = state_->step();
   result->skipped_steps = state_->skipped_steps();

@@ -313,7 +313,158 @@ class Simulator {
     for (const OffloadChunk& c : p.chunks) {
       if (c.bucket >= 0 && c.bucket < buckets) ++s.chunks_left[c.bucket];
     }
-    return CheckOffloadIo(r);
+    RETURN_IF_ERROR(CheckOffloadIo(r));
+    return CheckParamShardIo(r);
+  }
+
+  // The parameter shards' I/O (engine.offload.params: NVME), per rank in
+  // program order with the program run twice (cyclic): a param slot is
+  // LOADed only when no LOAD is in flight into it, the GATHER that read it
+  // is waited (WAIT_GATHER or RELEASE) and its STORE is waited; WAIT_LOAD
+  // waits the slot's LOAD of that unit; a GATHER (when the program streams
+  // shards) follows WAIT_LOAD of the unit into a slot still holding it; a
+  // STORE writes a slot holding the unit loaded; a streamed UPDATE(chunk)
+  // of a unit the program stores finds its shard in a slot; no LOAD of a
+  // unit falls between the first UPDATE / PUBLISH after the LOAD whose
+  // slot its STORE writes back and that STORE (it would read the shard
+  // before the update), so the next step's loads see the stored shard;
+  // each stored unit is stored once a step.
+  absl::Status CheckParamShardIo(int r) const {
+    const StepProgram& p = ranks_[r].program;
+    const int K = p.param_slots, units = p.num_units, n = static_cast<int>(p.actions.size());
+    auto bad = [&](int i, const std::string& rule) {
+      return absl::FailedPreconditionError(absl::StrCat(At(r, i), ": ", rule));
+    };
+    bool any = false;
+    for (const Action& a : p.actions) any |= a.param_slot >= 0;
+    if (!any && K == 0) return absl::OkStatus();
+    // Per STORE: the LOAD whose slot contents it writes (same pass).
+    std::vector<int> stored_times(units, 0);
+    std::vector<bool> stored(units, false);
+    for (int i = 0; i < n; ++i) {
+      const Action& a = p.actions[i];
+      if (a.param_slot < 0) continue;
+      if (a.param_slot >= K || a.unit < 0 || a.unit >= units || a.chunk >= 0) {
+        return Malformed(r, i, absl::StrCat("param_slot ", a.param_slot, " of unit ", a.unit, ", expected a slot in [0, ",
+                                            K, ") of a unit in [0, ", units, ") and no chunk"));
+      }
+      if (a.kind == ActionKind::kStore) stored[a.unit] = true;
+    }
+    struct Slot {
+      int unit = -1;
+      bool loading = false, loaded = false, storing = false;
+      int gather_unit = -1;  // a GATHER read it and is not waited yet
+      int load_action = -1;
+    };
+    std::vector<Slot> slot(K);
+    std::vector<int> gather_slot(units, -1);
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<int> times(units, 0);
+      // By unit: LOADs of this pass, to check them against each STORE.
+      std::vector<std::vector<int>> loads(units);
+      for (int i = 0; i < n; ++i) {
+        const Action& a = p.actions[i];
+        const bool io = a.param_slot >= 0;
+        if (!io && a.kind == ActionKind::kGather && K > 0) {
+          int s = -1;
+          for (int k = 0; k < K; ++k) {
+            if (slot[k].unit == a.unit && slot[k].loaded) s = k;
+          }
+          if (s < 0) {
+            return bad(i, absl::StrCat("GATHER of unit ", UnitName(r, a.unit),
+                                       ", whose shard is not in a param slot (WAIT_LOAD first)"));
+          }
+          slot[s].gather_unit = a.unit;
+          gather_slot[a.unit] = s;
+          continue;
+        }
+        if (!io && (a.kind == ActionKind::kWaitGather || a.kind == ActionKind::kRelease) && a.unit >= 0 &&
+            a.unit < units && gather_slot[a.unit] >= 0) {
+          if (slot[gather_slot[a.unit]].gather_unit == a.unit) slot[gather_slot[a.unit]].gather_unit = -1;
+          gather_slot[a.unit] = -1;
+          continue;
+        }
+        if (!io && a.kind == ActionKind::kUpdate && a.chunk >= 0 && a.chunk < static_cast<int>(p.chunks.size())) {
+          const int u = p.chunks[a.chunk].unit;
+          bool held = false;
+          for (const Slot& k : slot) held |= k.unit == u && k.loaded;
+          if (u >= 0 && u < units && stored[u] && !held) {
+            return bad(i, absl::StrCat("UPDATE of chunk ", a.chunk, " rounds into unit ", UnitName(r, u),
+                                       "'s shard, which is not in a param slot (WAIT_LOAD first)"));
+          }
+          continue;
+        }
+        if (!io) continue;
+        Slot& k = slot[a.param_slot];
+        const std::string name = UnitName(r, a.unit);
+        const std::string where = absl::StrCat("param slot ", a.param_slot);
+        switch (a.kind) {
+          case ActionKind::kLoad:
+            if (k.loading) return bad(i, absl::StrCat("LOAD into ", where, " while its LOAD of unit ",
+                                                      UnitName(r, k.unit), " is in flight"));
+            if (k.gather_unit >= 0) {
+              return bad(i, absl::StrCat("LOAD into ", where, " while the GATHER of unit ", UnitName(r, k.gather_unit),
+                                         " reading it is not waited (WAIT_GATHER first)"));
+            }
+            if (k.storing) {
+              return bad(i, absl::StrCat("LOAD into ", where, " while the STORE of unit ", UnitName(r, k.unit),
+                                         " from it is not waited (WAIT_STORE first)"));
+            }
+            k = Slot();
+            k.unit = a.unit;
+            k.loading = true;
+            k.load_action = i;
+            loads[a.unit].push_back(i);
+            break;
+          case ActionKind::kWaitLoad:
+            if (!k.loading || k.unit != a.unit) {
+              return bad(i, absl::StrCat("WAIT_LOAD of unit ", name, " with no LOAD of it in flight into ", where));
+            }
+            k.loading = false;
+            k.loaded = true;
+            break;
+          case ActionKind::kStore: {
+            if (k.unit != a.unit || !k.loaded) {
+              return bad(i, absl::StrCat("STORE of unit ", name, " from ", where,
+                                         ", which does not hold it loaded (WAIT_LOAD first)"));
+            }
+            // A LOAD of the unit between the first UPDATE / PUBLISH after
+            // the load this STORE writes back and the STORE reads the shard
+            // before the update is on disk.
+            int rounded = k.load_action;
+            while (rounded < i && p.actions[rounded].kind != ActionKind::kUpdate &&
+                   p.actions[rounded].kind != ActionKind::kPublish) {
+              ++rounded;
+            }
+            for (int l : loads[a.unit]) {
+              if (l > rounded && l < i) {
+                return bad(l, absl::StrCat("LOAD of unit ", name, " reads its shard before the update is stored (",
+                                           "STORE at action ", i, ")"));
+              }
+            }
+            k.storing = true;
+            ++times[a.unit];
+            break;
+          }
+          case ActionKind::kWaitStore:
+            if (k.storing && k.unit == a.unit) {
+              k.storing = false;
+            } else if (pass == 1 || k.storing) {
+              return bad(i, absl::StrCat("WAIT_STORE of unit ", name, " with no STORE of it in flight from ", where));
+            }
+            break;
+          default:
+            return Malformed(r, i, "param_slot on an action other than LOAD, WAIT_LOAD, STORE, WAIT_STORE");
+        }
+      }
+      for (int u = 0; u < units; ++u) {
+        if (stored[u] && times[u] != 1) {
+          return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": unit ", UnitName(r, u), "'s shard is STOREd ",
+                                                            times[u], " times in a step, expected once"));
+        }
+      }
+    }
+    return absl::OkStatus();
   }
 
   // The NVMe tier's streaming, per rank in program order with the program
@@ -338,6 +489,7 @@ class Simulator {
         const Action& a = p.actions[i];
         const bool streamed_update = a.kind == ActionKind::kUpdate && a.chunk >= 0;
         if (!IsOffloadIo(a.kind) && !streamed_update) continue;
+        if (a.param_slot >= 0) continue;  // a parameter shard's: CheckParamShardIo
         const int c = a.chunk;
         if (c < 0 || c >= C) return Malformed(r, i, absl::StrCat("chunk ", c, ", expected in [0, ", C, ")"));
         const int slot = p.chunks[c].slot;

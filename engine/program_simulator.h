@@ -41,6 +41,13 @@
 //     in flight (or, on the first step, none); every chunk is loaded,
 //     updated and stored once a step, and a bucket with chunks counts as
 //     updated (for its PUBLISH) after its last chunk's UPDATE;
+//   * the parameter shards' I/O (param_slot set; cyclic too): a param slot
+//     is LOADed only when its previous use is finished (no LOAD in flight,
+//     the GATHER that read it waited, its STORE waited); a GATHER follows
+//     WAIT_LOAD of its unit into a slot still holding it; a STORE writes a
+//     slot holding its unit; no LOAD of a unit between the update that
+//     rounds into it and its STORE (the next step's loads see the stored
+//     shard); each stored unit is stored once a step;
 //   * no rank is left waiting when nothing can move (a deadlock names every
 //     stuck rank, the action it waits at and what for; a consumer of a
 //     transfer also says at which action the sender would issue the SEND,

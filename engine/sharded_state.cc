@@ -29,6 +29,8 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
   const bool streams = StreamedBytesPerElement(options) > 0;
   const bool master_nvme = streams && options.offload.master_weights == OffloadTier::kNvme;
   const bool state_nvme = streams && options.offload.optimizer_state == OffloadTier::kNvme;
+  // The parameter shards on the NVMe tier (stage 3), staged in param slots.
+  const std::vector<int64_t> param_bytes = StreamedParamShardBytes(plan, options);
   for (int u = 0; u < L; ++u) {
     const bool trainable = plan.units[u].trainable;
     if (!plan.units[u].held) {  // another pipeline stage's unit
@@ -39,7 +41,8 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
     const bool region = trainable && plan.units[u].has_params;
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
                      UnitShard::Create(&plan.layouts[u], options.zero, dp, tracker, options.compute_dtype,
-                                       compute.kernels, trainable, /*resident_master=*/!(master_nvme && region)));
+                                       compute.kernels, trainable, /*resident_master=*/!(master_nvme && region),
+                                       /*resident_params=*/param_bytes.empty() || param_bytes[u] == 0));
     shard->set_timeline(timeline);
     if (options.sharding.quantize_weights) shard->set_weight_quantization(options.sharding.quantization_block);
     with_grads.push_back(trainable && plan.units[u].has_params ? shard.get() : nullptr);
@@ -87,6 +90,18 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
                                : StreamChunkElements(options.offload.buffer_bytes, StreamedBytesPerElement(options));
     ASSIGN_OR_RETURN(state->offload_, OffloadStore::Create(std::move(store), tracker));
   }
+  if (!param_bytes.empty()) {
+    if (options.device != Device::kCpu) {
+      return absl::UnimplementedError(
+          "engine.offload.params: the NVME tier streams on a cpu device only (engine.device.type: CPU)");
+    }
+    ParamShardStoreOptions store;
+    store.offload = options.offload;
+    store.rank = plan.stage * dp->size() + dp->rank();
+    store.shard_bytes = param_bytes;
+    store.slots = ParamShardSlots(plan, options);
+    ASSIGN_OR_RETURN(state->param_store_, ParamShardStore::Create(std::move(store), tracker));
+  }
   ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options.lr_schedule));
   state->schedule_ = std::make_unique<LrSchedule>(schedule);
   RETURN_IF_ERROR(state->reducer_->SetStagingSlots(plan.staging_slots));
@@ -94,6 +109,23 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
 }
 
 ShardedState::~ShardedState() = default;
+
+absl::Status ShardedState::DrainIo() {
+  absl::Status s = offload_ == nullptr ? absl::OkStatus() : offload_->Drain();
+  absl::Status p = param_store_ == nullptr ? absl::OkStatus() : param_store_->Drain();
+  return s.ok() ? p : s;
+}
+
+OffloadIoDelta ShardedState::TakeIo() {
+  OffloadIoDelta d;
+  for (const OffloadIoDelta& part : {offload_ == nullptr ? OffloadIoDelta() : offload_->TakeIo(),
+                                     param_store_ == nullptr ? OffloadIoDelta() : param_store_->TakeIo()}) {
+    d.read_bytes += part.read_bytes;
+    d.write_bytes += part.write_bytes;
+    d.busy_seconds += part.busy_seconds;
+  }
+  return d;
+}
 
 void ShardedState::ReleaseAll() {
   for (auto& shard : shards_) {
@@ -164,9 +196,16 @@ absl::Status ShardedState::InitParams(const Model& model, uint64_t seed, int tp_
 absl::Status ShardedState::PublishMasterWeights() {
   std::vector<std::unique_ptr<Work>> works;
   absl::Status status;
+  // Streamed parameter shards are rounded in param slot 0 and written to
+  // the file unit by unit (one shard of memory).
+  if (param_store_ != nullptr) {
+    absl::Status drained = param_store_->Drain();
+    if (!drained.ok()) status = drained;
+  }
   for (int u = 0; u < num_units(); ++u) {
     UnitShard* shard = shards_[u].get();
     if (shard == nullptr) continue;
+    if (params_stream(u)) shard->BindParamShard(param_store_->slot(0));
     if (master_streams(u)) {
       // Rounded window by window from the file; the all-gather is issued
       // whatever happened, so no rank is left in it.
@@ -184,6 +223,11 @@ absl::Status ShardedState::PublishMasterWeights() {
       if (status.ok()) status = w.status();
     } else if (*w != nullptr) {
       works.push_back(std::move(*w));
+    }
+    if (params_stream(u) && status.ok()) {
+      // Stage 3 issues no collective here: the slot is free again once written.
+      const int64_t bytes = shard->layout().shard_numel() * static_cast<int64_t>(DTypeSize(shard->compute_dtype()));
+      status = param_store_->Write(u, 0, bytes, param_store_->slot(0));
     }
   }
   for (auto& w : works) {

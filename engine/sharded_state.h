@@ -21,6 +21,7 @@
 #include "core/timeline.h"
 #include "engine/engine_options.h"
 #include "engine/offload_store.h"
+#include "engine/param_shard_store.h"
 #include "engine/step_plan.h"
 #include "nn/model.h"
 #include "nn/unit.h"
@@ -67,9 +68,15 @@ class ShardedState {
     return offload_ != nullptr && offload_->streams_master() && regions_[unit] >= 0;
   }
   bool state_streams() const { return offload_ != nullptr && offload_->streams_state(); }
+  // engine.offload.params: NVME (stage 3): the parameter shards' store,
+  // null otherwise; a held unit with a non-empty shard streams.
+  ParamShardStore* param_store() { return param_store_.get(); }
+  bool params_stream(int unit) const { return param_store_ != nullptr && param_store_->streams(unit); }
   // Waits for every I/O in flight (what reads or writes the state between
-  // steps calls it first); its error. OK without the tier.
-  absl::Status DrainIo() { return offload_ == nullptr ? absl::OkStatus() : offload_->Drain(); }
+  // steps calls it first); the first error. OK without the tier.
+  absl::Status DrainIo();
+  // The step's I/O of both stores, since the last call.
+  OffloadIoDelta TakeIo();
   // Elements [offset, offset + count) of a unit's master to host memory,
   // from wherever it lives.
   absl::Status ReadMaster(int unit, int64_t offset, int64_t count, float* out);
@@ -117,6 +124,7 @@ class ShardedState {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<OffloadStore> offload_;
+  std::unique_ptr<ParamShardStore> param_store_;
   int64_t step_ = 0;
   int64_t skipped_steps_ = 0;
   int64_t attempts_ = 0;

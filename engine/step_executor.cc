@@ -262,6 +262,33 @@ absl::Status StepExecutor::ParamViews(int unit, std::vector<TensorView>* params,
   return absl::OkStatus();
 }
 
+// A parameter shard's I/O (engine/param_shard_store.h): after WAIT_LOAD
+// the unit's shard is the slot's, for the GATHER or the rounding that
+// follows.
+absl::Status StepExecutor::RunParamShardIo(const Action& a) {
+  ParamShardStore* store = state_->param_store();
+  if (store == nullptr || a.param_slot >= store->slots() || !store->streams(a.unit)) {
+    return absl::InternalError(absl::StrCat(ActionKindName(a.kind), " unit=", a.unit, " param_slot=", a.param_slot,
+                                            " in a program of an engine whose parameters do not stream there"));
+  }
+  switch (a.kind) {
+    case ActionKind::kLoad:
+      store->Load(a.unit, a.param_slot);
+      break;
+    case ActionKind::kWaitLoad:
+      store->WaitLoad(a.param_slot);
+      state_->unit_shard(a.unit)->BindParamShard(store->slot(a.param_slot));
+      break;
+    case ActionKind::kStore:
+      store->Store(a.unit, a.param_slot);
+      break;
+    default:
+      store->WaitStore(a.param_slot);
+      break;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
   const Clock::time_point t0 = Clock::now();
   StepTimings* t = run->timings;
@@ -447,6 +474,15 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
     case ActionKind::kWaitStore: {
       // The NVMe tier's I/O never fails the action: an error is kept and
       // agreed on at SCALER_UPDATE (engine/offload_store.h).
+      if (a.param_slot >= 0) {
+        RETURN_IF_ERROR(RunParamShardIo(a));
+        if (t != nullptr && run->optimizer.started) {
+          t->optimizer += SecondsSince(t0);
+        } else {
+          charge(nullptr);
+        }
+        return absl::OkStatus();
+      }
       OffloadStore* store = state_->offload();
       if (store == nullptr) {
         return absl::InternalError(absl::StrCat(ActionKindName(a.kind), " in a program of an engine without the NVMe tier"));

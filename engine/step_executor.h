@@ -86,6 +86,7 @@ class StepExecutor {
 
  private:
   absl::Status RunAction(const Action& action, RunContext* run);
+  absl::Status RunParamShardIo(const Action& action);
   // RunAction between the observers' action events, with the waits it
   // added to run->timings.
   absl::Status RunObservedAction(const Action& action, int index, RunContext* run);

@@ -7,6 +7,7 @@
 #include "core/status_macros.h"
 #include "engine/data_parallel_program.h"
 #include "engine/optimizer_program.h"
+#include "engine/param_offload_program.h"
 #include "engine/pipeline_partition.h"
 #include "engine/pipeline_program.h"
 #include "sharding/optimizer_registry.h"
@@ -172,6 +173,46 @@ int64_t StreamedBytesPerElement(const EngineOptions& options) {
   return bytes;
 }
 
+std::vector<int64_t> StreamedParamShardBytes(const StepPlan& plan, const EngineOptions& options) {
+  if (options.offload.params != OffloadTier::kNvme || !options.zero.shards_params()) return {};
+  std::vector<int64_t> bytes;
+  for (size_t u = 0; u < plan.units.size(); ++u) {
+    bytes.push_back(plan.units[u].held ? plan.layouts[u].shard_numel() * static_cast<int64_t>(DTypeSize(options.compute_dtype))
+                                       : 0);
+  }
+  return bytes;
+}
+
+namespace {
+
+// The parameter shards' I/O (engine/param_offload_program.h) into the train
+// and evaluation programs; nothing unless they stream.
+void AddParamShardIoToPrograms(const EngineOptions& options, StepPlan* plan) {
+  const std::vector<int64_t> bytes = StreamedParamShardBytes(*plan, options);
+  if (bytes.empty()) return;
+  ParamShardIoInput in;
+  for (int64_t b : bytes) in.streams.push_back(b > 0);
+  in.min_slots = options.gather.prefetch + 1;
+  for (const GradBucket& b : plan->buckets) in.buckets.push_back(b.units);
+  AddParamShardIo(in, &plan->train);
+  in.buckets.clear();
+  AddParamShardIo(in, &plan->eval);
+}
+
+}  // namespace
+
+int ParamShardSlots(const StepPlan& plan, const EngineOptions& options) {
+  if (!options.zero.shards_params()) return 0;
+  if (options.offload.params == OffloadTier::kNvme) {
+    return std::max({1, plan.train.param_slots, plan.eval.param_slots});
+  }
+  EngineOptions nvme = options;
+  nvme.offload.params = OffloadTier::kNvme;
+  StepPlan with = plan;
+  AddParamShardIoToPrograms(nvme, &with);
+  return std::max({1, with.train.param_slots, with.eval.param_slots});
+}
+
 namespace {
 
 // The optimizer phase's view of the plan: its buckets' units, each unit's
@@ -276,6 +317,7 @@ absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOp
   AddStepPrologueAndOptimizerPhase(phase, &plan.train);
   o.training = false;
   ASSIGN_OR_RETURN(plan.eval, BuildDataParallelProgram(units, buckets, o));
+  AddParamShardIoToPrograms(options, &plan);
   plan.staging_slots = StagingSlots(plan.train, static_cast<int>(plan.buckets.size()));
   return plan;
 }
@@ -345,6 +387,7 @@ absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOption
   AddStepPrologueAndOptimizerPhase(phase, &plan.train);
   in.training = false;
   ASSIGN_OR_RETURN(plan.eval, BuildPipelineProgram(in));
+  AddParamShardIoToPrograms(options, &plan);
   plan.staging_slots = StagingSlots(plan.train, static_cast<int>(plan.buckets.size()));
   return plan;
 }

@@ -92,6 +92,15 @@ absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOption
 // (docs/offload_streaming.md).
 int64_t StreamedBytesPerElement(const EngineOptions& options);
 
+// engine.offload.params: NVME at stage 3: by unit, the bytes of the rank's
+// compute-dtype shard that live in the params file (0 for a unit not held
+// or with an empty shard); empty when parameters do not stream.
+std::vector<int64_t> StreamedParamShardBytes(const StepPlan& plan, const EngineOptions& options);
+// The param slots the parameter shards' store allocates at stage 3: the
+// most either program uses (at least 1), as if engine.offload.params were
+// NVME when it is not (the memory planner's floor); 0 below stage 3.
+int ParamShardSlots(const StepPlan& plan, const EngineOptions& options);
+
 absl::StatusOr<StepPlan> PlanStep(const Model& model, const EngineOptions& options, int dp_size, int stage);
 
 }  // namespace zeroshard

@@ -117,6 +117,7 @@ std::string FormatAction(const StepProgram& program, const Action& action) {
   if (action.bucket >= 0) absl::StrAppend(&line, " bucket=", NameOr(program.names.buckets, action.bucket));
   if (action.peer_stage >= 0) absl::StrAppend(&line, " peer=", action.peer_stage);
   if (action.chunk >= 0) absl::StrAppend(&line, " chunk=", action.chunk, " slot=", action.slot);
+  if (action.param_slot >= 0) absl::StrAppend(&line, " param_slot=", action.param_slot);
   if (!action.issues.empty()) {
     int64_t bytes = 0;
     for (const IssuedCollective& c : action.issues) bytes += c.bytes_per_rank;

@@ -92,6 +92,17 @@
 //                              in the slot, its masters rounded into the
 //                              compute parameters; PUBLISH then only
 //                              all-gathers (stages 1-2)
+// With engine.offload.params: NVME (stage 3) the rank's compute-dtype
+// parameter shard of each unit lives in a file too and is staged in a
+// second pool of param slots (StepProgram::param_slots; the action's
+// param_slot, chunk -1; engine/param_offload_program.h):
+//   LOAD(unit)                 issue the read of the unit's shard into the
+//                              param slot
+//   WAIT_LOAD(unit)            wait for it; the unit's shard is the slot's
+//                              (GATHER all-gathers it, UPDATE / PUBLISH
+//                              round into it) until the slot is reused
+//   STORE(unit)                issue the write of the slot's shard back
+//   WAIT_STORE(unit)           wait for it (nothing when none is in flight)
 // A transfer is identified by (the two stages, micro-batch, kind, chunk
 // boundary): SEND_ACT of unit u matches RECV_ACT of unit u+1, SEND_GRAD of
 // unit u matches RECV_GRAD of unit u-1; several may be in flight between
@@ -187,11 +198,15 @@ struct Action {
   int peer_stage = -1;   // transfers: the other pipeline stage; -1 otherwise
   int chunk = -1;        // LOAD / WAIT_LOAD / STORE / WAIT_STORE and a streamed UPDATE; -1 otherwise
   int slot = -1;         // the chunk's staging slot where chunk is set; -1 otherwise
+  // LOAD / WAIT_LOAD / STORE / WAIT_STORE of a unit's parameter shard: its
+  // param slot (chunk is -1); -1 otherwise.
+  int param_slot = -1;
   std::vector<IssuedCollective> issues;
 
   bool operator==(const Action& o) const {
     return kind == o.kind && micro_batch == o.micro_batch && unit == o.unit && bucket == o.bucket &&
-           peer_stage == o.peer_stage && chunk == o.chunk && slot == o.slot && issues == o.issues;
+           peer_stage == o.peer_stage && chunk == o.chunk && slot == o.slot && param_slot == o.param_slot &&
+           issues == o.issues;
   }
 };
 
@@ -235,10 +250,14 @@ struct StepProgram {
   std::vector<OffloadChunk> chunks;
   int offload_slots = 0;
   int64_t chunk_elements = 0;
+  // engine.offload.params: NVME: the param slots the parameter shards'
+  // LOAD / STORE cycle through (0: no parameter shard streams).
+  int param_slots = 0;
 };
 
 // One line per action: the kind, then "mb=<m>" / "unit=<name>" /
-// "bucket=<name>" / "peer=<stage>" / "chunk=<c> slot=<s>" where they apply,
+// "bucket=<name>" / "peer=<stage>" / "chunk=<c> slot=<s>" / "param_slot=<s>"
+// where they apply,
 // then "bytes=<n>" (the
 // sum of its collectives' per-rank bytes) when it communicates, e.g.
 //   GATHER unit=h.3 bytes=12544

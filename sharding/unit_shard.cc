@@ -15,7 +15,8 @@ namespace zeroshard {
 absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayout* layout, const ZeroPolicy& zero,
                                                              Communicator* dp, MemoryTracker* tracker,
                                                              DType compute_dtype, const kernels::KernelContext& kernels,
-                                                             bool trainable, bool resident_master) {
+                                                             bool trainable, bool resident_master,
+                                                             bool resident_params) {
   if (compute_dtype != DType::kF32 && compute_dtype != DType::kBF16 && compute_dtype != DType::kF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("compute dtype is ", DTypeName(compute_dtype), ", expected f32, bf16 or f16"));
@@ -38,8 +39,15 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
   const int64_t P = layout->padded_numel();
   const int64_t S = layout->shard_numel();
   const Device d = u->device_;
-  ASSIGN_OR_RETURN(u->params_, Buffer::AllocateZeroed(tracker, MemoryCategory::kParams, d, compute_dtype,
-                                                zero.shards_params() ? S : P));
+  if (!resident_params && !zero.shards_params()) {
+    return absl::InvalidArgumentError(absl::StrCat("unit '", layout->unit_name(),
+                                                   "': parameters off the device need ZeRO stage 3 shards"));
+  }
+  u->external_params_ = !resident_params;
+  if (resident_params) {
+    ASSIGN_OR_RETURN(u->params_, Buffer::AllocateZeroed(tracker, MemoryCategory::kParams, d, compute_dtype,
+                                                        zero.shards_params() ? S : P));
+  }
   u->master_numel_ = zero.shards_master() ? S : P;
   if (resident_master) {
     ASSIGN_OR_RETURN(u->master_, Buffer::AllocateZeroed(tracker, MemoryCategory::kMasterParams, d, DType::kF32,
@@ -56,6 +64,7 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
 }
 
 void* UnitShard::param_shard() {
+  if (external_params_) return bound_params_;
   if (zero_.shards_params()) return params_.data();
   return params_.as<char>() + layout_->ShardBegin(rank_) * static_cast<int64_t>(DTypeSize(compute_dtype_));
 }
@@ -81,7 +90,7 @@ absl::Status UnitShard::StartGather() {
     const int64_t packed = packed_part_bytes_;
     absl::Status s = AllocateQuantizedGather(packed);
     if (s.ok()) {
-      s = QuantizeShard(kernels_, quantized_send_.data(), params_.data(), compute_dtype_, quantization_runs_[rank_],
+      s = QuantizeShard(kernels_, quantized_send_.data(), param_shard(), compute_dtype_, quantization_runs_[rank_],
                         quantization_block_, kernels::NonFiniteInput::kPropagate);
     }
     if (!s.ok()) {
@@ -92,7 +101,7 @@ absl::Status UnitShard::StartGather() {
     }
     gather_work_ = dp_->AllGather(quantized_send_.data(), quantized_recv_.data(), packed, DType::kI8);
   } else {
-    gather_work_ = dp_->AllGather(params_.data(), gathered_.data(), layout_->shard_numel(), compute_dtype_);
+    gather_work_ = dp_->AllGather(param_shard(), gathered_.data(), layout_->shard_numel(), compute_dtype_);
   }
   gather_state_ = GatherState::kInFlight;
   ++gathers_;

@@ -51,7 +51,7 @@ class UnitShard {
   static absl::StatusOr<std::unique_ptr<UnitShard>> Create(
       const FlatParamLayout* layout, const ZeroPolicy& zero, Communicator* dp, MemoryTracker* tracker,
       DType compute_dtype = DType::kF32, const kernels::KernelContext& kernels = kernels::KernelContext::Cpu(1),
-      bool trainable = true, bool resident_master = true);
+      bool trainable = true, bool resident_master = true, bool resident_params = true);
 
   const FlatParamLayout& layout() const { return *layout_; }
   const ZeroPolicy& zero() const { return zero_; }
@@ -70,8 +70,16 @@ class UnitShard {
   bool resident_master() const { return !master_.empty() || master_numel_ == 0; }
 
   // The compute-dtype parameters of the rank's shard (stage 3's shard
-  // buffer, else the slice of the full buffer).
+  // buffer, else the slice of the full buffer). Stage 3 with Create's
+  // resident_params false (the NVMe tier, docs/offload_streaming.md): the
+  // buffer last bound (null before), which gathers read and rounding
+  // writes.
   void* param_shard();
+  bool resident_params() const { return !external_params_; }
+  // Non-resident shards only: points the shard at `shard` (a staging slot
+  // holding shard_numel compute-dtype elements), not owned; it must stay
+  // valid while a gather or a rounding uses it.
+  void BindParamShard(void* shard) { bound_params_ = shard; }
 
   // Full compute-dtype parameters; null under stage 3 unless gathered.
   void* full_params();
@@ -158,6 +166,8 @@ class UnitShard {
   bool trainable_ = true;
 
   Buffer params_;       // full (stages 0-2) or shard (stage 3)
+  bool external_params_ = false;  // stage 3 shard not resident: bound_params_
+  void* bound_params_ = nullptr;
   Buffer gathered_;     // stage 3 full buffer while gathered
   int64_t quantization_block_ = 0;
   std::vector<std::vector<int64_t>> quantization_runs_;  // per rank

@@ -62,6 +62,41 @@ TEST(UnitShardTest, Stage3GathersAndReleases) {
   });
 }
 
+// Parameters off the device (the NVMe tier): no shard is allocated; the
+// gather reads the bound buffer and the rounding writes it.
+TEST(UnitShardTest, Stage3NonResidentShardGathersAndRoundsThroughTheBoundBuffer) {
+  const FlatParamLayout layout = Layout();
+  OnTwoRanks([&](int rank, Communicator* comm) {
+    MemoryTracker tracker;
+    auto shard = *UnitShard::Create(&layout, *ZeroPolicy::ForStage(3), comm, &tracker, DType::kF32,
+                                    kernels::KernelContext::Cpu(1), /*trainable=*/true, /*resident_master=*/true,
+                                    /*resident_params=*/false);
+    EXPECT_FALSE(shard->resident_params());
+    EXPECT_EQ(tracker.Usage(MemoryCategory::kParams).current, 0);
+    EXPECT_EQ(shard->param_shard(), nullptr);
+    std::vector<float> slot(32);
+    for (int i = 0; i < 32; ++i) slot[i] = static_cast<float>(rank * 32 + i);
+    shard->BindParamShard(slot.data());
+    EXPECT_EQ(shard->param_shard(), slot.data());
+    ASSERT_TRUE(shard->WaitGather().ok());
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(static_cast<float*>(shard->full_params())[i], static_cast<float>(i));
+    EXPECT_EQ(tracker.Usage(MemoryCategory::kParams).current, 4 * 64);  // the gathered copy only
+    ASSERT_TRUE(shard->Release().ok());
+    for (int i = 0; i < 32; ++i) shard->master()[i] = 0.5f + static_cast<float>(i);
+    auto published = shard->PublishMaster();
+    ASSERT_TRUE(published.ok()) << published.status();
+    EXPECT_EQ(*published, nullptr);
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(slot[i], 0.5f + static_cast<float>(i));
+  });
+  // Below stage 3 the full parameters are always resident.
+  std::vector<std::unique_ptr<Communicator>> one = CreateThreadGroup(2);
+  const FlatParamLayout two = Layout();
+  auto refused = UnitShard::Create(&two, *ZeroPolicy::ForStage(2), one[0].get(), nullptr, DType::kF32,
+                                   kernels::KernelContext::Cpu(1), true, true, /*resident_params=*/false);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(), "unit 'h.0': parameters off the device need ZeRO stage 3 shards");
+}
+
 TEST(UnitShardTest, Stage3GatherIsDrawnOnTheTimeline) {
   const FlatParamLayout layout = Layout();
   OnTwoRanks([&](int rank, Communicator* comm) {

@@ -149,7 +149,8 @@ TEST(ConfigLoaderTest, EngineErrorsNameTheBatchFieldTheyAreGiven) {
 }
 
 // What the engine runs: HOST on a CPU device (the same memory), and
-// optimizer_state and master_weights on NVMe with a large enough buffer.
+// optimizer_state, master_weights and (stage 3) params on NVMe with a large
+// enough buffer.
 TEST(ConfigLoaderTest, OffloadSettingsTheEngineRunsAreValid) {
   auto errors = [](const char* text) {
     EngineConfig engine;
@@ -159,6 +160,9 @@ TEST(ConfigLoaderTest, OffloadSettingsTheEngineRunsAreValid) {
   using Errors = std::vector<std::string>;
   EXPECT_EQ(errors("offload { optimizer_state: HOST master_weights: HOST grads: HOST }"), Errors{});
   EXPECT_EQ(errors("zero { stage: 3 } offload { params: HOST }"), Errors{});
+  EXPECT_EQ(errors("zero { stage: 3 } offload { params: NVME optimizer_state: NVME master_weights: NVME "
+                   "nvme_dir: \"/tmp\" buffer_bytes: 12288 }"),
+            Errors{});
   EXPECT_EQ(errors("offload { optimizer_state: NVME master_weights: NVME nvme_dir: \"/tmp\" buffer_bytes: 12288 } "
                    "memory_limit_mib: 1024"),
             Errors{});
@@ -379,8 +383,10 @@ const BadConfig kBadConfigs[] = {
     {"offload_params_below_stage_3", "engine { zero { stage: 2 } offload { params: HOST } }", false, 3,
      "PATH: invalid config:\nengine.offload.params: HOST needs ZeRO stage 3 (parameter shards); engine.zero.stage is "
      "2"},
-    {"offload_params_nvme", "engine { offload { params: NVME nvme_dir: \"/tmp\" } }", false, 3,
-     "PATH: invalid config:\nengine.offload.params: NVME is not supported yet; expected DEVICE"},
+    {"offload_params_nvme_below_stage_3", "engine { zero { stage: 2 } offload { params: NVME nvme_dir: \"/tmp\" } }",
+     false, 3,
+     "PATH: invalid config:\nengine.offload.params: NVME needs ZeRO stage 3 (parameter shards); engine.zero.stage is "
+     "2"},
     {"offload_grads_nvme_below_stage_3", "engine { zero { stage: 1 } offload { grads: NVME nvme_dir: \"/tmp\" } }",
      false, 3, "PATH: invalid config:\nengine.offload.grads: NVME is not supported yet; expected DEVICE"},
     {"offload_host_on_cuda",

@@ -3,8 +3,10 @@
 // actions train to bitwise the same parameters, masters and optimizer
 // state as the same run with everything resident — ZeRO 0-3 over 3 ranks
 // (an odd world: shards that do not divide the units), AdamW and Lion,
-// dp 1 x pp 2 over 2 ranks — checkpoints saved offloaded resume exactly
-// (offloaded or not), and I/O faults fail on every rank with a named error.
+// dp 1 x pp 2 over 2 ranks; at stage 3 also the parameter shards on NVMe
+// (every class, over 3 ranks, dp 2 and dp 1 x pp 2, evaluation included) — checkpoints
+// saved offloaded resume exactly (offloaded or not), and I/O faults fail on
+// every rank with a named error.
 //
 // GPT-2 tiny (engine/testing/tiny_gpt2.h); buffer_bytes 12288 makes chunks
 // of 1024 elements, so the larger units stream in several chunks through 2
@@ -32,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gpt2/gpt2_registration.h"
+#include "offload/async_io.h"
 
 namespace zeroshard {
 namespace {
@@ -42,6 +45,7 @@ constexpr uint64_t kSeed = 11;
 struct Offload {
   bool state = false;
   bool master = false;
+  bool params = false;  // stage 3
 };
 
 std::string TmpDir() {
@@ -74,6 +78,7 @@ EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false) {
   OffloadConfig& o = *c.mutable_offload();
   if (off.state) o.set_optimizer_state(NVME);
   if (off.master) o.set_master_weights(NVME);
+  if (off.params) o.set_params(NVME);
   o.set_nvme_dir(TmpDir());
   o.set_buffer_count(2);
   o.set_buffer_bytes(12288);
@@ -162,7 +167,12 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
   TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion), grid);
   ASSERT_NE(resident.engine, nullptr);
   ASSERT_NE(streamed.engine, nullptr);
-  ASSERT_FALSE(streamed.engine->train_program().chunks.empty());
+  if (off.state || off.master) {
+    ASSERT_FALSE(streamed.engine->train_program().chunks.empty());
+  }
+  if (off.params) {
+    ASSERT_GT(streamed.engine->train_program().param_slots, 0);
+  }
   ExpectSameState(*resident.engine, *streamed.engine, "after Create");
   ASSERT_TRUE(resident.Steps(kSteps).ok());
   absl::Status s = streamed.Steps(kSteps);
@@ -175,6 +185,39 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
     EXPECT_EQ(resident.results[i].io.read_bytes, 0);
   }
   ExpectSameState(*resident.engine, *streamed.engine, absl::StrCat("after ", kSteps, " steps"));
+  if (off.params && !off.state && !off.master) {
+    // Exactly the program's shard I/O: each LOAD reads, each STORE writes
+    // the unit's f32 shard rounded up to the I/O alignment. Every load is
+    // waited in its step (step 0 also counts the state view's reads after
+    // Create); stores drain into the next, so writes are counted in all,
+    // after the initial one of every shard.
+    const StepProgram& program = streamed.engine->train_program();
+    int64_t reads = 0, writes = 0, initial = 0;
+    for (const Action& a : program.actions) {
+      if (a.param_slot < 0) continue;
+      const int64_t bytes = AlignIo(streamed.engine->plan().layouts[a.unit].shard_numel() * 4);
+      if (a.kind == ActionKind::kLoad) reads += bytes;
+      if (a.kind == ActionKind::kStore) writes += bytes;
+    }
+    for (const FlatParamLayout& layout : streamed.engine->plan().layouts) initial += AlignIo(layout.shard_numel() * 4);
+    ASSERT_GT(reads, 0);
+    for (int i = 1; i < kSteps; ++i) EXPECT_EQ(streamed.results[i].io.read_bytes, reads) << "step " << i;
+    ParamShardStore* store = dynamic_cast<EngineImpl&>(*streamed.engine).param_shard_store();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Drain().ok());
+    EXPECT_EQ(store->io().stats().write_bytes, initial + kSteps * writes);
+  }
+  if (off.params) {
+    // The evaluation gathers the shards from the file too.
+    const std::vector<Batch> views = Views(resident.batches);
+    absl::StatusOr<EvalResult> a = resident.engine->Evaluate(views[0]);
+    absl::StatusOr<EvalResult> b = streamed.engine->Evaluate(views[0]);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(std::memcmp(&a->loss, &b->loss, sizeof(a->loss)), 0) << a->loss << " vs " << b->loss;
+    // At rest (every unit released) no parameter is resident.
+    EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kParams).current, 0);
+  }
   if (off.state) {
     EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kOptimizerState).current, 0);
   }
@@ -198,6 +241,20 @@ TEST(OffloadMpiTest, BothClassesOnNvmeAtStage3AdamWAndLion) {
   ExpectOffloadExact(3, 3, 1, {true, true}, false, "both, ZeRO 3, AdamW");
   ExpectOffloadExact(3, 3, 1, {true, true}, true, "both, ZeRO 3, Lion");
   ExpectOffloadExact(1, 3, 1, {false, true}, false, "master only, ZeRO 1");
+}
+
+TEST(OffloadMpiTest, EveryClassOnNvmeAtStage3AdamWAndLion) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ExpectOffloadExact(3, 3, 1, {true, true, true}, false, "every class, ZeRO 3, AdamW");
+  ExpectOffloadExact(3, 3, 1, {true, true, true}, true, "every class, ZeRO 3, Lion");
+  ExpectOffloadExact(3, 3, 1, {false, false, true}, false, "params only, ZeRO 3");
+}
+
+TEST(OffloadMpiTest, ParamsOnNvmeOverTwoRanks) {
+  if (MpiWorldSize() != 2) GTEST_SKIP() << "runs on 2 ranks (dp 2, and dp 1 x pp 2)";
+  ExpectOffloadExact(3, 2, 1, {false, false, true}, false, "params only, ZeRO 3, dp 2");
+  ExpectOffloadExact(3, 2, 1, {true, true, true}, true, "every class, ZeRO 3, dp 2, Lion");
+  ExpectOffloadExact(3, 1, 2, {true, true, true}, false, "every class, ZeRO 3, dp 1 x pp 2");
 }
 
 TEST(OffloadMpiTest, BothClassesOnNvmeUnderAPipeline) {
@@ -256,6 +313,102 @@ TEST(OffloadMpiTest, ResumeFromACheckpointSavedOffloaded) {
     }
     ExpectSameState(*whole.engine, *resumed.engine, absl::StrCat("resumed ", what));
   }
+}
+
+TEST(OffloadMpiTest, ResumeFromACheckpointSavedWithParamsOffloaded) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  const EngineConfig streamed = Config(3, 3, 1, {false, true, true}), resident = Config(3, 3, 1, Offload());
+  TrainRun whole = MakeRun(streamed, grid);
+  ASSERT_NE(whole.engine, nullptr);
+  ASSERT_TRUE(whole.Steps(2 * kSteps).ok());
+  TrainRun first = MakeRun(streamed, grid);
+  ASSERT_TRUE(first.Steps(kSteps).ok());
+  const std::string root = absl::StrCat(TmpDir(), "/offload_params_resume");
+  absl::Status saved = SaveCheckpoint(*first.engine, root, kSteps, Gpt2RunRecord(AsTrainConfig(streamed)), {0, 0});
+  ASSERT_TRUE(saved.ok()) << saved;
+  for (const auto& [config, what] : {std::pair<EngineConfig, const char*>{streamed, "offloaded"}, {resident, "resident"}}) {
+    SCOPED_TRACE(what);
+    TrainRun resumed = MakeRun(config, grid);
+    ASSERT_NE(resumed.engine, nullptr);
+    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*resumed.engine, root);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ASSERT_TRUE(resumed.Steps(kSteps).ok());
+    for (int i = 0; i < kSteps; ++i) {
+      EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].loss, &resumed.results[i].loss, sizeof(float)), 0) << i;
+    }
+    ExpectSameState(*whole.engine, *resumed.engine, absl::StrCat("resumed ", what));
+  }
+}
+
+// The state view reads and writes a parameter shard on the NVMe tier
+// through its file: a range written is read back, the rest unchanged.
+TEST(OffloadMpiTest, TheStateViewReadsAndWritesParamShardRanges) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  TrainRun run = MakeRun(Config(3, 3, 1, {false, false, true}), CachedGrid({3, 1, 1}));
+  ASSERT_NE(run.engine, nullptr);
+  EngineStateView& view = run.engine->state();
+  const int k = EngineStateView::kParams;
+  int checked = 0;
+  for (int u = 0; u < view.num_units(); ++u) {
+    const StateRegion r = view.region(u, k);
+    if (!r.present || r.length < 4) continue;
+    EXPECT_EQ(view.data(u, k), nullptr) << "unit " << u;
+    const int64_t size = r.bytes / r.length;
+    std::vector<char> before(static_cast<size_t>(r.bytes)), after(before.size());
+    ASSERT_TRUE(view.Read(u, k, 0, r.length, before.data()).ok());
+    const int64_t off = r.length / 3, n = r.length / 3;
+    std::vector<char> in(static_cast<size_t>(n * size), 0x5a);
+    ASSERT_TRUE(view.Write(u, k, off, n, in.data()).ok());
+    ASSERT_TRUE(view.Read(u, k, 0, r.length, after.data()).ok());
+    for (int64_t i = 0; i < r.bytes; ++i) {
+      const bool written = i >= off * size && i < (off + n) * size;
+      ASSERT_EQ(after[i], written ? 0x5a : before[i]) << "unit " << u << " byte " << i;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// Truncates, on dp rank 0, the anonymous file at `path` (its descriptor is
+// the one whose /proc/self/fd link names it); every rank learns whether it
+// worked.
+int TruncateOnRank0(ProcessGrid& grid, const std::string& path) {
+  int truncated = 0;
+  if (grid.dp_rank() == 0) {
+    for (int fd = 0; fd < 4096 && truncated == 0; ++fd) {
+      char target[4096];
+      const ssize_t n = ::readlink(absl::StrCat("/proc/self/fd/", fd).c_str(), target, sizeof(target) - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      const std::string link = target;
+      if (link == path || (absl::StartsWith(path, "/proc/self/fd/") && path == absl::StrCat("/proc/self/fd/", fd))) {
+        truncated = ::ftruncate(fd, 0) == 0 ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_TRUE(grid.control(GridAxis::kDp).AllReduce(&truncated, 1, DType::kI32, ReduceOp::kSum)->Wait().ok());
+  return truncated;
+}
+
+TEST(OffloadMpiTest, ATruncatedParamsFileFailsTheNextStepOnEveryRank) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  TrainRun run = MakeRun(Config(3, 3, 1, {false, false, true}), grid);
+  ASSERT_NE(run.engine, nullptr);
+  ASSERT_TRUE(run.Steps(1).ok());
+  ParamShardStore* store = dynamic_cast<EngineImpl&>(*run.engine).param_shard_store();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Drain().ok());
+  ASSERT_EQ(TruncateOnRank0(grid, store->io().file_path(store->file())), 1)
+      << "rank 0 could not truncate its params file";
+  absl::Status s = run.Steps(1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "NVMe offload I/O")) << s;
+  if (grid.dp_rank() == 0) {
+    EXPECT_TRUE(absl::StrContains(s.message(), "rank 0 params")) << s;
+  }
+  EXPECT_FALSE(run.Steps(1).ok());
 }
 
 TEST(OffloadMpiTest, ATruncatedFileFailsTheNextStepOnEveryRank) {
