@@ -570,6 +570,9 @@ TEST(LoopFilesystemTest, FullExt2IsResourceExhaustedOnTheWriteThatNeedsSpace) {
   auto filled = (*fs)->Fill();
   ASSERT_TRUE(filled.ok()) << filled.status();
   EXPECT_GT(*filled, 4 << 20);
+  auto info = InspectFilesystem(dir);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->available_bytes, 0);
   ASSERT_TRUE(io->Write(*file, 512 << 10, static_cast<char*>(out.data()) + (512 << 10), 512 << 10).ok());
   const absl::Status s = io->WaitAll();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;

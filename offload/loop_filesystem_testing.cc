@@ -89,18 +89,25 @@ absl::StatusOr<int64_t> LoopFilesystem::Fill() {
   std::vector<char> block(64 << 10, 'f');
   int64_t written = 0;
   int err = 0;
-  for (;;) {
-    const ssize_t n = ::write(fd, block.data(), block.size());
-    if (n > 0) {
-      written += n;
-      continue;
+  // Ever smaller writes, each size until ENOSPC: a large write fails while
+  // a few blocks are still free, and those would take a small store.
+  for (const size_t size : {size_t{64} << 10, size_t{4} << 10, size_t{512}}) {
+    for (;;) {
+      const ssize_t n = ::write(fd, block.data(), size);
+      if (n > 0) {
+        written += n;
+        continue;
+      }
+      const int e = n < 0 ? errno : ENOSPC;
+      if (e == EINTR) continue;
+      if (e != ENOSPC) err = e;
+      break;
     }
-    err = n < 0 ? errno : ENOSPC;
-    if (err == EINTR) continue;
-    break;
+    if (err == 0 && ::fsync(fd) != 0 && errno != ENOSPC) err = errno;
+    if (err != 0) break;
   }
   ::close(fd);
-  if (err != ENOSPC) return absl::InternalError(absl::StrCat("filling ", path, ": ", std::strerror(err)));
+  if (err != 0) return absl::InternalError(absl::StrCat("filling ", path, ": ", std::strerror(err)));
   return written;
 }
 

@@ -28,8 +28,9 @@ class LoopFilesystem {
 
   // The mount point.
   const std::string& dir() const { return mount_dir_; }
-  // Writes dir()/filler until the filesystem is full (ENOSPC); the bytes
-  // written. Any other error is kInternal naming it.
+  // Writes dir()/filler until no block is left (ENOSPC for writes down to
+  // 512 bytes, after fsync); the bytes written. Any other error is
+  // kInternal naming it.
   absl::StatusOr<int64_t> Fill();
 
  private:
