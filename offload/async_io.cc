@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "offload/async_io_testing.h"
 #include "offload/offload_file.h"
 
 namespace zeroshard {
@@ -41,6 +42,7 @@ struct Request {
   char* buffer = nullptr;
   bool finished = false;
   absl::Status status;
+  int injected_error = 0;  // InjectIoFaultForTesting: complete with this errno
 };
 
 bool Overlap(const Request& a, const Request& b) {
@@ -75,6 +77,11 @@ class UringIo final : public AsyncIo {
   IoStats stats() const override;
   void ResetStats() override;
 
+  void ArmFault(const IoFault& fault) {
+    fault_ = fault;
+    fault_left_ = fault.nth;
+  }
+
  private:
   bool ValidFile(int file) const { return file >= 0 && file < static_cast<int>(files_.size()); }
   absl::StatusOr<IoTicket> Enqueue(int file, bool write, int64_t offset, char* buffer, int64_t bytes);
@@ -103,6 +110,9 @@ class UringIo final : public AsyncIo {
 
   IoStats stats_;
   Clock::time_point busy_since_;
+
+  IoFault fault_;
+  int64_t fault_left_ = 0;  // requests of fault_'s kind until it hits; 0: none armed
 };
 
 UringIo::~UringIo() {
@@ -193,6 +203,7 @@ absl::StatusOr<IoTicket> UringIo::Enqueue(int file, bool write, int64_t offset, 
   r.offset = offset;
   r.bytes = bytes;
   r.buffer = buffer;
+  if (fault_left_ > 0 && write == fault_.write && --fault_left_ == 0) r.injected_error = fault_.error;
   queue_.push_back(ticket);
   return ticket;
 }
@@ -219,7 +230,9 @@ void UringIo::PrepareSqe(IoTicket ticket, Request& r) {
   // queue_depth entries, all submitted at the end of every Submit.
   const File& f = files_[r.file];
   const int64_t left = std::min(r.bytes - r.done, kMaxChunk);
-  if (r.write) {
+  if (r.injected_error != 0) {
+    io_uring_prep_nop(sqe);  // completes through the ring; ReapOne gives it the errno
+  } else if (r.write) {
     io_uring_prep_write(sqe, f.fd, r.buffer + r.done, static_cast<unsigned>(left), r.offset + r.done);
   } else {
     io_uring_prep_read(sqe, f.fd, r.buffer + r.done, static_cast<unsigned>(left), r.offset + r.done);
@@ -282,9 +295,10 @@ bool UringIo::ReapOne(bool block) {
     return false;
   }
   const IoTicket ticket = static_cast<IoTicket>(io_uring_cqe_get_data64(cqe));
-  const int res = cqe->res;
+  int res = cqe->res;
   io_uring_cqe_seen(&ring_, cqe);
   Request& r = requests_.at(ticket);
+  if (r.injected_error != 0) res = -std::exchange(r.injected_error, 0);
   if (res == -EAGAIN || res == -EINTR) {
     retry_.push_back(ticket);
   } else if (res < 0) {
@@ -382,6 +396,20 @@ absl::StatusOr<std::unique_ptr<AsyncIo>> AsyncIo::Create(const AsyncIoOptions& o
   absl::Status init = io->Init();
   if (!init.ok()) return init;
   return std::unique_ptr<AsyncIo>(std::move(io));
+}
+
+absl::Status InjectIoFaultForTesting(AsyncIo& io, const IoFault& fault) {
+  auto* uring = dynamic_cast<UringIo*>(&io);
+  if (uring == nullptr) return absl::InvalidArgumentError("InjectIoFaultForTesting: not an AsyncIo::Create AsyncIo");
+  if (fault.nth < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("InjectIoFaultForTesting: nth ", fault.nth, ", want >= 1"));
+  }
+  if (fault.error <= 0 || fault.error == EAGAIN || fault.error == EINTR) {
+    return absl::InvalidArgumentError(absl::StrCat("InjectIoFaultForTesting: error ", fault.error,
+                                                   ", want a failure errno (> 0, not EAGAIN or EINTR)"));
+  }
+  uring->ArmFault(fault);
+  return absl::OkStatus();
 }
 
 }  // namespace zeroshard

@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "offload/async_io_testing.h"
+#include "offload/loop_filesystem_testing.h"
 #include "offload/offload_file.h"
 
 namespace zeroshard {
@@ -345,6 +347,82 @@ TEST_F(AsyncIoTest, MisalignedAndOutOfRangeRequests) {
   EXPECT_EQ(io->in_flight(), 0);
 }
 
+// InjectIoFaultForTesting: the armed request fails with its errno as a real
+// failure would, moves no data, and the requests around it are unaffected.
+TEST_F(AsyncIoTest, InjectedReadErrorFailsThatReadAlone) {
+  auto io = NewIo(4);
+  constexpr int64_t kBlock = 64 << 10;
+  auto file = io->OpenFile(dir_, "rank 1 optimizer_state", 3 * kBlock);
+  ASSERT_TRUE(file.ok()) << file.status();
+  AlignedBuffer out = Buffer(3 * kBlock);
+  Fill(out, 5);
+  ASSERT_TRUE(io->Write(*file, 0, out.data(), 3 * kBlock).ok());
+  ASSERT_TRUE(io->WaitAll().ok());
+  ASSERT_TRUE(InjectIoFaultForTesting(*io, {/*write=*/false, /*nth=*/2, EIO}).ok());
+  io->ResetStats();
+  AlignedBuffer in = Buffer(3 * kBlock);
+  std::vector<IoTicket> t;
+  for (int i = 0; i < 3; ++i) {
+    auto ticket = io->Read(*file, i * kBlock, static_cast<char*>(in.data()) + i * kBlock, kBlock);
+    ASSERT_TRUE(ticket.ok()) << ticket.status();
+    t.push_back(*ticket);
+  }
+  EXPECT_TRUE(io->Wait(t[0]).ok());
+  const absl::Status failed = io->Wait(t[1]);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  EXPECT_EQ(failed.message(), absl::StrCat("offload file rank 1 optimizer_state (", io->file_path(*file),
+                                           "): read of 65536 bytes at offset 65536: Input/output error"));
+  EXPECT_TRUE(io->Wait(t[2]).ok());
+  const auto* o = static_cast<const char*>(out.data());
+  const auto* i = static_cast<const char*>(in.data());
+  EXPECT_EQ(std::memcmp(o, i, kBlock), 0);
+  EXPECT_EQ(std::memcmp(o + 2 * kBlock, i + 2 * kBlock, kBlock), 0);
+  std::vector<char> zeros(kBlock, 0);
+  EXPECT_EQ(std::memcmp(i + kBlock, zeros.data(), kBlock), 0) << "the failed read moved data";
+  EXPECT_EQ(io->stats().reads, 2);
+  EXPECT_EQ(io->stats().read_bytes, 2 * kBlock);
+  // The fault is spent: the same read now succeeds.
+  auto again = io->Read(*file, kBlock, static_cast<char*>(in.data()) + kBlock, kBlock);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(io->Wait(*again).ok());
+  EXPECT_EQ(std::memcmp(o + kBlock, i + kBlock, kBlock), 0);
+}
+
+TEST_F(AsyncIoTest, InjectedNoSpaceOnAWriteIsResourceExhaustedAndWritesNothing) {
+  auto io = NewIo();
+  auto file = io->OpenFile(dir_, "rank 0 master_weights", 1 << 20);
+  ASSERT_TRUE(file.ok()) << file.status();
+  AlignedBuffer out = Buffer(8192);
+  Fill(out, 9);
+  // Reads do not count towards a write fault.
+  AlignedBuffer in = Buffer(8192);
+  ASSERT_TRUE(InjectIoFaultForTesting(*io, {/*write=*/true, /*nth=*/1, ENOSPC}).ok());
+  ASSERT_TRUE(io->Read(*file, 0, in.data(), 8192).ok());
+  auto w = io->Write(*file, 4096, out.data(), 8192);
+  ASSERT_TRUE(w.ok());
+  const absl::Status s = io->WaitAll();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("offload file rank 0 master_weights ("));
+  EXPECT_THAT(s.message(), HasSubstr("): write of 8192 bytes at offset 4096: No space left on device"));
+  ASSERT_TRUE(io->Read(*file, 4096, in.data(), 8192).ok());
+  ASSERT_TRUE(io->WaitAll().ok());
+  std::vector<char> zeros(8192, 0);
+  EXPECT_EQ(std::memcmp(in.data(), zeros.data(), 8192), 0) << "the failed write reached the file";
+  EXPECT_EQ(io->stats().writes, 0);
+}
+
+TEST(AsyncIoFaultTest, BadFaultsAreRefusedNamingTheValue) {
+  auto io = NewIo();
+  absl::Status s = InjectIoFaultForTesting(*io, {false, 0, EIO});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "InjectIoFaultForTesting: nth 0, want >= 1");
+  s = InjectIoFaultForTesting(*io, {false, 1, EAGAIN});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), absl::StrCat("InjectIoFaultForTesting: error ", EAGAIN,
+                                      ", want a failure errno (> 0, not EAGAIN or EINTR)"));
+  EXPECT_EQ(InjectIoFaultForTesting(*io, {false, 1, 0}).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(AsyncIoCreateTest, QueueDepthOutOfRange) {
   for (int depth : {0, 257, -1}) {
     AsyncIoOptions options;
@@ -472,6 +550,38 @@ TEST_F(MountedTest, FullTmpfsIsResourceExhausted) {
   // What fits still does, and the failed one left nothing behind.
   EXPECT_TRUE(io->OpenFile(dir_, "fits", 512 << 10).ok());
   EXPECT_THAT(DirEntries(dir_), ::testing::IsEmpty());
+}
+
+// A real full disk met by a write, not at OpenFile: ext2 has no fallocate,
+// so the file is sized with ftruncate and its blocks come with the writes.
+TEST(LoopFilesystemTest, FullExt2IsResourceExhaustedOnTheWriteThatNeedsSpace) {
+  auto fs = LoopFilesystem::Mount("ext2", 8, "/tmp");
+  if (!fs.ok()) GTEST_SKIP() << fs.status().message();
+  const std::string dir = (*fs)->dir();
+  auto io = NewIo();
+  auto file = io->OpenFile(dir, "rank 0 optimizer_state", 1 << 20);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(io->direct(*file));
+  AlignedBuffer out = Buffer(1 << 20);
+  Fill(out, 3);
+  // What was written before the disk filled stays readable.
+  ASSERT_TRUE(io->Write(*file, 0, out.data(), 64 << 10).ok());
+  ASSERT_TRUE(io->WaitAll().ok());
+  auto filled = (*fs)->Fill();
+  ASSERT_TRUE(filled.ok()) << filled.status();
+  EXPECT_GT(*filled, 4 << 20);
+  auto info = InspectFilesystem(dir);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->available_bytes, 0);
+  ASSERT_TRUE(io->Write(*file, 512 << 10, static_cast<char*>(out.data()) + (512 << 10), 512 << 10).ok());
+  const absl::Status s = io->WaitAll();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("offload file rank 0 optimizer_state ("));
+  EXPECT_THAT(s.message(), HasSubstr("No space left on device"));
+  AlignedBuffer in = Buffer(64 << 10);
+  ASSERT_TRUE(io->Read(*file, 0, in.data(), 64 << 10).ok());
+  ASSERT_TRUE(io->WaitAll().ok());
+  EXPECT_EQ(std::memcmp(in.data(), out.data(), 64 << 10), 0);
 }
 
 }  // namespace

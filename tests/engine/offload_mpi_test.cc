@@ -4,14 +4,17 @@
 // state as the same run with everything resident — ZeRO 0-3 over 3 ranks
 // (an odd world: shards that do not divide the units), AdamW and Lion,
 // dp 1 x pp 2 over 2 ranks; at stage 3 also the parameter shards on NVMe
-// (every class, over 3 ranks, dp 2 and dp 1 x pp 2, evaluation included) — checkpoints
-// saved offloaded resume exactly (offloaded or not), and I/O faults fail on
-// every rank with a named error.
+// (every class, over 3 ranks, dp 2 and dp 1 x pp 2, evaluation included) —
+// checkpoints saved offloaded resume exactly (offloaded or not), and I/O
+// faults (a truncated file, a failed read, a full disk at creation and
+// during a store) fail on every rank with a named error; the directory
+// removed between steps changes nothing.
 //
 // GPT-2 tiny (engine/testing/tiny_gpt2.h); buffer_bytes 12288 makes chunks
 // of 1024 elements, so the larger units stream in several chunks through 2
 // slots, the last chunk of each region shorter.
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +26,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "checkpoint/engine_checkpoint.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
@@ -31,10 +36,13 @@
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
 #include "engine/testing/tiny_gpt2.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gpt2/gpt2_registration.h"
 #include "offload/async_io.h"
+#include "offload/async_io_testing.h"
+#include "offload/loop_filesystem_testing.h"
 
 namespace zeroshard {
 namespace {
@@ -473,6 +481,109 @@ TEST(OffloadMpiTest, AFullDiskFailsAtCreationOnEveryRank) {
   ::rmdir(dir.c_str());
   ASSERT_FALSE(engine.ok());
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kResourceExhausted) << engine.status();
+}
+
+// The watchdog's bound on any collective in the fault tests: a rank left in
+// one aborts the job (exit 70) instead of failing the test slowly.
+constexpr double kFaultWatchdogSeconds = 20;
+
+// What every rank's failed step must say when dp rank `rank`'s `op` (read
+// or write) of its `file` failed with `errno_text`.
+void ExpectAgreedIoError(const absl::Status& s, int rank, const std::string& action, const std::string& file,
+                         const std::string& op, const std::string& errno_text) {
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::StartsWith(absl::StrCat("the optimizer step's NVMe offload I/O failed on dp rank ", rank,
+                                                 ": offload I/O (", action)))
+      << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(absl::StrCat("offload file rank ", rank, " ", file, " (")))
+      << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(absl::StrCat("): ", op, " of ")));
+  EXPECT_THAT(std::string(s.message()), ::testing::EndsWith(absl::StrCat(": ", errno_text))) << s;
+}
+
+// The step after a fault: it fails at once on every rank too (the engine
+// is broken), and the time the faulty step took is under the watchdog's.
+TEST(OffloadMpiTest, AFailedReadMidRunFailsTheStepOnEveryRank) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  EngineConfig config = Config(2, 3, 1, {true, true});
+  config.mutable_comm()->set_timeout_s(kFaultWatchdogSeconds);
+  TrainRun run = MakeRun(config, grid);
+  ASSERT_NE(run.engine, nullptr);
+  ASSERT_TRUE(run.Steps(2).ok());
+  OffloadStore* store = dynamic_cast<EngineImpl&>(*run.engine).offload_store();
+  ASSERT_NE(store, nullptr);
+  if (grid.dp_rank() == 1) {
+    // A chunk's pieces are read master first, then each state kind: the
+    // fifth read of the step is the second chunk's first state kind.
+    ASSERT_TRUE(InjectIoFaultForTesting(store->io(), {/*write=*/false, /*nth=*/5, EIO}).ok());
+  }
+  const absl::Time start = absl::Now();
+  const absl::Status s = run.Steps(1);
+  EXPECT_LT(absl::ToDoubleSeconds(absl::Now() - start), kFaultWatchdogSeconds);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  ExpectAgreedIoError(s, 1, "WAIT_LOAD chunk 1", "optimizer_state", "read", "Input/output error");
+  EXPECT_FALSE(run.Steps(1).ok());
+}
+
+// A real full disk during a STORE: dp rank 0's nvme_dir is a small ext2,
+// which has no fallocate, so its files take blocks as the writes come; it
+// is filled after Engine::Create, and the first step's stores find no
+// space. The other ranks' directories are fine (nvme_dir may differ).
+TEST(OffloadMpiTest, AFullDiskDuringAStoreFailsTheStepOnEveryRank) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  absl::StatusOr<std::unique_ptr<LoopFilesystem>> fs = absl::UnavailableError("not rank 0");
+  if (grid.dp_rank() == 0) fs = LoopFilesystem::Mount("ext2", 8, "/tmp");
+  const std::string why = grid.dp_rank() == 0 && !fs.ok() ? std::string(fs.status().message()) : "";
+  int32_t refused = grid.dp_rank() == 0 && !fs.ok() ? 1 : 0;
+  ASSERT_TRUE(grid.control(GridAxis::kDp).AllReduce(&refused, 1, DType::kI32, ReduceOp::kSum)->Wait().ok());
+  if (refused != 0) GTEST_SKIP() << "dp rank 0 cannot mount a loop ext2 here" << (why.empty() ? "" : ": ") << why;
+  EngineConfig config = Config(1, 3, 1, {true, false});
+  config.mutable_comm()->set_timeout_s(kFaultWatchdogSeconds);
+  if (grid.dp_rank() == 0) config.mutable_offload()->set_nvme_dir((*fs)->dir());
+  TrainRun run = MakeRun(config, grid);
+  ASSERT_NE(run.engine, nullptr);
+  if (grid.dp_rank() == 0) {
+    absl::StatusOr<int64_t> filled = (*fs)->Fill();
+    ASSERT_TRUE(filled.ok()) << filled.status();
+    absl::StatusOr<FilesystemInfo> info = InspectFilesystem((*fs)->dir());
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->available_bytes, 0) << "the filler left space";
+  }
+  const absl::Status s = run.Steps(1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  ExpectAgreedIoError(s, 0, "", "optimizer_state", "write", "No space left on device");
+  EXPECT_FALSE(run.Steps(1).ok());
+  run.engine.reset();  // closes the files before the filesystem goes
+}
+
+// The files are anonymous (O_TMPFILE, docs/offload_io.md): nvme_dir holds
+// no entry while the engine runs, so there is no file to remove; removing
+// the directory itself between steps changes nothing — the run goes on,
+// bitwise equal to the resident one.
+TEST(OffloadMpiTest, RemovingTheDirectoryBetweenStepsChangesNothing) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  const std::string dir = absl::StrCat(TmpDir(), "/removed_nvme_dir_rank", grid.dp_rank());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0) << dir << ": " << std::strerror(errno);
+  EngineConfig config = Config(3, 3, 1, {true, true});
+  config.mutable_offload()->set_nvme_dir(dir);
+  TrainRun resident = MakeRun(Config(3, 3, 1, Offload()), grid);
+  TrainRun streamed = MakeRun(config, grid);
+  ASSERT_NE(resident.engine, nullptr);
+  ASSERT_NE(streamed.engine, nullptr);
+  ASSERT_TRUE(resident.Steps(kSteps).ok());
+  ASSERT_TRUE(streamed.Steps(2).ok());
+  EXPECT_EQ(::rmdir(dir.c_str()), 0) << dir << " is not empty or cannot be removed: " << std::strerror(errno);
+  const absl::Status s = streamed.Steps(kSteps - 2);
+  ASSERT_TRUE(s.ok()) << s;
+  for (int i = 0; i < kSteps; ++i) {
+    EXPECT_EQ(std::memcmp(&resident.results[i].loss, &streamed.results[i].loss, sizeof(float)), 0) << "step " << i;
+  }
+  EXPECT_GT(streamed.results.back().io.write_bytes, 0);
+  ExpectSameState(*resident.engine, *streamed.engine, "after the directory was removed");
 }
 
 }  // namespace
