@@ -22,13 +22,16 @@
 // Then:
 //   * the loads of the first `slots` chunks, each LOAD(c) preceded by
 //     WAIT_STORE of the slot's occupant in the previous step (the program
-//     is cyclic: the last `slots` stores drain into the next step), go
-//     right after the step's last FORWARD (data parallelism) or after the
-//     stage's first backward action (a pipeline stage);
+//     is cyclic: the last `slots` stores drain into the next step), run
+//     under forward and backward: data parallelism puts pair i right after
+//     the step's i-th compute action (FORWARD, BACKWARD, RECOMPUTE; spread
+//     evenly when there are more pairs), a pipeline stage after its first
+//     backward action;
 //   * in the phase, for each chunk of a bucket: WAIT_LOAD(c), UPDATE(b,
 //     chunk c) (stage 0's all-gather of the unit's gradients on its first
 //     chunk), STORE(c), then WAIT_STORE(c) and LOAD(c + slots) when there
-//     is such a chunk (the last `slots` stores are waited in the next step); after the bucket's last chunk PUBLISH(b) (its all-gather only:
+//     is such a chunk (the last `slots` stores are waited in the next
+//     step); after the bucket's last chunk PUBLISH(b) (its all-gather only:
 //     the chunks rounded their masters). A bucket without chunks keeps
 //     UPDATE(b) and PUBLISH(b).
 #ifndef ZEROSHARD_ENGINE_OPTIMIZER_PROGRAM_H_
