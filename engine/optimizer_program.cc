@@ -72,9 +72,11 @@ std::vector<size_t> FirstLoadPositions(const std::vector<Action>& actions, int m
 
 }  // namespace
 
+int64_t MinStreamBufferBytes(int64_t bytes_per_element) { return kStreamGranuleElements * bytes_per_element; }
+
 int64_t StreamChunkElements(int64_t buffer_bytes, int64_t bytes_per_element) {
   if (bytes_per_element <= 0 || buffer_bytes <= 0) return 0;
-  return buffer_bytes / (1024 * bytes_per_element) * 1024;
+  return buffer_bytes / MinStreamBufferBytes(bytes_per_element) * kStreamGranuleElements;
 }
 
 int64_t ReduceNormBytes(int metrics) { return (5 + 2 * static_cast<int64_t>(metrics)) * 4; }

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "engine/step_program.h"
+#include "offload/async_io.h"
 #include "sharding/zero_policy.h"
 
 namespace zeroshard {
@@ -62,9 +63,18 @@ struct OptimizerStreamInput {
   bool pipeline = false;       // where the first loads go
 };
 
-// The elements of one chunk: the largest multiple of 1024 whose
-// `bytes_per_element` (summed over the streamed buffers) fit in
-// `buffer_bytes`; 0 when not even 1024 fit.
+// A chunk's length is a multiple of this: kIoAlignment bytes of an f32
+// buffer, so every piece of a slot and of the files stays O_DIRECT-aligned.
+inline constexpr int64_t kStreamGranuleElements = kIoAlignment / 4;
+
+// The least engine.offload.buffer_bytes that streams: one granule of every
+// streamed buffer (`bytes_per_element` summed over them). The validator
+// and the step plan both refuse below it.
+int64_t MinStreamBufferBytes(int64_t bytes_per_element);
+
+// The elements of one chunk: the largest multiple of kStreamGranuleElements
+// whose `bytes_per_element` fit in `buffer_bytes`; 0 below
+// MinStreamBufferBytes.
 int64_t StreamChunkElements(int64_t buffer_bytes, int64_t bytes_per_element);
 
 struct OptimizerPhaseInput {
