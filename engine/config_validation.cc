@@ -224,6 +224,11 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
     if (k.tier == NVME && !k.nvme_built) {
       c.Add(absl::StrCat("engine.offload.", k.name, ": NVME is not supported yet; expected DEVICE"));
     }
+    // The engine streams from NVMe on a CPU device only (OffloadSupported).
+    if (k.tier == NVME && k.nvme_built && e.device().type() == DeviceConfig::CUDA) {
+      c.Add(absl::StrCat("engine.offload.", k.name,
+                         ": NVME is not supported yet on engine.device.type CUDA; expected DEVICE or HOST"));
+    }
     // On a CPU device HOST is the same memory (accepted; the planner says it
     // frees nothing); pinned host memory on a GPU comes later.
     if (k.tier == HOST && e.device().type() == DeviceConfig::CUDA) {

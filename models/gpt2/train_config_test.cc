@@ -406,6 +406,12 @@ const BadConfig kBadConfigs[] = {
      "engine { offload { optimizer_state: NVME nvme_dir: \"/tmp\" buffer_bytes: 4096 } }", false, 3,
      "PATH: invalid config:\nengine.offload.buffer_bytes: 4096 is smaller than the largest bucket's alignment unit "
      "8192 (4096 bytes for each of 2 streamed state buffers)"},
+    {"offload_nvme_on_cuda",
+     "engine { device { type: CUDA } offload { optimizer_state: NVME master_weights: NVME nvme_dir: \"/tmp\" } }",
+     false, 3,
+     "PATH: invalid config:\nengine.offload.optimizer_state: NVME is not supported yet on engine.device.type CUDA; "
+     "expected DEVICE or HOST\nengine.offload.master_weights: NVME is not supported yet on engine.device.type CUDA; "
+     "expected DEVICE or HOST"},
     {"offload_buffer_bytes_sgd_without_momentum",
      "engine { optimizer { type: SGD } offload { master_weights: NVME nvme_dir: \"/tmp\" buffer_bytes: 0 } }", false,
      3,
