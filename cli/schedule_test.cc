@@ -324,7 +324,8 @@ TEST(ScheduleCommandTest, OneStageSimulates) {
 
 // The NVMe tier's streaming: chunks of 4096 elements (49152 bytes over the
 // master and AdamW's two kinds) through 2 slots; the first loads after the
-// last FORWARD, waiting for the previous step's last stores.
+// first and second FORWARD, each waiting for the previous step's last store
+// into its slot.
 TEST(ScheduleCommandTest, PrintsTheOffloadStreamingActions) {
   const std::string path = WriteConfig(
       "offload.pbtxt",
@@ -336,7 +337,7 @@ TEST(ScheduleCommandTest, PrintsTheOffloadStreamingActions) {
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     for (const char* kind : {"LOAD ", "WAIT_LOAD ", "STORE ", "WAIT_STORE ", "UPDATE ", "PUBLISH ",
-                             "FORWARD mb=0 unit=head", "OPTIMIZER:", "SCALER_UPDATE", "  verdict"}) {
+                             "FORWARD ", "OPTIMIZER:", "SCALER_UPDATE", "  verdict"}) {
       if (line.rfind(kind, 0) == 0) {
         streamed += line + "\n";
         break;
@@ -344,11 +345,16 @@ TEST(ScheduleCommandTest, PrintsTheOffloadStreamingActions) {
     }
   }
   EXPECT_EQ(streamed,
-            "FORWARD mb=0 unit=head\n"
+            "FORWARD mb=0 unit=embed\n"
             "WAIT_STORE unit=head chunk=10 slot=0\n"
             "LOAD unit=embed chunk=0 slot=0\n"
+            "FORWARD mb=0 unit=h.0\n"
             "WAIT_STORE unit=h.3 chunk=9 slot=1\n"
             "LOAD unit=embed chunk=1 slot=1\n"
+            "FORWARD mb=0 unit=h.1\n"
+            "FORWARD mb=0 unit=h.2\n"
+            "FORWARD mb=0 unit=h.3\n"
+            "FORWARD mb=0 unit=head\n"
             "OPTIMIZER:\n"
             "WAIT_LOAD unit=embed chunk=0 slot=0\n"
             "UPDATE bucket=embed..head chunk=0 slot=0\n"

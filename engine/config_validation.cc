@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/config_checker.h"
 #include "engine/optimizer_config.h"
+#include "engine/optimizer_program.h"
 #include "engine/pipeline_schedule.h"
 #include "sharding/optimizer_registry.h"
 #include "sharding/zero_policy.h"
@@ -177,19 +178,21 @@ void CheckRuntime(const EngineConfig& e, ConfigChecker& c) {
   c.AtLeast("engine.logging.trace_steps", e.logging().trace_steps(), 0);
 }
 
-// One offload staging buffer holds a slice of every state buffer streamed
-// together (the master and each optimizer state kind), each aligned for
-// O_DIRECT.
-constexpr int64_t kOffloadAlignment = 4096;
-
-// The number of state kinds the configured optimizer keeps (0 for SGD
-// without momentum); -1 when engine.optimizer is invalid (reported there).
-int OptimizerStateKinds(const OptimizerConfig& config) {
-  absl::StatusOr<OptimizerOptions> options = OptimizerOptionsFromConfig(config);
-  if (!options.ok()) return -1;
-  absl::StatusOr<const Optimizer*> optimizer = FindOptimizer(options->name);
-  if (!optimizer.ok()) return -1;
-  return static_cast<int>((*optimizer)->StateKinds(*options).size());
+// The bytes per element of the buffers that stream together through one
+// staging slot: the master (f32) when it is NVME, and each optimizer state
+// kind's when the state is; 4 (one f32 buffer) when nothing streams or the
+// optimizer is invalid (reported there).
+int64_t StreamedBytesOf(const OffloadConfig& o, const OptimizerConfig& optimizer) {
+  int64_t bytes = o.master_weights() == NVME ? 4 : 0;
+  if (o.optimizer_state() == NVME) {
+    absl::StatusOr<OptimizerOptions> options = OptimizerOptionsFromConfig(optimizer);
+    absl::StatusOr<const Optimizer*> plugin =
+        options.ok() ? FindOptimizer(options->name) : absl::StatusOr<const Optimizer*>(options.status());
+    if (plugin.ok()) {
+      for (const OptimizerStateKind& k : (*plugin)->StateKinds(*options)) bytes += k.bytes_per_element;
+    }
+  }
+  return bytes > 0 ? bytes : 4;
 }
 
 // engine.offload and engine.memory_limit_mib (docs/offload.md). What the
@@ -221,6 +224,11 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
     if (k.tier == NVME && !k.nvme_built) {
       c.Add(absl::StrCat("engine.offload.", k.name, ": NVME is not supported yet; expected DEVICE"));
     }
+    // The engine streams from NVMe on a CPU device only (OffloadSupported).
+    if (k.tier == NVME && k.nvme_built && e.device().type() == DeviceConfig::CUDA) {
+      c.Add(absl::StrCat("engine.offload.", k.name,
+                         ": NVME is not supported yet on engine.device.type CUDA; expected DEVICE or HOST"));
+    }
     // On a CPU device HOST is the same memory (accepted; the planner says it
     // frees nothing); pinned host memory on a GPU comes later.
     if (k.tier == HOST && e.device().type() == DeviceConfig::CUDA) {
@@ -231,16 +239,16 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
   c.Range("engine.offload.buffer_count", o.buffer_count(), 2, 64);
   c.Range("engine.offload.queue_depth", o.queue_depth(), 1, 256);
   const int64_t bytes = o.buffer_bytes();
-  if (bytes % kOffloadAlignment != 0) {
-    c.Add(absl::StrCat("engine.offload.buffer_bytes: ", bytes, " is not a multiple of ", kOffloadAlignment));
+  if (bytes % kIoAlignment != 0) {
+    c.Add(absl::StrCat("engine.offload.buffer_bytes: ", bytes, " is not a multiple of ", kIoAlignment));
   } else {
-    const int kinds = OptimizerStateKinds(e.optimizer());
-    // The master and each optimizer state kind stream together.
-    const int streamed = any_nvme && kinds >= 0 ? 1 + kinds : 1;
-    const int64_t unit = kOffloadAlignment * streamed;
+    // The step plan refuses below the same minimum (StreamChunkElements).
+    const int64_t per_element = StreamedBytesOf(o, e.optimizer());
+    const int64_t unit = MinStreamBufferBytes(per_element);
+    const int64_t streamed = per_element / 4;  // f32 buffers
     if (bytes < unit) {
       c.Add(absl::StrCat("engine.offload.buffer_bytes: ", bytes, " is smaller than the largest bucket's alignment unit ",
-                         unit, " (", kOffloadAlignment, " bytes for each of ", streamed, " streamed state buffer",
+                         unit, " (", kIoAlignment, " bytes for each of ", streamed, " streamed state buffer",
                          streamed == 1 ? "" : "s", ")"));
     }
   }

@@ -50,6 +50,7 @@
 #include "core/memory_tracker.h"
 #include "core/timeline.h"
 #include "engine/engine_options.h"
+#include "engine/memory_plan.h"
 #include "engine/step_plan.h"
 #include "engine/step_program.h"
 #include "engine/trace_writer.h"
@@ -190,6 +191,11 @@ class Engine {
   // Bytes per category (docs/sharding.md says what each holds).
   virtual const MemoryTracker& memory() const = 0;
   virtual MemoryTracker& memory() = 0;
+  // The rank's memory plan as Engine::Create checked it (no activations:
+  // it does not know the micro-batch shape) and the limit it was checked
+  // against (docs/offload.md, "The memory planner").
+  virtual const MemoryPlan& memory_plan() const = 0;
+  virtual int64_t memory_limit() const = 0;
   // Counters of the dp data communicator (including Create's collectives);
   // under hybrid sharding the shard and the replica group's summed.
   virtual CommStats comm_stats() const = 0;

@@ -96,6 +96,8 @@ class EngineImpl final : public Engine {
   EngineStats stats() const override;
   const MemoryTracker& memory() const override { return res_.tracker; }
   MemoryTracker& memory() override { return res_.tracker; }
+  const MemoryPlan& memory_plan() const override { return memory_plan_; }
+  int64_t memory_limit() const override { return memory_limit_; }
   CommStats comm_stats() const override;
   std::map<std::string, CommStats> comm_stats_by_group() const override;
   Timeline* timeline() override { return res_.timeline.get(); }
@@ -142,6 +144,10 @@ class EngineImpl final : public Engine {
   // engine_train_step.cc: the training step, between the observers' step
   // events (TrainStep).
   absl::StatusOr<StepResult> RunTrainStep(absl::Span<const Batch> micro_batches);
+  // Whether each step checks the measured peak RSS against the limit
+  // (CheckMeasuredPeakRss): when engine.memory_limit_mib is set or a class
+  // is on NVME, i.e. the run was sized against the limit.
+  bool ChecksMeasuredPeakRss() const;
   // engine_trace.cc.
   absl::Status InitTrace(const LoggingConfig& logging);
 

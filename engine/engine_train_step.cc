@@ -4,8 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "comm/status_agreement.h"
 #include "core/stopwatch.h"
 #include "engine/engine_impl.h"
+#include "engine/memory_plan.h"
 
 namespace zeroshard {
 
@@ -47,6 +49,17 @@ absl::StatusOr<StepResult> EngineImpl::RunTrainStep(absl::Span<const Batch> micr
     if (run.started) res_.broken = s;
     return s;
   }
+  if (ChecksMeasuredPeakRss()) {
+    // Every rank stops together when one ran past its limit (the plan
+    // missed something), rather than the host's OOM killer stopping one.
+    const absl::Status local = CheckMeasuredPeakRss(res_.comms.control->rank(), MeasuredPeakRss(), memory_limit_,
+                                                    res_.options.memory_limit_bytes > 0);
+    s = AgreeAcrossRanksSharingError(*res_.comms.control, local, "the memory limit check");
+    if (!s.ok()) {
+      res_.broken = s;
+      return s;
+    }
+  }
   step_span.reset();
   if (res_.timeline != nullptr && res_.timeline->recording()) {
     ++traced_steps_;
@@ -54,6 +67,10 @@ absl::StatusOr<StepResult> EngineImpl::RunTrainStep(absl::Span<const Batch> micr
   }
   result.timings.total = SecondsSince(start);
   return result;
+}
+
+bool EngineImpl::ChecksMeasuredPeakRss() const {
+  return memory_limit_ > 0 && (res_.options.memory_limit_bytes > 0 || res_.options.offload.any_nvme());
 }
 
 absl::StatusOr<EvalResult> EngineImpl::Evaluate(const Batch& batch) {

@@ -500,6 +500,16 @@ int64_t MeasuredPeakRss() {
   return 0;
 }
 
+absl::Status CheckMeasuredPeakRss(int rank, int64_t measured_bytes, int64_t limit_bytes, bool limit_configured) {
+  // limit + 10 %, exactly: measured * 10 > limit * 11.
+  if (limit_bytes <= 0 || measured_bytes * 10 <= limit_bytes * 11) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "rank ", rank, ": measured peak RSS ", measured_bytes, " bytes (", FormatGiB(measured_bytes), ") exceeds ",
+      limit_configured ? "engine.memory_limit_mib" : "the host's limit (engine.memory_limit_mib 0)", " ",
+      limit_bytes, " bytes (", FormatGiB(limit_bytes), ") by more than 10 %; expected at most ",
+      limit_bytes + limit_bytes / 10, " bytes"));
+}
+
 std::string FormatMemoryPlan(const MemoryPlan& plan, int64_t limit_bytes) {
   std::string out;
   absl::StrAppendFormat(&out, "  %-16s %12s %12s %12s %12s  %s\n", "category", "bytes", "device", "host", "nvme",

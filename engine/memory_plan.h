@@ -165,6 +165,13 @@ absl::StatusOr<int64_t> ResolveMemoryLimitFrom(const EngineOptions& options, int
 // VmHWM of /proc/self/status in bytes (0 when unreadable).
 int64_t MeasuredPeakRss();
 
+// A run's measured peak against its limit: kResourceExhausted "rank R:
+// measured peak RSS X bytes (A GiB) exceeds engine.memory_limit_mib L bytes
+// (B GiB) by more than 10 %; expected at most M bytes" when
+// measured_bytes > 1.1 x limit_bytes ("the host's limit
+// (engine.memory_limit_mib 0)" for a resolved one); OK when limit_bytes <= 0.
+absl::Status CheckMeasuredPeakRss(int rank, int64_t measured_bytes, int64_t limit_bytes, bool limit_configured);
+
 // A table: one row per category with bytes, its device / host / nvme split,
 // then the resident peak, the NVMe bytes and the limit (limit <= 0: not
 // printed), then the notes.

@@ -277,6 +277,23 @@ TEST(MemoryPlanTest, LimitResolution) {
   EXPECT_GT(MeasuredPeakRss(), 0);
 }
 
+// The run's measured peak may pass the limit by 10 % (the plan's margin
+// for what no tracker sees), not more; no limit, no check.
+TEST(MemoryPlanTest, MeasuredPeakRssOverTheLimitByMoreThanTenPercent) {
+  const int64_t limit = int64_t{8} << 30;
+  EXPECT_TRUE(CheckMeasuredPeakRss(2, limit, limit, true).ok());
+  EXPECT_TRUE(CheckMeasuredPeakRss(2, 9448928051, limit, true).ok());  // 1.1 x limit, rounded down
+  const absl::Status over = CheckMeasuredPeakRss(2, 9448928052, limit, true);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(over.message(),
+            "rank 2: measured peak RSS 9448928052 bytes (8.80 GiB) exceeds engine.memory_limit_mib 8589934592 bytes "
+            "(8.00 GiB) by more than 10 %; expected at most 9448928051 bytes");
+  EXPECT_EQ(CheckMeasuredPeakRss(0, int64_t{10} << 30, limit, false).message(),
+            "rank 0: measured peak RSS 10737418240 bytes (10.00 GiB) exceeds the host's limit (engine.memory_limit_mib "
+            "0) 8589934592 bytes (8.00 GiB) by more than 10 %; expected at most 9448928051 bytes");
+  EXPECT_TRUE(CheckMeasuredPeakRss(0, int64_t{10} << 30, 0, false).ok());
+}
+
 TEST(MemoryPlanTest, RanksOnHostFromTheLauncher) {
   unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   unsetenv("SLURM_NTASKS_PER_NODE");

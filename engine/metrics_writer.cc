@@ -47,6 +47,14 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::st
     if (!header.pipeline.empty()) j["pipeline"] = header.pipeline;
     if (header.shard_group_size > 0) j["shard_group_size"] = header.shard_group_size;
     if (!header.quantized.empty()) j["int8_communication"] = header.quantized;
+    if (header.memory_plan.has_value()) {
+      const MetricsHeader::MemoryPlanSummary& p = *header.memory_plan;
+      j["memory_plan"] = {{"device", p.device},
+                          {"host", p.host},
+                          {"nvme", p.nvme},
+                          {"resident", p.resident},
+                          {"limit", p.limit}};
+    }
     absl::Status s = w->WriteLine(j.dump());
     if (!s.ok()) return s;
   }
@@ -75,6 +83,10 @@ absl::Status MetricsWriter::Write(const StepMetrics& m, const MemoryTracker& mem
       {"io", {{"read_bytes", m.io.read_bytes}, {"write_bytes", m.io.write_bytes}, {"busy_ms", m.io.busy_ms}}},
   };
   if (m.val_loss.has_value()) j["val_loss"] = *m.val_loss;
+  if (m.memory_plan.has_value()) {
+    j["memory_plan"] = {{"planned_resident", m.memory_plan->planned_resident},
+                        {"measured_peak_rss", m.memory_plan->measured_peak_rss}};
+  }
   if (m.straggler.has_value()) {
     j["straggler"] = {{"slowest_rank", m.straggler->slowest_rank},
                       {"slowest_ms", m.straggler->slowest_ms},

@@ -40,6 +40,16 @@ struct MetricsHeader {
   std::vector<std::string> quantized;
   // What the CPU kernels ran on (kernels::DescribeCpuBlas()).
   kernels::CpuBlasInfo cpu_kernels;
+  // The writing rank's memory plan (Engine::memory_plan()): its resident
+  // peak per tier and in all, and the limit it was checked against.
+  struct MemoryPlanSummary {
+    int64_t device = 0;
+    int64_t host = 0;
+    int64_t nvme = 0;
+    int64_t resident = 0;
+    int64_t limit = 0;
+  };
+  std::optional<MemoryPlanSummary> memory_plan;
 };
 
 struct StepMetrics {
@@ -70,6 +80,13 @@ struct StepMetrics {
     double busy_ms = 0;
   };
   Io io;
+  // The writing rank's planned resident peak and its measured peak RSS
+  // (VmHWM) so far.
+  struct MemoryPlanUse {
+    int64_t planned_resident = 0;
+    int64_t measured_peak_rss = 0;
+  };
+  std::optional<MemoryPlanUse> memory_plan;
 };
 
 class MetricsWriter {

@@ -79,6 +79,36 @@ TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
   EXPECT_EQ(lines[3]["step"], 3);
 }
 
+// The memory plan: per tier and the limit in the header, planned against
+// measured on the step lines that carry it, absent where not given.
+TEST(MetricsWriterTest, MemoryPlanInTheHeaderAndOnTheStepsThatCarryIt) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/plan.jsonl";
+  MetricsHeader h;
+  h.memory_plan = MetricsHeader::MemoryPlanSummary{1000, 200, 5000, 1200, 4096};
+  MemoryTracker mem;
+  {
+    auto w = MetricsWriter::Open(path, h, /*append=*/false);
+    ASSERT_TRUE(w.ok()) << w.status();
+    StepMetrics s;
+    s.step = 1;
+    s.memory_plan = StepMetrics::MemoryPlanUse{1200, 1310};
+    ASSERT_TRUE((*w)->Write(s, mem).ok());
+    s.step = 2;
+    s.memory_plan.reset();
+    ASSERT_TRUE((*w)->Write(s, mem).ok());
+  }
+  std::vector<nlohmann::json> lines = ReadLines(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["memory_plan"],
+            nlohmann::json({{"device", 1000}, {"host", 200}, {"nvme", 5000}, {"resident", 1200}, {"limit", 4096}}));
+  EXPECT_EQ(lines[1]["memory_plan"], nlohmann::json({{"planned_resident", 1200}, {"measured_peak_rss", 1310}}));
+  EXPECT_FALSE(lines[2].contains("memory_plan"));
+  // Without a plan the header has none either.
+  const std::string bare = std::string(getenv("TEST_TMPDIR")) + "/bare.jsonl";
+  ASSERT_TRUE(MetricsWriter::Open(bare, MetricsHeader{}, false).ok());
+  EXPECT_FALSE(ReadLines(bare)[0].contains("memory_plan"));
+}
+
 TEST(MetricsWriterTest, UnwritablePathIsInternalNamingThePath) {
   auto w = MetricsWriter::Open("/nonexistent-dir/m.jsonl", MetricsHeader{}, false);
   EXPECT_EQ(w.status().code(), absl::StatusCode::kInternal);

@@ -40,23 +40,43 @@ std::vector<OffloadChunk> CutChunks(const OptimizerPhaseInput& in) {
   return chunks;
 }
 
-// Where the first loads go: after the last FORWARD, or (a pipeline stage)
-// after its first backward action; the end when there is neither.
-size_t FirstLoadsAt(const std::vector<Action>& actions, bool pipeline) {
-  size_t at = actions.size();
+bool IsCompute(ActionKind k) {
+  return k == ActionKind::kForward || k == ActionKind::kBackward || k == ActionKind::kBackwardInput ||
+         k == ActionKind::kBackwardWeight || k == ActionKind::kRecompute;
+}
+
+// Where each of the first `m` (WAIT_STORE, LOAD) pairs goes: the index of
+// the action it is inserted before. Data parallelism: pair i right after
+// the step's i-th compute action (FORWARD, BACKWARD, RECOMPUTE), spread
+// evenly over them when there are more pairs, so that the loads run under
+// forward and backward and each drained store has had at least one compute
+// action to finish before its slot's wait. A pipeline stage: all after its
+// first backward action. The end when there is no such action.
+std::vector<size_t> FirstLoadPositions(const std::vector<Action>& actions, int m, bool pipeline) {
+  std::vector<size_t> compute;
   for (size_t i = 0; i < actions.size(); ++i) {
     const ActionKind k = actions[i].kind;
-    if (!pipeline && k == ActionKind::kForward) at = i + 1;
-    if (pipeline && (k == ActionKind::kBackward || k == ActionKind::kBackwardInput)) return i + 1;
+    if (pipeline && (k == ActionKind::kBackward || k == ActionKind::kBackwardInput)) {
+      return std::vector<size_t>(m, i + 1);
+    }
+    if (!pipeline && IsCompute(k)) compute.push_back(i);
+  }
+  std::vector<size_t> at(m, actions.size());
+  const int n = static_cast<int>(compute.size());
+  if (n == 0) return at;
+  for (int i = 0; i < m; ++i) {
+    at[i] = compute[m <= n ? i : static_cast<int64_t>(i) * n / m] + 1;
   }
   return at;
 }
 
 }  // namespace
 
+int64_t MinStreamBufferBytes(int64_t bytes_per_element) { return kStreamGranuleElements * bytes_per_element; }
+
 int64_t StreamChunkElements(int64_t buffer_bytes, int64_t bytes_per_element) {
   if (bytes_per_element <= 0 || buffer_bytes <= 0) return 0;
-  return buffer_bytes / (1024 * bytes_per_element) * 1024;
+  return buffer_bytes / MinStreamBufferBytes(bytes_per_element) * kStreamGranuleElements;
 }
 
 int64_t ReduceNormBytes(int metrics) { return (5 + 2 * static_cast<int64_t>(metrics)) * 4; }
@@ -87,16 +107,23 @@ void AddStepPrologueAndOptimizerPhase(const OptimizerPhaseInput& in, StepProgram
   if (C > 0) {
     program->offload_slots = K;
     program->chunk_elements = in.stream.chunk_elements;
-    std::vector<Action> first;
-    for (int c = 0; c < std::min(C, K); ++c) {
+    // Before the phase's actions are appended (they must not count).
+    const int m = std::min(C, K);
+    const std::vector<size_t> at = FirstLoadPositions(actions, m, in.stream.pipeline);
+    std::vector<std::vector<Action>> before(actions.size() + 1);
+    for (int c = 0; c < m; ++c) {
       // The slot's last chunk of the previous step.
       const int previous = c + (C - 1 - c) / K * K;
-      first.push_back(MakeIo(ActionKind::kWaitStore, chunks[previous], previous));
-      first.push_back(MakeIo(ActionKind::kLoad, chunks[c], c));
+      before[at[c]].push_back(MakeIo(ActionKind::kWaitStore, chunks[previous], previous));
+      before[at[c]].push_back(MakeIo(ActionKind::kLoad, chunks[c], c));
     }
-    // Before the phase's actions are appended (they must not count).
-    const size_t at = FirstLoadsAt(actions, in.stream.pipeline);
-    actions.insert(actions.begin() + static_cast<std::ptrdiff_t>(at), first.begin(), first.end());
+    std::vector<Action> placed;
+    placed.reserve(actions.size() + 2 * m);
+    for (size_t i = 0; i <= actions.size(); ++i) {
+      placed.insert(placed.end(), before[i].begin(), before[i].end());
+      if (i < actions.size()) placed.push_back(std::move(actions[i]));
+    }
+    actions = std::move(placed);
   }
   std::vector<std::vector<int>> chunks_of(buckets);
   for (int c = 0; c < C; ++c) chunks_of[chunks[c].bucket].push_back(c);

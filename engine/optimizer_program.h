@@ -22,13 +22,16 @@
 // Then:
 //   * the loads of the first `slots` chunks, each LOAD(c) preceded by
 //     WAIT_STORE of the slot's occupant in the previous step (the program
-//     is cyclic: the last `slots` stores drain into the next step), go
-//     right after the step's last FORWARD (data parallelism) or after the
-//     stage's first backward action (a pipeline stage);
+//     is cyclic: the last `slots` stores drain into the next step), run
+//     under forward and backward: data parallelism puts pair i right after
+//     the step's i-th compute action (FORWARD, BACKWARD, RECOMPUTE; spread
+//     evenly when there are more pairs), a pipeline stage after its first
+//     backward action;
 //   * in the phase, for each chunk of a bucket: WAIT_LOAD(c), UPDATE(b,
 //     chunk c) (stage 0's all-gather of the unit's gradients on its first
 //     chunk), STORE(c), then WAIT_STORE(c) and LOAD(c + slots) when there
-//     is such a chunk (the last `slots` stores are waited in the next step); after the bucket's last chunk PUBLISH(b) (its all-gather only:
+//     is such a chunk (the last `slots` stores are waited in the next
+//     step); after the bucket's last chunk PUBLISH(b) (its all-gather only:
 //     the chunks rounded their masters). A bucket without chunks keeps
 //     UPDATE(b) and PUBLISH(b).
 #ifndef ZEROSHARD_ENGINE_OPTIMIZER_PROGRAM_H_
@@ -39,6 +42,7 @@
 #include <vector>
 
 #include "engine/step_program.h"
+#include "offload/async_io.h"
 #include "sharding/zero_policy.h"
 
 namespace zeroshard {
@@ -59,9 +63,18 @@ struct OptimizerStreamInput {
   bool pipeline = false;       // where the first loads go
 };
 
-// The elements of one chunk: the largest multiple of 1024 whose
-// `bytes_per_element` (summed over the streamed buffers) fit in
-// `buffer_bytes`; 0 when not even 1024 fit.
+// A chunk's length is a multiple of this: kIoAlignment bytes of an f32
+// buffer, so every piece of a slot and of the files stays O_DIRECT-aligned.
+inline constexpr int64_t kStreamGranuleElements = kIoAlignment / 4;
+
+// The least engine.offload.buffer_bytes that streams: one granule of every
+// streamed buffer (`bytes_per_element` summed over them). The validator
+// and the step plan both refuse below it.
+int64_t MinStreamBufferBytes(int64_t bytes_per_element);
+
+// The elements of one chunk: the largest multiple of kStreamGranuleElements
+// whose `bytes_per_element` fit in `buffer_bytes`; 0 below
+// MinStreamBufferBytes.
 int64_t StreamChunkElements(int64_t buffer_bytes, int64_t bytes_per_element);
 
 struct OptimizerPhaseInput {

@@ -37,6 +37,19 @@ std::string Text(const OptimizerPhaseInput& in) {
   return FormatProgram(p);
 }
 
+// One 4096-byte granule of each streamed f32 buffer is the least that
+// streams; chunks are whole granules.
+TEST(OptimizerProgramTest, StreamMinimumAndChunkElements) {
+  EXPECT_EQ(kStreamGranuleElements, 1024);
+  EXPECT_EQ(MinStreamBufferBytes(12), 12288);  // AdamW state and the master
+  EXPECT_EQ(MinStreamBufferBytes(8), 8192);    // AdamW state alone
+  EXPECT_EQ(StreamChunkElements(12288, 12), 1024);
+  EXPECT_EQ(StreamChunkElements(12287, 12), 0);
+  EXPECT_EQ(StreamChunkElements(8192, 8), 1024);
+  EXPECT_EQ(StreamChunkElements(int64_t{64} << 20, 12), 5592064);  // 5461 granules
+  EXPECT_EQ(StreamChunkElements(4096, 0), 0);
+}
+
 TEST(OptimizerProgramTest, PrologueThenThePhaseWithEveryCollectiveItIssues) {
   // Stage 0: every rank updates the whole buffer, so UPDATE all-gathers the
   // reduced f32 shards; PUBLISH moves nothing.

@@ -561,14 +561,14 @@ TEST(ProgramSimulatorTest, NoRanks) {
 // The NVMe tier's streaming (docs/offload_streaming.md): Units() with 2500
 // elements of optimizer region each, chunks of 1024 (3 per unit, 12 in
 // all) cycling through 2 slots.
-StepProgram Streamed(int stage) {
+StepProgram Streamed(int stage, int slots = 2) {
   StepProgram p = Build(Units(), Options(stage));
   p.actions.pop_back();  // Build's REDUCE_NORM: the optimizer phase adds its own
   OptimizerPhaseInput in;
   for (const char* name : {"a", "b", "c", "d"}) in.units.push_back({name, 1250, false, stage == 0 ? 2500 : 1250});
   in.buckets = {{3}, {2}, {0, 1}};
   in.zero = *ZeroPolicy::ForStage(stage);
-  in.stream.slots = 2;
+  in.stream.slots = slots;
   in.stream.chunk_elements = 1024;
   AddStepPrologueAndOptimizerPhase(in, &p);
   return p;
@@ -586,6 +586,41 @@ TEST(ProgramSimulatorTest, StreamedProgramsPass) {
   for (int stage = 0; stage <= 3; ++stage) {
     const StepProgram p = Streamed(stage);
     ASSERT_EQ(p.chunks.size(), stage == 0 ? 12u : 8u) << stage;
+    absl::StatusOr<Simulation> sim = SimulatePrograms(DataParallel(p, 2, stage == 3));
+    EXPECT_TRUE(sim.ok()) << "stage " << stage << ": " << sim.status() << "\n" << FormatProgram(p);
+  }
+}
+
+// The first loads run under forward and backward: the (WAIT_STORE, LOAD)
+// pair of slot i right after the i-th compute action, spread evenly when
+// there are more slots than compute actions.
+TEST(ProgramSimulatorTest, StreamedFirstLoadsFollowTheComputeActions) {
+  auto compute_before = [](const StepProgram& p, int action) {
+    int n = 0;
+    for (int i = 0; i < action; ++i) {
+      const ActionKind k = p.actions[i].kind;
+      n += k == ActionKind::kForward || k == ActionKind::kBackward || k == ActionKind::kRecompute;
+    }
+    return n;
+  };
+  const StepProgram two = Streamed(1);
+  const int load0 = Find(two, "LOAD unit=a chunk=0 slot=0");
+  const int load1 = Find(two, "LOAD unit=a chunk=1 slot=1");
+  EXPECT_EQ(FormatAction(two, two.actions[load0 - 2]), "FORWARD mb=0 unit=a");
+  EXPECT_EQ(compute_before(two, load0), 1);
+  EXPECT_EQ(FormatAction(two, two.actions[load1 - 1]), "WAIT_STORE unit=d chunk=7 slot=1");
+  EXPECT_EQ(compute_before(two, load1), 2);
+  // 8 compute actions (4 units forward and backward), 12 slots for the 12
+  // chunks of stage 0: chunk c after compute action floor(c * 8 / 12).
+  const StepProgram wide = Streamed(0, 12);
+  ASSERT_EQ(wide.chunks.size(), 12u);
+  for (int c = 0; c < 12; ++c) {
+    const int load = Find(wide, "LOAD unit=" + std::string(1, "aaabbbcccddd"[c]) + " chunk=" + std::to_string(c) +
+                                    " slot=" + std::to_string(c));
+    EXPECT_EQ(compute_before(wide, load), c * 8 / 12 + 1) << c;
+  }
+  for (int stage = 0; stage <= 3; ++stage) {
+    const StepProgram p = Streamed(stage, 12);
     absl::StatusOr<Simulation> sim = SimulatePrograms(DataParallel(p, 2, stage == 3));
     EXPECT_TRUE(sim.ok()) << "stage " << stage << ": " << sim.status() << "\n" << FormatProgram(p);
   }

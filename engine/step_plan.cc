@@ -230,10 +230,12 @@ absl::StatusOr<OptimizerPhaseInput> OptimizerPhase(const StepPlan& plan, const E
     in.stream.slots = options.offload.buffer_count;
     in.stream.chunk_elements = StreamChunkElements(options.offload.buffer_bytes, streamed);
     in.stream.pipeline = plan.stages > 1;
-    if (in.stream.slots < 1 || in.stream.chunk_elements == 0) {
+    // The validator's minimum (MinStreamBufferBytes), for options built
+    // without it.
+    if (in.stream.slots < 1 || options.offload.buffer_bytes < MinStreamBufferBytes(streamed)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "engine.offload: ", in.stream.slots, " staging buffers of ", options.offload.buffer_bytes,
-          " bytes cannot stream chunks of 1024 elements x ", streamed,
+          " bytes cannot stream chunks of ", kStreamGranuleElements, " elements x ", streamed,
           " bytes (the master and optimizer state on NVME); raise buffer_bytes or buffer_count"));
     }
   }

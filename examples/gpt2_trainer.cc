@@ -26,6 +26,7 @@
 #include "engine/engine.h"
 #include "engine/observer.h"
 #include "engine/engine_runtime.h"
+#include "engine/memory_plan.h"
 #include "engine/metrics_writer.h"
 #include "engine/straggler.h"
 #include "kernels/context.h"
@@ -306,6 +307,9 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     if (zero.shard_group_size() > 0 && zero.shard_group_size() < par.dp()) h.shard_group_size = zero.shard_group_size();
     if (zero.weight_quantization() == ZeroConfig::INT8) h.quantized.push_back("weights");
     if (zero.gradient_quantization() == ZeroConfig::INT8) h.quantized.push_back("gradients");
+    const TierBytes tiers = engine->memory_plan().Totals();
+    h.memory_plan = MetricsHeader::MemoryPlanSummary{tiers.device, tiers.host, tiers.nvme,
+                                                     engine->memory_plan().resident_bytes(), engine->memory_limit()};
     ASSIGN_OR_RETURN(metrics, MetricsWriter::Open(engine_config.logging().metrics_path(), h, /*append=*/flags.resume));
   }
   if (leader) {
@@ -391,6 +395,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
       m.comm_bytes = comm_bytes;
       m.comm_bytes_by_group = comm_bytes_by_group;
       m.io = {r.io.read_bytes, r.io.write_bytes, r.io.busy_seconds * 1e3};
+      if (logging) m.memory_plan = StepMetrics::MemoryPlanUse{engine->memory_plan().resident_bytes(), MeasuredPeakRss()};
       RETURN_IF_ERROR(metrics->Write(m, engine->memory()));
     }
     if (logging) {

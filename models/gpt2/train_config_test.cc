@@ -168,6 +168,9 @@ TEST(ConfigLoaderTest, OffloadSettingsTheEngineRunsAreValid) {
             Errors{});
   EXPECT_EQ(errors("optimizer { type: SGD } offload { master_weights: NVME nvme_dir: \"/tmp\" buffer_bytes: 4096 }"),
             Errors{});
+  // The engine's own minimum (MinStreamBufferBytes): one 4096-byte granule
+  // of each streamed buffer, AdamW's two kinds here.
+  EXPECT_EQ(errors("offload { optimizer_state: NVME nvme_dir: \"/tmp\" buffer_bytes: 8192 }"), Errors{});
 }
 
 // The pipeline's rules: its shape per schedule, the partition's entries
@@ -400,9 +403,21 @@ const BadConfig kBadConfigs[] = {
     {"offload_buffer_bytes_not_aligned", "engine { offload { buffer_bytes: 10000 } }", false, 3,
      "PATH: invalid config:\nengine.offload.buffer_bytes: 10000 is not a multiple of 4096"},
     {"offload_buffer_bytes_below_the_unit",
-     "engine { offload { optimizer_state: NVME nvme_dir: \"/tmp\" buffer_bytes: 8192 } }", false, 3,
+     "engine { offload { optimizer_state: NVME master_weights: NVME nvme_dir: \"/tmp\" buffer_bytes: 8192 } }", false,
+     3,
      "PATH: invalid config:\nengine.offload.buffer_bytes: 8192 is smaller than the largest bucket's alignment unit "
      "12288 (4096 bytes for each of 3 streamed state buffers)"},
+    // Only what streams counts: AdamW's two kinds without the master.
+    {"offload_buffer_bytes_below_the_state_unit",
+     "engine { offload { optimizer_state: NVME nvme_dir: \"/tmp\" buffer_bytes: 4096 } }", false, 3,
+     "PATH: invalid config:\nengine.offload.buffer_bytes: 4096 is smaller than the largest bucket's alignment unit "
+     "8192 (4096 bytes for each of 2 streamed state buffers)"},
+    {"offload_nvme_on_cuda",
+     "engine { device { type: CUDA } offload { optimizer_state: NVME master_weights: NVME nvme_dir: \"/tmp\" } }",
+     false, 3,
+     "PATH: invalid config:\nengine.offload.optimizer_state: NVME is not supported yet on engine.device.type CUDA; "
+     "expected DEVICE or HOST\nengine.offload.master_weights: NVME is not supported yet on engine.device.type CUDA; "
+     "expected DEVICE or HOST"},
     {"offload_buffer_bytes_sgd_without_momentum",
      "engine { optimizer { type: SGD } offload { master_weights: NVME nvme_dir: \"/tmp\" buffer_bytes: 0 } }", false,
      3,
