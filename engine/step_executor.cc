@@ -178,6 +178,10 @@ absl::Status StepExecutor::RunProgram(const StepProgram& program, RunContext* ru
                         ? RunAction(action, run)
                         : RunObservedAction(action, static_cast<int>(&action - program.actions.data()), run));
     if (!run->transfers.empty()) RETURN_IF_ERROR(transport_->Progress(&run->transfers));
+    // Offload I/O moves only when this thread reaps and submits: between
+    // compute actions, so the queue stays full under forward and backward.
+    if (state_->offload() != nullptr) state_->offload()->io().Progress();
+    if (state_->param_store() != nullptr) state_->param_store()->io().Progress();
   }
   return transport_->Finish(&run->transfers);
 }

@@ -70,6 +70,11 @@ class UringIo final : public AsyncIo {
 
   bool Poll(IoTicket ticket) override;
   void Flush() override { Submit(); }
+  void Progress() override {
+    while (ReapOne(/*block=*/false)) {
+    }
+    Submit();
+  }
   absl::Status Wait(IoTicket ticket) override;
   absl::Status WaitAll() override;
   int in_flight() const override { return static_cast<int>(queue_.size() + submitted_.size()); }

@@ -85,6 +85,10 @@ class AsyncIo {
   // Submits what waits in the queue now, without reaping (Poll and Wait do
   // it too); for a caller that queues a batch and computes before polling.
   virtual void Flush() {}
+  // Reaps completions without blocking and submits what waits (requests
+  // beyond queue_depth, resubmitted short transfers): a caller that computes
+  // between its I/O calls keeps the queue full by calling it in between.
+  virtual void Progress() { Flush(); }
   // Blocks until `ticket` completes; its error. A ticket is waited once.
   virtual absl::Status Wait(IoTicket ticket) = 0;
   // Waits for every request; the first error. Every ticket issued so far
