@@ -19,6 +19,7 @@
 #include "engine/engine_options.h"
 #include "engine/host_offload.h"
 #include "engine/host_transfers.h"
+#include "engine/memory_plan.h"
 #include "engine/optimizer_phase.h"
 #include "engine/pipeline_transport.h"
 #include "engine/sharded_state.h"
@@ -228,6 +229,42 @@ TEST_P(HostOffloadParityTest, TrainsBitwiseLikeNoOffload) {
 INSTANTIATE_TEST_SUITE_P(StagesDtypesWorlds, HostOffloadParityTest,
                          ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(F32, BF16),
                                             ::testing::Values(1, 2)));
+
+// The memory plan of a GPU with HOST state and masters counts what the
+// path allocates: both classes on the host tier, the pinned staging in
+// offload_staging (host); a CPU device's HOST adds no staging.
+TEST(HostOffloadPlanTest, PlanCountsWhatThePathAllocates) {
+  for (int stage : {0, 1, 3}) {
+    for (DTypeProto compute : {F32, BF16}) {
+      std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(1);
+      absl::StatusOr<std::unique_ptr<EngineParts>> parts = MakeParts(Config(stage, compute), comms[0].get(), true);
+      ASSERT_TRUE(parts.ok()) << parts.status();
+      const EngineResources& r = (*parts)->resources;
+      MemoryPlanInputs in;
+      in.options = r.options;
+      in.options.device = Device::kCuda;
+      in.plan = &r.plan;
+      in.model = r.model.get();
+      absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      const std::string what = absl::StrCat("stage ", stage, " ", DTypeProto_Name(compute));
+      EXPECT_EQ(plan->tier_of(PlanCategory::kMasterWeights), OffloadTier::kHost) << what;
+      EXPECT_EQ(plan->tier_of(PlanCategory::kOptimizerState), OffloadTier::kHost) << what;
+      EXPECT_EQ(plan->ByTier(PlanCategory::kMasterWeights).host, r.tracker.Usage(MemoryCategory::kMasterParams).current)
+          << what;
+      EXPECT_EQ(plan->ByTier(PlanCategory::kOptimizerState).host,
+                r.tracker.Usage(MemoryCategory::kOptimizerState).current)
+          << what;
+      const int64_t staging = r.tracker.Usage(MemoryCategory::kOffloadStaging).current;
+      EXPECT_GT(staging, 0) << what;
+      EXPECT_EQ(plan->ByTier(PlanCategory::kOffloadStaging).host, staging) << what;
+      in.options.device = Device::kCpu;
+      absl::StatusOr<MemoryPlan> cpu = PlanMemory(in);
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      EXPECT_EQ(cpu->bytes_of(PlanCategory::kOffloadStaging), 0) << what;
+    }
+  }
+}
 
 // Position of the first entry equal to `what` at or after `from`; -1 if none.
 int Find(const std::vector<std::string>& log, const std::string& what, int from = 0) {

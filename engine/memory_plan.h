@@ -100,6 +100,11 @@ struct MemoryPlan {
   std::array<int64_t, kNumPlanCategories> file_bytes{};
   // The staging pool when any class is NVME (buffer_count x buffer_bytes).
   int64_t staging_pool_bytes = 0;
+  // On a GPU: host offload's pinned gradient and parameter staging
+  // (engine/host_offload.h), counted when optimizer_state and master_weights
+  // are both HOST.
+  int64_t host_offload_staging_bytes = 0;
+  bool device_is_gpu = false;
   bool nvme_ram_backed = false;
   bool params_offloadable = false;  // stage 3
   // Lines the plan prints under its table ("activations: unknown (not
