@@ -234,10 +234,11 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
   // host together.
   if (e.device().type() == DeviceConfig::CUDA && (o.optimizer_state() == HOST) != (o.master_weights() == HOST)) {
     const bool state_host = o.optimizer_state() == HOST;
+    const OffloadTierProto other = state_host ? o.master_weights() : o.optimizer_state();
     c.Add(absl::StrCat("engine.offload.", state_host ? "optimizer_state" : "master_weights",
                        ": HOST on engine.device.type CUDA needs engine.offload.",
-                       state_host ? "master_weights" : "optimizer_state", ": HOST too (the update runs on the CPU "
-                       "over both); got ", OffloadTierProto_Name(state_host ? o.master_weights() : o.optimizer_state())));
+                       state_host ? "master_weights" : "optimizer_state",
+                       ": HOST too (the update runs on the CPU over both); got ", OffloadTierProto_Name(other)));
   }
   c.Range("engine.offload.buffer_count", o.buffer_count(), 2, 64);
   c.Range("engine.offload.queue_depth", o.queue_depth(), 1, 256);

@@ -102,8 +102,9 @@ absl::Status EngineStateViewImpl::Read(int unit, int kind, int64_t offset, int64
   RETURN_IF_ERROR(CheckRange(unit, kind, offset, count));
   if (count == 0) return absl::OkStatus();
   if (Streamed(unit, kind) && state_->host_offload() != nullptr) {
-    return state_->host_offload()->Read(state_->optimizer_region(unit), kind == kMaster ? -1 : kind - kFirstOptimizerKind,
-                                        offset, count, static_cast<float*>(host_out));
+    return state_->host_offload()->Read(state_->optimizer_region(unit),
+                                        kind == kMaster ? -1 : kind - kFirstOptimizerKind, offset, count,
+                                        static_cast<float*>(host_out));
   }
   if (Streamed(unit, kind)) {
     return state_->offload()->ReadRange(state_->optimizer_region(unit), kind == kMaster ? -1 : kind - kFirstOptimizerKind,

@@ -89,9 +89,9 @@ absl::Status HostOffload::FetchGrads(int region, const float* device_grads) {
 absl::Status HostOffload::WaitGrads(int region) {
   const Region& r = regions_[region];
   if (r.grads_ticket < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("host offload: region ", region, "'s gradient was not fetched this step; expected FetchGrads "
-                     "after its reduction"));
+    return absl::FailedPreconditionError(absl::StrCat("host offload: region ", region,
+                                                      "'s gradient was not fetched this step; expected FetchGrads "
+                                                      "after its reduction"));
   }
   return transfers_->WaitOnHost(r.grads_ticket);
 }
@@ -104,8 +104,7 @@ absl::Status HostOffload::PushParams(int region, void* device_params, const kern
     src = r.params.buffer.data();
   }
   ASSIGN_OR_RETURN(r.params_ticket,
-                   transfers_->ToDevice(device_params, src,
-                                        static_cast<size_t>(r.numel) * DTypeSize(compute_dtype_)));
+                   transfers_->ToDevice(device_params, src, static_cast<size_t>(r.numel) * DTypeSize(compute_dtype_)));
   return absl::OkStatus();
 }
 

@@ -121,9 +121,7 @@ absl::Status Train(Communicator* comm, const EngineConfig& config, bool host, in
   if (log != nullptr) state.host_offload()->set_transfers(std::make_unique<RecordingTransfers>(log));
   FunctionObserver observer;
   std::vector<float>* grads = nullptr;
-  observer.final_gradient = [&](const GradientEvent& g) {
-    grads->insert(grads->end(), g.shard, g.shard + g.numel);
-  };
+  observer.final_gradient = [&](const GradientEvent& g) { grads->insert(grads->end(), g.shard, g.shard + g.numel); };
   observer.action_start = [&](const ActionEvent& a) {
     if (log == nullptr) return;
     const Action& act = *a.action;
@@ -135,9 +133,9 @@ absl::Status Train(Communicator* comm, const EngineConfig& config, bool host, in
                               r.options.accumulation_steps);
   OptimizerPhase optimizer(&r, &state);
   StepExecutor executor(&r, &state, &transport, &optimizer);
-  const std::vector<HostBatch> host_batches = MicroBatchesForRank(
-      RandomTokens(5, kGlobalBatch, kModel.seq_len, kModel.vocab_size), kGlobalBatch, kModel.seq_len, comm->size(),
-      kMicroBatches, rank);
+  const std::vector<HostBatch> host_batches =
+      MicroBatchesForRank(RandomTokens(5, kGlobalBatch, kModel.seq_len, kModel.vocab_size), kGlobalBatch,
+                          kModel.seq_len, comm->size(), kMicroBatches, rank);
   const std::vector<Batch> batches = Views(host_batches);
   for (int step = 0; step < kSteps; ++step) {
     StepResult result;

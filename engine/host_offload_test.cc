@@ -42,8 +42,8 @@ TEST(HostOffloadTest, CountsMastersStateAndStagingInTheirCategoriesAndStartsZero
       }
     }
   }
-  for (MemoryCategory c : {MemoryCategory::kMasterParams, MemoryCategory::kOptimizerState,
-                           MemoryCategory::kOffloadStaging}) {
+  for (MemoryCategory c :
+       {MemoryCategory::kMasterParams, MemoryCategory::kOptimizerState, MemoryCategory::kOffloadStaging}) {
     EXPECT_EQ(tracker.Usage(c).current, 0) << MemoryCategoryName(c);
   }
 }

@@ -34,7 +34,8 @@ TEST(OffloadSupportedTest, CudaTakesHostStateWithHostMastersOnly) {
             "engine.offload.master_weights: HOST is implemented on a CUDA device only with optimizer_state and "
             "master_weights both HOST");
   EXPECT_EQ(Supported(Device::kCuda, H, H, H), "engine.offload.grads: HOST is not implemented on a CUDA device yet");
-  EXPECT_EQ(Supported(Device::kCuda, N, D), "engine.offload.optimizer_state: NVME is not implemented on a CUDA device yet");
+  EXPECT_EQ(Supported(Device::kCuda, N, D),
+            "engine.offload.optimizer_state: NVME is not implemented on a CUDA device yet");
   // A CPU device: HOST is its memory, any class alone.
   EXPECT_EQ(Supported(Device::kCpu, H, D), "ok");
   EXPECT_EQ(Supported(Device::kCpu, D, H, H), "ok");

@@ -30,11 +30,11 @@ absl::Status OptimizerPhase::UpdateOnHost(int bucket, StepResult* result, Optimi
       // The observers' final gradient is the device shard's (its copy is
       // done, so the multiply cannot race it).
       if (!res_->observers.empty() && res_->device() != Device::kCpu) {
-        RETURN_IF_ERROR(kernels::ScaleInPlace(res_->compute.kernels, shard.grad_shard(), n, DType::kF32,
-                                              phase.factor, nullptr));
+        RETURN_IF_ERROR(
+            kernels::ScaleInPlace(res_->compute.kernels, shard.grad_shard(), n, DType::kF32, phase.factor, nullptr));
       } else if (!res_->observers.empty()) {
-        RETURN_IF_ERROR(kernels::ScaleInPlace(state_->host_kernels(), shard.grad_shard(), n, DType::kF32,
-                                              phase.factor, nullptr));
+        RETURN_IF_ERROR(
+            kernels::ScaleInPlace(state_->host_kernels(), shard.grad_shard(), n, DType::kF32, phase.factor, nullptr));
       }
     }
     NotifyGradient(&EngineObserver::OnFinalGradient, state_->attempts(), u);
