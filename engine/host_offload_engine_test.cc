@@ -3,11 +3,12 @@
 // losses, gradient norms, final gradients, masters, compute parameters and
 // optimizer state of the same run without offload (GPT-2 tiny) — ZeRO 0-3, f32 and bf16
 // compute, dp 1 and 2 (thread ranks) — with the masters and state counted in
-// their categories; and the copies happen where the design puts them: each
+// their categories, a skipped step included; and the copies happen where the design puts them: each
 // bucket's gradients fetched at its WAIT_REDUCE (stages 1-3; stage 0 at its
 // UPDATE), waited for in UPDATE, the parameters pushed in UPDATE, the compute
 // stream ordered in PUBLISH, everything drained at SCALER_UPDATE.
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -107,14 +108,17 @@ absl::StatusOr<std::unique_ptr<EngineParts>> MakeParts(const EngineConfig& confi
 // What one rank ends with.
 struct RankRun {
   std::vector<float> losses, norms;
+  std::vector<bool> skipped;
   std::vector<std::vector<float>> final_grads;  // per step and unit, concatenated
   std::vector<std::vector<char>> state;         // per unit: params, master, each state kind
   int64_t master_bytes = 0, state_bytes = 0;
   absl::Status status;
 };
 
+// `poison_first`: the first attempt's reduced gradient gets a NaN, so that
+// step is skipped.
 absl::Status Train(Communicator* comm, const EngineConfig& config, bool host, int rank, RankRun* out,
-                   std::vector<std::string>* log = nullptr) {
+                   std::vector<std::string>* log = nullptr, bool poison_first = false) {
   ASSIGN_OR_RETURN(std::unique_ptr<EngineParts> parts, MakeParts(config, comm, host));
   EngineResources& r = parts->resources;
   ShardedState& state = *parts->state;
@@ -127,6 +131,9 @@ absl::Status Train(Communicator* comm, const EngineConfig& config, bool host, in
     const Action& act = *a.action;
     log->push_back(act.bucket >= 0 ? absl::StrCat(ActionKindName(act.kind), "(", act.bucket, ")")
                                    : std::string(ActionKindName(act.kind)));
+  };
+  observer.reduced_gradient = [&](const GradientEvent& g) {
+    if (poison_first && g.attempt == 0 && g.numel > 0) g.shard[0] = std::numeric_limits<float>::quiet_NaN();
   };
   r.observers.push_back(&observer);
   PipelineTransport transport(nullptr, &r.tracker, Device::kCpu, &r.compute, nullptr, r.num_units(),
@@ -147,8 +154,13 @@ absl::Status Train(Communicator* comm, const EngineConfig& config, bool host, in
     out->final_grads.emplace_back();
     grads = &out->final_grads.back();
     RETURN_IF_ERROR(executor.RunProgram(r.plan.train, &run));
-    if (result.skipped) return absl::InternalError(absl::StrCat("step ", step, " skipped"));
-    if (result.grad_norm <= 0.05f) return absl::InternalError(absl::StrCat("step ", step, " did not clip"));
+    out->skipped.push_back(result.skipped);
+    if (result.skipped && !(poison_first && step == 0)) {
+      return absl::InternalError(absl::StrCat("step ", step, " skipped"));
+    }
+    if (!result.skipped && result.grad_norm <= 0.05f) {
+      return absl::InternalError(absl::StrCat("step ", step, " did not clip"));
+    }
     out->losses.push_back(result.loss);
     out->norms.push_back(result.grad_norm);
   }
@@ -182,12 +194,14 @@ absl::Status Train(Communicator* comm, const EngineConfig& config, bool host, in
 }
 
 // Every rank of a dp group trains on its own thread.
-std::vector<RankRun> TrainGroup(int dp, const EngineConfig& config, bool host) {
+std::vector<RankRun> TrainGroup(int dp, const EngineConfig& config, bool host, bool poison_first = false) {
   std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(dp);
   std::vector<RankRun> runs(dp);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < dp; ++rank) {
-    threads.emplace_back([&, rank] { runs[rank].status = Train(comms[rank].get(), config, host, rank, &runs[rank]); });
+    threads.emplace_back([&, rank] {
+      runs[rank].status = Train(comms[rank].get(), config, host, rank, &runs[rank], nullptr, poison_first);
+    });
   }
   for (std::thread& t : threads) t.join();
   return runs;
@@ -222,6 +236,25 @@ TEST_P(HostOffloadParityTest, TrainsBitwiseLikeNoOffload) {
   }
   // Training moved the weights (the comparison is not of initial values).
   EXPECT_NE(plain[0].losses.front(), plain[0].losses.back());
+}
+
+// A skipped step (a NaN in the first step's gradient) leaves the host
+// masters and state alone, drains the copies it queued, and the run goes on
+// bitwise like the run without offload.
+TEST(HostOffloadSkipTest, ASkippedStepLeavesTheHostStateAndTheRunGoesOn) {
+  for (int stage : {0, 1, 3}) {
+    const EngineConfig config = Config(stage, BF16);
+    const std::vector<RankRun> plain = TrainGroup(1, config, /*host=*/false, /*poison_first=*/true);
+    const std::vector<RankRun> host = TrainGroup(1, config, /*host=*/true, /*poison_first=*/true);
+    ASSERT_TRUE(plain[0].status.ok()) << plain[0].status;
+    ASSERT_TRUE(host[0].status.ok()) << host[0].status;
+    EXPECT_EQ(host[0].skipped, (std::vector<bool>{true, false, false})) << "stage " << stage;
+    EXPECT_EQ(host[0].losses, plain[0].losses) << "stage " << stage;
+    ASSERT_EQ(host[0].state.size(), plain[0].state.size());
+    for (size_t i = 0; i < plain[0].state.size(); ++i) {
+      EXPECT_TRUE(host[0].state[i] == plain[0].state[i]) << "stage " << stage << " buffer " << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(StagesDtypesWorlds, HostOffloadParityTest,
