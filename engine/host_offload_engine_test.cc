@@ -3,7 +3,8 @@
 // losses, gradient norms, final gradients, masters, compute parameters and
 // optimizer state of the same run without offload (GPT-2 tiny) — ZeRO 0-3, f32 and bf16
 // compute, dp 1 and 2 (thread ranks) — with the masters and state counted in
-// their categories, a skipped step included; and the copies happen where the design puts them: each
+// their categories, a skipped step included, and the state view (what
+// checkpoints use) reading and writing the host buffers; and the copies happen where the design puts them: each
 // bucket's gradients fetched at its WAIT_REDUCE (stages 1-3; stage 0 at its
 // UPDATE), waited for in UPDATE, the parameters pushed in UPDATE, the compute
 // stream ordered in PUBLISH, everything drained at SCALER_UPDATE.
@@ -17,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "engine/engine_impl.h"
 #include "engine/engine_options.h"
 #include "engine/host_offload.h"
 #include "engine/host_transfers.h"
@@ -293,6 +295,53 @@ TEST(HostOffloadPlanTest, PlanCountsWhatThePathAllocates) {
       absl::StatusOr<MemoryPlan> cpu = PlanMemory(in);
       ASSERT_TRUE(cpu.ok()) << cpu.status();
       EXPECT_EQ(cpu->bytes_of(PlanCategory::kOffloadStaging), 0) << what;
+    }
+  }
+}
+
+// The state view (what checkpoints save and load through) reads and writes
+// the host buffers: master and state have no device pointer, Read gives the
+// host master, a Write lands in the host buffers, and Commit rounds the
+// written masters into the compute parameters.
+TEST(HostOffloadStateViewTest, ReadsWritesAndCommitsTheHostBuffers) {
+  std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(1);
+  absl::StatusOr<std::unique_ptr<EngineParts>> parts = MakeParts(Config(3, BF16), comms[0].get(), true);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ShardedState& state = *(*parts)->state;
+  HostOffload& host = *state.host_offload();
+  EngineStateViewImpl view;
+  view.Init(&state, DType::kBF16);
+  const int master = view.FindKind("master");
+  const int first_state = EngineStateView::kFirstOptimizerKind;
+  ASSERT_GE(master, 0);
+  ASSERT_GT(view.num_kinds(), first_state);
+  int checked = 0;
+  for (int u = 0; u < view.num_units(); ++u) {
+    const int region = state.optimizer_region(u);
+    const int64_t n = view.region(u, master).length;
+    if (region < 0 || n == 0) continue;
+    ++checked;
+    EXPECT_EQ(view.data(u, master), nullptr) << u;
+    EXPECT_EQ(view.data(u, first_state), nullptr) << u;
+    std::vector<float> read(static_cast<size_t>(n));
+    ASSERT_TRUE(view.Read(u, master, 0, n, read.data()).ok());
+    EXPECT_EQ(std::memcmp(read.data(), host.master(region), n * sizeof(float)), 0) << u;
+    std::vector<float> written(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) written[i] = 0.5f + static_cast<float>(i % 97) / 1024.0f + 1.0f / 4096;
+    ASSERT_TRUE(view.Write(u, master, 0, n, written.data()).ok());
+    ASSERT_TRUE(view.Write(u, first_state, 0, n, written.data()).ok());
+    EXPECT_EQ(std::memcmp(host.master(region), written.data(), n * sizeof(float)), 0) << u;
+    EXPECT_EQ(std::memcmp(host.state(region, 0), written.data(), n * sizeof(float)), 0) << u;
+  }
+  ASSERT_GT(checked, 0);
+  ASSERT_TRUE(view.Commit().ok());
+  for (int u = 0; u < view.num_units(); ++u) {
+    const int region = state.optimizer_region(u);
+    const int64_t n = view.region(u, master).length;
+    if (region < 0 || n == 0) continue;
+    const uint16_t* params = static_cast<const uint16_t*>(state.unit_shard(u)->param_shard());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(params[i], F32ToBF16(host.master(region)[i])) << "unit " << u << " element " << i;
     }
   }
 }
