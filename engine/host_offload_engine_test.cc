@@ -1,13 +1,17 @@
 // The GPU's host-offload path (docs/offload.md, "Host offload on GPU") run
-// on a CPU device, its copies memcpy: three training steps give bitwise the
-// losses, gradient norms, final gradients, masters, compute parameters and
-// optimizer state of the same run without offload (GPT-2 tiny) — ZeRO 0-3, f32 and bf16
-// compute, dp 1 and 2 (thread ranks) — with the masters and state counted in
-// their categories, a skipped step included, and the state view (what
-// checkpoints use) reading and writing the host buffers; and the copies happen where the design puts them: each
-// bucket's gradients fetched at its WAIT_REDUCE (stages 1-3; stage 0 at its
-// UPDATE), waited for in UPDATE, the parameters pushed in UPDATE, the compute
-// stream ordered in PUBLISH, everything drained at SCALER_UPDATE.
+// on a CPU device, its copies memcpy, over GPT-2 tiny:
+// * three training steps give bitwise the losses, gradient norms, final
+//   gradients, masters, compute parameters and optimizer state of the same
+//   run without offload — ZeRO 0-3, f32 and bf16 compute, dp 1 and 2
+//   (thread ranks) — with the masters and state counted in their
+//   categories; a skipped step too;
+// * the memory plan counts what the path allocates;
+// * the state view (what checkpoints use) reads, writes and commits the
+//   host buffers;
+// * the copies happen where the design puts them: each bucket's gradients
+//   fetched at its WAIT_REDUCE (stages 1-3; stage 0 at its UPDATE), waited
+//   for in UPDATE, the parameters pushed in UPDATE, the compute stream
+//   ordered in PUBLISH, everything drained at SCALER_UPDATE.
 #include <cstring>
 #include <limits>
 #include <memory>
