@@ -9,7 +9,7 @@
 // * the state view (what checkpoints use) reads, writes and commits the
 //   host buffers;
 // * the copies happen where the design puts them: each bucket's gradients
-//   fetched at its WAIT_REDUCE (stages 1-3; stage 0 at its UPDATE), waited
+//   fetched at its last WAIT_REDUCE (stages 1-3; stage 0 at its UPDATE), waited
 //   for in UPDATE, the parameters pushed in UPDATE, the compute stream
 //   ordered in PUBLISH, everything drained at SCALER_UPDATE.
 #include <cstring>
@@ -388,7 +388,15 @@ TEST_P(HostOffloadOrderTest, CopiesRunWhereTheDesignPutsThem) {
     if (with_region == 0) continue;
     regions_seen += with_region;
     const std::string id = absl::StrCat("(", b, ")");
-    const int wait_reduce = Find(step, "WAIT_REDUCE" + id);
+    // The bucket's last WAIT_REDUCE: one per micro-batch, the last leaves
+    // the final shard.
+    int wait_reduce = -1;
+    for (int at = Find(step, "WAIT_REDUCE" + id); at >= 0; at = Find(step, "WAIT_REDUCE" + id, at + 1)) {
+      if (wait_reduce >= 0) {
+        EXPECT_NE(step[wait_reduce + 1], "to_host") << id << ": fetched before the last reduction";
+      }
+      wait_reduce = at;
+    }
     const int update = Find(step, "UPDATE" + id);
     const int publish = Find(step, "PUBLISH" + id);
     ASSERT_GE(wait_reduce, 0) << id;

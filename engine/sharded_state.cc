@@ -41,9 +41,10 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
       continue;
     }
     const bool region = trainable && plan.units[u].has_params;
+    const bool resident_master = !((master_nvme || host) && region);
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
                      UnitShard::Create(&plan.layouts[u], options.zero, dp, tracker, options.compute_dtype,
-                                       compute.kernels, trainable, /*resident_master=*/!((master_nvme || host) && region)));
+                                       compute.kernels, trainable, resident_master));
     shard->set_timeline(timeline);
     if (options.sharding.quantize_weights) shard->set_weight_quantization(options.sharding.quantization_block);
     with_grads.push_back(trainable && plan.units[u].has_params ? shard.get() : nullptr);
@@ -84,6 +85,11 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
     ASSIGN_OR_RETURN(state->host_offload_,
                      HostOffload::Create(std::move(numel), static_cast<int>(state->optimizer_->state_kinds().size()),
                                          options.compute_dtype, tracker, std::move(transfers)));
+    state->reduce_waits_per_step_.assign(plan.buckets.size(), 0);
+    state->reduce_waits_seen_.assign(plan.buckets.size(), 0);
+    for (const Action& a : plan.train.actions) {
+      if (a.kind == ActionKind::kWaitReduce) ++state->reduce_waits_per_step_[a.bucket];
+    }
   }
   if (streams) {
     if (options.device != Device::kCpu) {
@@ -224,6 +230,10 @@ absl::Status ShardedState::PublishMasterWeights() {
 
 absl::Status ShardedState::FetchReducedGrads(int bucket) {
   if (host_offload_ == nullptr || !shards_master_) return absl::OkStatus();
+  // Only the step's last reduction of the bucket leaves the final shard (a
+  // failed step leaves the engine unusable, so the count never drifts).
+  const int64_t per_step = reduce_waits_per_step_[bucket];
+  if (per_step > 0 && ++reduce_waits_seen_[bucket] % per_step != 0) return absl::OkStatus();
   for (int u : plan_->buckets[bucket].units) {
     if (regions_[u] < 0 || plan_->units[u].tied) continue;
     RETURN_IF_ERROR(host_offload_->FetchGrads(regions_[u], shards_[u]->grad_shard()));

@@ -82,10 +82,12 @@ class ShardedState {
   HostOffload* host_offload() { return host_offload_.get(); }
   bool master_on_host(int unit) const { return host_offload_ != nullptr && regions_[unit] >= 0; }
   const kernels::KernelContext& host_kernels() const { return host_kernels_; }
-  // Queues the device → host copy of the reduced gradient shard of each unit
-  // of `bucket` (WAIT_REDUCE calls it once the reduction is done). Nothing
-  // for stage 0, whose update all-gathers the shards first, nor for a tied
-  // unit, whose shard TIED_REDUCE changes: UPDATE fetches those.
+  // WAIT_REDUCE(bucket) calls it once the reduction is done: at the bucket's
+  // last WAIT_REDUCE of the step (one per micro-batch under ACCUMULATE),
+  // queues the device → host copy of each of its units' reduced gradient
+  // shard. Nothing for stage 0, whose update all-gathers the shards first,
+  // nor for a tied unit, whose shard TIED_REDUCE changes: UPDATE fetches
+  // those.
   absl::Status FetchReducedGrads(int bucket);
   // Rounds a unit's host master into its compute parameters on the device
   // (queued; HostOffload::OrderParams orders the compute stream after it).
@@ -136,6 +138,9 @@ class ShardedState {
   std::unique_ptr<OffloadStore> offload_;
   std::unique_ptr<HostOffload> host_offload_;
   kernels::KernelContext host_kernels_;
+  // Per bucket: WAIT_REDUCE actions in a training step, and those seen.
+  std::vector<int64_t> reduce_waits_per_step_;
+  std::vector<int64_t> reduce_waits_seen_;
   int64_t step_ = 0;
   int64_t skipped_steps_ = 0;
   int64_t attempts_ = 0;
