@@ -230,11 +230,23 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
                          ": NVME is not supported yet on engine.device.type CUDA; expected DEVICE or HOST"));
     }
     // On a CPU device HOST is the same memory (accepted; the planner says it
-    // frees nothing); pinned host memory on a GPU comes later.
-    if (k.tier == HOST && e.device().type() == DeviceConfig::CUDA) {
-      c.Add(absl::StrCat("engine.offload.", k.name, ": HOST is not supported yet on engine.device.type CUDA; expected ",
-                         k.nvme_built ? "DEVICE or NVME" : "DEVICE"));
+    // frees nothing). On a GPU the optimizer state and the masters live in
+    // pinned host memory and the update runs on the CPU (docs/offload.md,
+    // "Host offload on GPU"): params and grads stay on the device.
+    if (k.tier == HOST && e.device().type() == DeviceConfig::CUDA && !k.nvme_built) {
+      c.Add(absl::StrCat("engine.offload.", k.name, ": HOST is not supported yet on engine.device.type CUDA; expected "
+                         "DEVICE"));
     }
+  }
+  // The CPU update reads and writes both classes: on a GPU they go to the
+  // host together.
+  if (e.device().type() == DeviceConfig::CUDA && (o.optimizer_state() == HOST) != (o.master_weights() == HOST)) {
+    const bool state_host = o.optimizer_state() == HOST;
+    const OffloadTierProto other = state_host ? o.master_weights() : o.optimizer_state();
+    c.Add(absl::StrCat("engine.offload.", state_host ? "optimizer_state" : "master_weights",
+                       ": HOST on engine.device.type CUDA needs engine.offload.",
+                       state_host ? "master_weights" : "optimizer_state",
+                       ": HOST too (the update runs on the CPU over both); got ", OffloadTierProto_Name(other)));
   }
   c.Range("engine.offload.buffer_count", o.buffer_count(), 2, 64);
   c.Range("engine.offload.queue_depth", o.queue_depth(), 1, 256);

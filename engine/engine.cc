@@ -4,6 +4,7 @@
 // parameter gathers in Evaluator.
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "core/hash.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
+#include "engine/host_offload.h"
 #include "kernels/context.h"
 
 namespace zeroshard {
@@ -86,14 +88,25 @@ absl::Status OffloadSupported(const EngineOptions& options) {
                                                  options.zero.stage()));
   }
   if (options.device != Device::kCpu) {
-    for (const auto& [tier, name] : {std::pair<OffloadTier, const char*>{o.optimizer_state, "optimizer_state"},
-                                     {o.master_weights, "master_weights"},
-                                     {o.params, "params"},
-                                     {o.grads, "grads"}}) {
-      if (tier != OffloadTier::kDevice) {
-        return absl::UnimplementedError(absl::StrCat("engine.offload.", name, ": ",
-                                                     tier == OffloadTier::kHost ? "HOST" : "NVME",
-                                                     " is not implemented on a CUDA device yet"));
+    // Built on a GPU: HOST optimizer state with HOST masters, updated on the
+    // CPU (engine/host_offload.h).
+    const bool host_update = UsesHostOffload(options);
+    const struct {
+      OffloadTier tier;
+      const char* name;
+      bool host_built;
+    } classes[] = {{o.optimizer_state, "optimizer_state", host_update},
+                   {o.master_weights, "master_weights", host_update},
+                   {o.params, "params", false},
+                   {o.grads, "grads", false}};
+    for (const auto& [tier, name, host_built] : classes) {
+      if (tier != OffloadTier::kDevice && !(tier == OffloadTier::kHost && host_built)) {
+        const bool pair = std::string(name) == "optimizer_state" || std::string(name) == "master_weights";
+        return absl::UnimplementedError(absl::StrCat(
+            "engine.offload.", name, ": ", tier == OffloadTier::kHost ? "HOST" : "NVME",
+            tier == OffloadTier::kHost && pair
+                ? " is implemented on a CUDA device only with optimizer_state and master_weights both HOST"
+                : " is not implemented on a CUDA device yet"));
       }
     }
   }

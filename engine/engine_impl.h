@@ -72,7 +72,8 @@ class EngineStateViewImpl final : public EngineStateView {
 
  private:
   absl::Status CheckRange(int unit, int kind, int64_t offset, int64_t count) const;
-  // Whether the kind lives on the NVMe tier for this unit.
+  // Whether the kind lives off the device for this unit: on the NVMe tier,
+  // or in host offload's buffers.
   bool Streamed(int unit, int kind) const;
 
   ShardedState* state_ = nullptr;

@@ -98,6 +98,9 @@ struct OffloadOptions {
   int buffer_count = 4;
   int64_t buffer_bytes = 64 << 20;
   int queue_depth = 8;
+  // Not a config field: tests set it to run the GPU's host-offload path
+  // (engine/host_offload.h) on a CPU device, its copies as memcpy.
+  bool host_update_on_cpu_device = false;
 
   bool any_nvme() const {
     return optimizer_state == OffloadTier::kNvme || master_weights == OffloadTier::kNvme ||

@@ -58,12 +58,14 @@ const void* EngineStateViewImpl::data(int unit, int kind) const {
 
 bool EngineStateViewImpl::Streamed(int unit, int kind) const {
   if (kind == kParams) return state_->params_stream(unit);
-  if (kind == kMaster) return state_->master_streams(unit);
-  return kind >= kFirstOptimizerKind && state_->state_streams() && state_->optimizer_region(unit) >= 0;
+  if (kind == kMaster) return state_->master_streams(unit) || state_->master_on_host(unit);
+  return kind >= kFirstOptimizerKind && (state_->state_streams() || state_->host_offload() != nullptr) &&
+         state_->optimizer_region(unit) >= 0;
 }
 
 void* EngineStateViewImpl::data(int unit, int kind) {
-  // On the NVMe tier nothing is resident: Read and Write go through the file.
+  // On the NVMe tier nothing is resident: Read and Write go through the file
+  // (host offload on a GPU: through the host buffers, not on the device).
   if (!region(unit, kind).present || Streamed(unit, kind)) return nullptr;
   UnitShard& shard = *state_->unit_shard(unit);
   switch (kind) {
@@ -104,6 +106,11 @@ absl::Status EngineStateViewImpl::Read(int unit, int kind, int64_t offset, int64
     const int64_t size = kinds_[kind].bytes_per_element;
     return state_->param_store()->Read(unit, offset * size, count * size, host_out);
   }
+  if (Streamed(unit, kind) && state_->host_offload() != nullptr) {
+    return state_->host_offload()->Read(state_->optimizer_region(unit),
+                                        kind == kMaster ? -1 : kind - kFirstOptimizerKind, offset, count,
+                                        static_cast<float*>(host_out));
+  }
   if (Streamed(unit, kind)) {
     return state_->offload()->ReadRange(state_->optimizer_region(unit), kind == kMaster ? -1 : kind - kFirstOptimizerKind,
                                         offset, count, host_out);
@@ -119,6 +126,11 @@ absl::Status EngineStateViewImpl::Write(int unit, int kind, int64_t offset, int6
   if (kind == kParams && Streamed(unit, kind)) {
     const int64_t size = kinds_[kind].bytes_per_element;
     return state_->param_store()->Write(unit, offset * size, count * size, host_in);
+  }
+  if (Streamed(unit, kind) && state_->host_offload() != nullptr) {
+    return state_->host_offload()->Write(state_->optimizer_region(unit),
+                                         kind == kMaster ? -1 : kind - kFirstOptimizerKind, offset, count,
+                                         static_cast<const float*>(host_in));
   }
   if (Streamed(unit, kind)) {
     return state_->offload()->WriteRange(state_->optimizer_region(unit),

@@ -94,17 +94,32 @@ absl::StatusOr<std::vector<float>> Evaluator::GatherParam(absl::string_view name
     absl::Status s;
     if (source) {
       UnitShard& shard = *state_->unit_shard(u);
-      // A master on the NVMe tier is read from its file (a cpu device);
-      // the all-gather runs whatever the read gave.
+      // A master on the NVMe tier is read from its file (a cpu device), one
+      // in host memory beside a GPU copied to the device for the
+      // all-gather; the all-gather runs whatever the read gave.
       std::vector<float> streamed;
-      if (state_->master_streams(u)) {
+      const bool off_device = state_->master_streams(u) || state_->master_on_host(u);
+      if (off_device) {
         streamed.assign(static_cast<size_t>(shard.master_numel()), 0.0f);
         s = state_->ReadMaster(u, 0, shard.master_numel(), streamed.data());
       }
       const float* master = streamed.empty() ? shard.master() : streamed.data();
+      Buffer on_device;
+      if (off_device && res_->device() != Device::kCpu && res_->options.zero.shards_master() && s.ok()) {
+        absl::StatusOr<Buffer> b = Buffer::Allocate(&res_->tracker, MemoryCategory::kWorkspace, res_->device(),
+                                                    DType::kF32, shard.master_numel());
+        s = b.status();
+        if (s.ok()) {
+          on_device = std::move(*b);
+          s = DeviceCopy(on_device.data(), res_->device(), streamed.data(), Device::kCpu,
+                         streamed.size() * sizeof(float));
+          master = on_device.as<float>();
+        }
+      }
       if (!res_->options.zero.shards_master()) {
         if (s.ok()) {
-          s = DeviceCopy(out.data(), Device::kCpu, master + info.offset, res_->device(), info.numel * sizeof(float));
+          s = DeviceCopy(out.data(), Device::kCpu, master + info.offset, off_device ? Device::kCpu : res_->device(),
+                         info.numel * sizeof(float));
         }
       } else {
         absl::Status gathered =

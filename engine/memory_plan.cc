@@ -243,6 +243,9 @@ MemoryPlan MemoryPlan::WithOffload(const OffloadOptions& offload) const {
   p.bytes[Idx(PlanCategory::kOffloadStaging)] =
       (AnyNvme(p) ? staging_pool_bytes : 0) +
       (p.tier_of(PlanCategory::kParams) == OffloadTier::kNvme ? param_pool_bytes : 0);
+  if (device_is_gpu && offload.optimizer_state == OffloadTier::kHost && offload.master_weights == OffloadTier::kHost) {
+    p.bytes[Idx(PlanCategory::kOffloadStaging)] += host_offload_staging_bytes;
+  }
   return p;
 }
 
@@ -297,6 +300,9 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     }
     if (up.trainable && up.has_params) {
       const int64_t region = o.zero.shards_master() ? S : P;
+      // As HostOffload allocates it: the f32 gradient, the rounded
+      // parameters unless the compute dtype is f32.
+      p.host_offload_staging_bytes += region * 4 + (o.compute_dtype == DType::kF32 ? 0 : region * c);
       for (const OptimizerStateKind& k : kinds) {
         bytes[Idx(PlanCategory::kOptimizerState)] += region * Size(k.dtype);
         files[Idx(PlanCategory::kOptimizerState)] += AlignIo(region * Size(k.dtype));
@@ -339,6 +345,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     for (int64_t b : StreamedParamShardBytes(plan, nvme)) slot = std::max(slot, AlignIo(b));
     p.param_pool_bytes = int64_t{ParamShardSlots(plan, o)} * slot;
   }
+  p.device_is_gpu = o.device != Device::kCpu;
   bytes[Idx(PlanCategory::kUntracked)] = kUntrackedBaseBytes + int64_t{std::max(1, in.cpu_threads)} * kUntrackedBytesPerThread;
   for (int k = 0; k < kNumPlanCategories; ++k) p.tier[k] = OffloadTier::kDevice;
   p.tier[Idx(PlanCategory::kOffloadStaging)] = OffloadTier::kHost;

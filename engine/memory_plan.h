@@ -104,6 +104,11 @@ struct MemoryPlan {
   // The param slots when params are NVME (stage 3): ParamShardSlots x the
   // largest shard in the compute dtype, rounded up with AlignIo.
   int64_t param_pool_bytes = 0;
+  // On a GPU: host offload's pinned gradient and parameter staging
+  // (engine/host_offload.h), counted when optimizer_state and master_weights
+  // are both HOST.
+  int64_t host_offload_staging_bytes = 0;
+  bool device_is_gpu = false;
   bool nvme_ram_backed = false;
   bool params_offloadable = false;  // stage 3
   // Lines the plan prints under its table ("activations: unknown (not

@@ -219,6 +219,8 @@ absl::Status OptimizerPhase::Update(int bucket, StepResult* result, OptimizerPha
   // A failed parameter-shard read (stage 3: no collective here): nothing is
   // computed, SCALER_UPDATE fails the step on every rank.
   if (state_->param_store() != nullptr && !state_->param_store()->status().ok()) return absl::OkStatus();
+  const bool gathered = res_->options.zero.all_gathers_reduced_grads();
+  if (state_->host_offload() != nullptr && !gathered) return UpdateOnHost(bucket, result, phase_state);
   const std::vector<int>& units = res_->plan.buckets[bucket].units;
   for (int u : units) {
     if (state_->optimizer_region(u) < 0) continue;
@@ -257,6 +259,13 @@ absl::Status OptimizerPhase::Update(int bucket, StepResult* result, OptimizerPha
       grads.push_back(phase.full_f32[u].empty() ? static_cast<const float*>(shard.full_grads())
                                                 : phase.full_f32[u].as<float>());
     }
+  }
+  if (state_->host_offload() != nullptr) {
+    std::vector<int> with_region;
+    for (int u : units) {
+      if (state_->optimizer_region(u) >= 0) with_region.push_back(u);
+    }
+    return StepGatheredOnHost(bucket, with_region, grads, result);
   }
   TraceScope span(res_->timeline.get(), "optimizer", "update", {}, {{"bucket", bucket}});
   return state_->optimizer().StepRegions(regions, masters, grads, result->lr, state_->step());
@@ -320,7 +329,10 @@ absl::Status OptimizerPhase::UpdateChunk(int c, StepResult* result, OptimizerPha
 absl::Status OptimizerPhase::Publish(int bucket, StepResult* result, OptimizerPhaseState* phase) {
   if (!phase->update) return absl::OkStatus();
   // Streamed: the chunks rounded their masters; only the all-gather is left.
-  const bool rounded = state_->offload() != nullptr;
+  // Host offload: UPDATE pushed them; the compute stream (and the NCCL
+  // all-gather it orders) waits for the push.
+  if (state_->host_offload() != nullptr) RETURN_IF_ERROR(OrderHostParams(bucket));
+  const bool rounded = state_->offload() != nullptr || state_->host_offload() != nullptr;
   std::vector<IssuedWork> works;
   for (int u : res_->plan.buckets[bucket].units) {
     if (state_->optimizer_region(u) < 0) continue;  // frozen: nothing changed
@@ -341,6 +353,9 @@ absl::Status OptimizerPhase::ScalerUpdate(StepResult* result, OptimizerPhaseStat
   // Every action of the step saw the same attempt count (the RNG keys, the
   // observer's events); the next step is the next attempt.
   state_->CountAttempt();
+  // No copy may still read a gradient shard freed below (a skipped step
+  // never waited for its fetches).
+  if (state_->host_offload() != nullptr) RETURN_IF_ERROR(state_->host_offload()->Drain());
   phase->full_f32.clear();
   for (auto& shard : state_->shards()) {
     if (shard != nullptr) shard->FreeGradShard();

@@ -72,6 +72,14 @@ class OptimizerPhase {
   absl::Status Update(int bucket, StepResult* result, OptimizerPhaseState* phase);
   absl::Status UpdateChunk(int chunk, StepResult* result, OptimizerPhaseState* phase);
   absl::Status Publish(int bucket, StepResult* result, OptimizerPhaseState* phase);
+  // Host offload on a GPU (optimizer_phase_host.cc): UPDATE at stages 1-3,
+  // the CPU step of a bucket's units over their fetched gradients, stage 0's
+  // step over its all-gathered gradients, and PUBLISH's stream order.
+  absl::Status UpdateOnHost(int bucket, StepResult* result, OptimizerPhaseState* phase);
+  absl::Status StepOnHost(int bucket, absl::Span<const int> units, StepResult* result);
+  absl::Status StepGatheredOnHost(int bucket, absl::Span<const int> units, absl::Span<const float* const> grads,
+                                  StepResult* result);
+  absl::Status OrderHostParams(int bucket);
   absl::Status ScalerUpdate(StepResult* result, OptimizerPhaseState* phase);
   absl::Status WaitAll(std::vector<IssuedWork>& works, absl::string_view what);
   // OnReducedGradient / OnFinalGradient for every trainable unit, or one.

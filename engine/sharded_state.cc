@@ -31,6 +31,10 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
   const bool state_nvme = streams && options.offload.optimizer_state == OffloadTier::kNvme;
   // The parameter shards on the NVMe tier (stage 3), staged in param slots.
   const std::vector<int64_t> param_bytes = StreamedParamShardBytes(plan, options);
+  // Host offload on a GPU: masters and state in pinned host memory, the
+  // update on the CPU with the CPU kernels.
+  const bool host = UsesHostOffload(options);
+  state->host_kernels_ = host ? kernels::KernelContext::Cpu(options.threads_per_rank) : compute.kernels;
   for (int u = 0; u < L; ++u) {
     const bool trainable = plan.units[u].trainable;
     if (!plan.units[u].held) {  // another pipeline stage's unit
@@ -39,9 +43,10 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
       continue;
     }
     const bool region = trainable && plan.units[u].has_params;
+    const bool resident_master = !((master_nvme || host) && region);
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
                      UnitShard::Create(&plan.layouts[u], options.zero, dp, tracker, options.compute_dtype,
-                                       compute.kernels, trainable, /*resident_master=*/!(master_nvme && region),
+                                       compute.kernels, trainable, resident_master,
                                        /*resident_params=*/param_bytes.empty() || param_bytes[u] == 0));
     shard->set_timeline(timeline);
     if (options.sharding.quantize_weights) shard->set_weight_quantization(options.sharding.quantization_block);
@@ -68,8 +73,27 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
   state->reducer_->set_timeline(timeline);
   ASSIGN_OR_RETURN(LossScaler scaler, LossScaler::Create(options.loss_scale));
   state->scaler_ = std::make_unique<LossScaler>(scaler);
-  ASSIGN_OR_RETURN(state->optimizer_, ShardedOptimizer::Create(options.optimizer, std::move(regions), tracker,
-                                                               compute.kernels, /*allocate_state=*/!state_nvme));
+  ASSIGN_OR_RETURN(state->optimizer_,
+                   ShardedOptimizer::Create(options.optimizer, std::move(regions), tracker, state->host_kernels_,
+                                            /*allocate_state=*/!(state_nvme || host)));
+  if (host) {
+    std::unique_ptr<HostTransfers> transfers;
+    if (options.device == Device::kCpu) {
+      transfers = std::make_unique<MemcpyHostTransfers>();
+    } else {
+      ASSIGN_OR_RETURN(transfers, CreateCudaHostTransfers(compute.kernels.cuda_stream));
+    }
+    std::vector<int64_t> numel;
+    for (int r = 0; r < state->optimizer_->num_regions(); ++r) numel.push_back(state->optimizer_->region(r).length);
+    ASSIGN_OR_RETURN(state->host_offload_,
+                     HostOffload::Create(std::move(numel), static_cast<int>(state->optimizer_->state_kinds().size()),
+                                         options.compute_dtype, tracker, std::move(transfers)));
+    state->reduce_waits_per_step_.assign(plan.buckets.size(), 0);
+    state->reduce_waits_seen_.assign(plan.buckets.size(), 0);
+    for (const Action& a : plan.train.actions) {
+      if (a.kind == ActionKind::kWaitReduce) ++state->reduce_waits_per_step_[a.bucket];
+    }
+  }
   if (streams) {
     if (options.device != Device::kCpu) {
       return absl::UnimplementedError(
@@ -133,10 +157,12 @@ void ShardedState::ReleaseAll() {
   }
   if (reducer_ != nullptr) reducer_->FinishAll().IgnoreError();
   DrainIo().IgnoreError();
+  if (host_offload_ != nullptr) host_offload_->Drain().IgnoreError();
 }
 
 absl::Status ShardedState::ReadMaster(int unit, int64_t offset, int64_t count, float* out) {
   if (master_streams(unit)) return offload_->ReadRange(regions_[unit], -1, offset, count, out);
+  if (master_on_host(unit)) return host_offload_->Read(regions_[unit], -1, offset, count, out);
   return DeviceCopy(out, Device::kCpu, shards_[unit]->master() + offset, device_,
                     static_cast<size_t>(count) * sizeof(float));
 }
@@ -168,8 +194,11 @@ absl::Status ShardedState::InitParams(const Model& model, uint64_t seed, int tp_
     }
     // Initialised on the host (the same values on any device), then copied.
     std::vector<float> staging;
-    if (device_ != Device::kCpu) staging.assign(static_cast<size_t>(shard.master_numel()), 0.0f);
-    float* master = device_ == Device::kCpu ? shard.master() : staging.data();
+    const bool on_host = device_ == Device::kCpu || master_on_host(u);
+    if (!on_host) staging.assign(static_cast<size_t>(shard.master_numel()), 0.0f);
+    float* master = master_on_host(u) ? host_offload_->master(regions_[u])
+                    : device_ == Device::kCpu ? shard.master()
+                                              : staging.data();
     if (!shards_master_) {
       // The master covers the whole padded buffer.
       for (size_t p = 0; p < specs.size(); ++p) {
@@ -218,7 +247,13 @@ absl::Status ShardedState::PublishMasterWeights() {
         if (!s.ok()) status = s;
       }
     }
-    absl::StatusOr<std::unique_ptr<Work>> w = master_streams(u) ? shard->PublishRounded() : shard->PublishMaster();
+    if (master_on_host(u) && status.ok()) {
+      absl::Status s = PushHostParams(u);
+      if (s.ok()) s = host_offload_->OrderParams(regions_[u]);
+      if (!s.ok()) status = s;
+    }
+    absl::StatusOr<std::unique_ptr<Work>> w =
+        master_streams(u) || master_on_host(u) ? shard->PublishRounded() : shard->PublishMaster();
     if (!w.ok()) {
       if (status.ok()) status = w.status();
     } else if (*w != nullptr) {
@@ -235,6 +270,28 @@ absl::Status ShardedState::PublishMasterWeights() {
     if (status.ok()) status = s;
   }
   return status;
+}
+
+absl::Status ShardedState::FetchReducedGrads(int bucket) {
+  if (host_offload_ == nullptr || !shards_master_) return absl::OkStatus();
+  // Only the step's last reduction of the bucket leaves the final shard (a
+  // failed step leaves the engine unusable, so the count never drifts).
+  const int64_t per_step = reduce_waits_per_step_[bucket];
+  if (per_step > 0 && ++reduce_waits_seen_[bucket] % per_step != 0) return absl::OkStatus();
+  for (int u : plan_->buckets[bucket].units) {
+    if (regions_[u] < 0 || plan_->units[u].tied) continue;
+    RETURN_IF_ERROR(host_offload_->FetchGrads(regions_[u], shards_[u]->grad_shard()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardedState::PushHostParams(int unit) {
+  UnitShard& shard = *shards_[unit];
+  // Where the master's region sits in the compute parameters: the rank's
+  // shard (its slice of the full buffer at stages 1-2), or stage 0's whole
+  // buffer.
+  void* dst = shards_master_ ? shard.param_shard() : shard.full_params();
+  return host_offload_->PushParams(regions_[unit], dst, host_kernels_);
 }
 
 void ShardedState::RestoreProgress(int64_t step, int64_t skipped_steps) {

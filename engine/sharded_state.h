@@ -20,9 +20,11 @@
 #include "core/memory_tracker.h"
 #include "core/timeline.h"
 #include "engine/engine_options.h"
+#include "engine/host_offload.h"
 #include "engine/offload_store.h"
 #include "engine/param_shard_store.h"
 #include "engine/step_plan.h"
+#include "kernels/context.h"
 #include "nn/model.h"
 #include "nn/unit.h"
 #include "sharding/grad_reducer.h"
@@ -81,6 +83,23 @@ class ShardedState {
   // from wherever it lives.
   absl::Status ReadMaster(int unit, int64_t offset, int64_t count, float* out);
 
+  // Host offload on a GPU (docs/offload.md, "Host offload on GPU"): null
+  // unless UsesHostOffload(options). Then every optimizer region's master
+  // and state live there, the optimizer runs on the CPU (host_kernels()).
+  HostOffload* host_offload() { return host_offload_.get(); }
+  bool master_on_host(int unit) const { return host_offload_ != nullptr && regions_[unit] >= 0; }
+  const kernels::KernelContext& host_kernels() const { return host_kernels_; }
+  // WAIT_REDUCE(bucket) calls it once the reduction is done: at the bucket's
+  // last WAIT_REDUCE of the step (one per micro-batch under ACCUMULATE),
+  // queues the device → host copy of each of its units' reduced gradient
+  // shard. Nothing for stage 0, whose update all-gathers the shards first,
+  // nor for a tied unit, whose shard TIED_REDUCE changes: UPDATE fetches
+  // those.
+  absl::Status FetchReducedGrads(int bucket);
+  // Rounds a unit's host master into its compute parameters on the device
+  // (queued; HostOffload::OrderParams orders the compute stream after it).
+  absl::Status PushHostParams(int unit);
+
   int num_units() const { return static_cast<int>(shards_.size()); }
   const FlatParamLayout& layout(int unit) const { return plan_->layouts[unit]; }
   // Null for a unit of another pipeline stage.
@@ -125,6 +144,11 @@ class ShardedState {
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<OffloadStore> offload_;
   std::unique_ptr<ParamShardStore> param_store_;
+  std::unique_ptr<HostOffload> host_offload_;
+  kernels::KernelContext host_kernels_;
+  // Per bucket: WAIT_REDUCE actions in a training step, and those seen.
+  std::vector<int64_t> reduce_waits_per_step_;
+  std::vector<int64_t> reduce_waits_seen_;
   int64_t step_ = 0;
   int64_t skipped_steps_ = 0;
   int64_t attempts_ = 0;

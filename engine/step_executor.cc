@@ -459,6 +459,8 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
       return absl::OkStatus();
     case ActionKind::kWaitReduce:
       RETURN_IF_ERROR(state_->reducer().Finish(a.bucket));
+      // Host offload: the reduced shards start for the host right away.
+      RETURN_IF_ERROR(state_->FetchReducedGrads(a.bucket));
       charge(t == nullptr ? nullptr : &t->reduce_wait);
       return absl::OkStatus();
     case ActionKind::kBeginStep:

@@ -148,9 +148,9 @@ TEST(ConfigLoaderTest, EngineErrorsNameTheBatchFieldTheyAreGiven) {
   EXPECT_TRUE(EngineConfigErrors(engine, 10, options).empty());
 }
 
-// What the engine runs: HOST on a CPU device (the same memory), and
-// optimizer_state, master_weights and (stage 3) params on NVMe with a large
-// enough buffer.
+// What the engine runs: HOST on a CPU device (the same memory), HOST
+// optimizer state and masters on a GPU, and optimizer_state,
+// master_weights and (stage 3) params on NVMe with a large enough buffer.
 TEST(ConfigLoaderTest, OffloadSettingsTheEngineRunsAreValid) {
   auto errors = [](const char* text) {
     EngineConfig engine;
@@ -162,6 +162,10 @@ TEST(ConfigLoaderTest, OffloadSettingsTheEngineRunsAreValid) {
   EXPECT_EQ(errors("zero { stage: 3 } offload { params: HOST }"), Errors{});
   EXPECT_EQ(errors("zero { stage: 3 } offload { params: NVME optimizer_state: NVME master_weights: NVME "
                    "nvme_dir: \"/tmp\" buffer_bytes: 12288 }"),
+            Errors{});
+  // On a GPU: the ZeRO-Offload split (docs/offload.md, "Host offload on GPU").
+  EXPECT_EQ(errors("device { type: CUDA } offload { optimizer_state: HOST master_weights: HOST }"), Errors{});
+  EXPECT_EQ(errors("device { type: CUDA } zero { stage: 3 } offload { optimizer_state: HOST master_weights: HOST }"),
             Errors{});
   EXPECT_EQ(errors("offload { optimizer_state: NVME master_weights: NVME nvme_dir: \"/tmp\" buffer_bytes: 12288 } "
                    "memory_limit_mib: 1024"),
@@ -392,11 +396,22 @@ const BadConfig kBadConfigs[] = {
      "2"},
     {"offload_grads_nvme_below_stage_3", "engine { zero { stage: 1 } offload { grads: NVME nvme_dir: \"/tmp\" } }",
      false, 3, "PATH: invalid config:\nengine.offload.grads: NVME is not supported yet; expected DEVICE"},
-    {"offload_host_on_cuda",
-     "engine { device { type: CUDA } offload { optimizer_state: HOST grads: HOST } }", false, 3,
-     "PATH: invalid config:\nengine.offload.optimizer_state: HOST is not supported yet on engine.device.type CUDA; "
-     "expected DEVICE or NVME\nengine.offload.grads: HOST is not supported yet on engine.device.type CUDA; expected "
+    {"offload_host_grads_on_cuda",
+     "engine { device { type: CUDA } offload { optimizer_state: HOST master_weights: HOST grads: HOST } }", false, 3,
+     "PATH: invalid config:\nengine.offload.grads: HOST is not supported yet on engine.device.type CUDA; expected "
      "DEVICE"},
+    {"offload_host_params_on_cuda", "engine { device { type: CUDA } zero { stage: 3 } offload { params: HOST } }",
+     false, 3,
+     "PATH: invalid config:\nengine.offload.params: HOST is not supported yet on engine.device.type CUDA; expected "
+     "DEVICE"},
+    {"offload_host_state_alone_on_cuda", "engine { device { type: CUDA } offload { optimizer_state: HOST } }", false,
+     3,
+     "PATH: invalid config:\nengine.offload.optimizer_state: HOST on engine.device.type CUDA needs "
+     "engine.offload.master_weights: HOST too (the update runs on the CPU over both); got DEVICE"},
+    {"offload_host_masters_alone_on_cuda", "engine { device { type: CUDA } offload { master_weights: HOST } }", false,
+     3,
+     "PATH: invalid config:\nengine.offload.master_weights: HOST on engine.device.type CUDA needs "
+     "engine.offload.optimizer_state: HOST too (the update runs on the CPU over both); got DEVICE"},
     {"offload_ranges", "engine { offload { buffer_count: 1 queue_depth: 0 } memory_limit_mib: -1 }", false, 3,
      "PATH: invalid config:\nengine.offload.buffer_count: 1 is out of range [2, 64]\nengine.offload.queue_depth: 0 "
      "is out of range [1, 256]\nengine.memory_limit_mib: -1 is out of range; expected >= 0"},

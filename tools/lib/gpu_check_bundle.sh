@@ -276,6 +276,8 @@ part_comm() {
 part_engine() {
   run_gtest "engine np1" 1 150 //tests/gpu:engine_cuda_test_bin
   run_gtest "engine np2" 2 150 //tests/gpu:engine_cuda_test_bin
+  run_gtest "host offload np1" 1 150 //tests/gpu:host_offload_cuda_test_bin
+  run_gtest "host offload np2" 2 150 //tests/gpu:host_offload_cuda_test_bin
 }
 part_parity() { run_gtest "parity np1" 1 150 //tests/gpu:gpu_cpu_parity_test_bin; }
 # compute-sanitizer (CUDA toolkit) over the tests of the tiled attention,

@@ -6,8 +6,10 @@
 ZS_GPU_FIXED_TARGETS=(
   "comm //tests:comm_conformance_test_bin"
   "engine //tests/gpu:engine_cuda_test_bin"
+  "engine //tests/gpu:host_offload_cuda_test_bin"
   "parity //tests/gpu:gpu_cpu_parity_test_bin"
   "bench //bench/gpu:gpt2_gpu_bench"
+  "bench //bench/gpu:host_offload_bench"
 )
 
 # Prints a Bazel query universe over every package under the real top-level
