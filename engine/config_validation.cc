@@ -202,11 +202,12 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
   const struct {
     const char* name;
     OffloadTierProto tier;
-    bool nvme_built;  // the engine streams this class from NVMe
-  } classes[] = {{"optimizer_state", o.optimizer_state(), true},
-                 {"master_weights", o.master_weights(), true},
-                 {"params", o.params(), true},
-                 {"grads", o.grads(), false}};
+    bool nvme_built;       // the engine streams this class from NVMe
+    bool cuda_host_built;  // and keeps it in pinned host memory on a GPU
+  } classes[] = {{"optimizer_state", o.optimizer_state(), true, true},
+                 {"master_weights", o.master_weights(), true, true},
+                 {"params", o.params(), true, false},
+                 {"grads", o.grads(), false, false}};
   bool any_nvme = false;
   for (const auto& k : classes) {
     if (k.tier != NVME) continue;
@@ -233,7 +234,7 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
     // frees nothing). On a GPU the optimizer state and the masters live in
     // pinned host memory and the update runs on the CPU (docs/offload.md,
     // "Host offload on GPU"): params and grads stay on the device.
-    if (k.tier == HOST && e.device().type() == DeviceConfig::CUDA && !k.nvme_built) {
+    if (k.tier == HOST && e.device().type() == DeviceConfig::CUDA && !k.cuda_host_built) {
       c.Add(absl::StrCat("engine.offload.", k.name, ": HOST is not supported yet on engine.device.type CUDA; expected "
                          "DEVICE"));
     }
