@@ -192,6 +192,32 @@ int OptimizerStateKinds(const OptimizerConfig& config) {
   return static_cast<int>((*optimizer)->StateKinds(*options).size());
 }
 
+// engine.offload.grads: NVME writes each bucket's reduced f32 shard once a
+// step (docs/offload_streaming.md): stages 2-3 only, and nothing that
+// reduces into a stored shard again (accumulation, pipeline ties, replica
+// all-reduces).
+void CheckGradsOnNvme(const EngineConfig& e, ConfigChecker& c) {
+  if (e.zero().stage() < 2) {
+    c.Add(absl::StrCat("engine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); "
+                       "engine.zero.stage is ",
+                       e.zero().stage()));
+  }
+  if (e.gradient_accumulation_steps() > 1) {
+    c.Add(absl::StrCat("engine.offload.grads: NVME with engine.gradient_accumulation_steps ",
+                       e.gradient_accumulation_steps(),
+                       " is not supported yet (each micro-batch would reduce into the stored shard); expected 1"));
+  }
+  if (e.parallel().pp() > 1) {
+    c.Add(absl::StrCat("engine.offload.grads: NVME with engine.parallel.pp ", e.parallel().pp(),
+                       " is not supported yet; expected 1"));
+  }
+  const int group = e.zero().shard_group_size();
+  if (group > 0 && group < e.parallel().dp()) {
+    c.Add(absl::StrCat("engine.offload.grads: NVME with engine.zero.shard_group_size ", group,
+                       " (hybrid sharding) is not supported yet; expected 0 or engine.parallel.dp ", e.parallel().dp()));
+  }
+}
+
 // engine.offload and engine.memory_limit_mib (docs/offload.md). What the
 // engine does not stream yet is refused, so a config that validates runs.
 void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
@@ -203,7 +229,7 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
   } classes[] = {{"optimizer_state", o.optimizer_state(), true},
                  {"master_weights", o.master_weights(), true},
                  {"params", o.params(), true},
-                 {"grads", o.grads(), false}};
+                 {"grads", o.grads(), true}};
   bool any_nvme = false;
   for (const auto& k : classes) {
     if (k.tier != NVME) continue;
@@ -217,6 +243,7 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
     c.Add(absl::StrCat("engine.offload.params: ", OffloadTierProto_Name(o.params()),
                        " needs ZeRO stage 3 (parameter shards); engine.zero.stage is ", e.zero().stage()));
   }
+  if (o.grads() == NVME) CheckGradsOnNvme(e, c);
   for (const auto& k : classes) {
     if (k.tier == NVME && !k.nvme_built) {
       c.Add(absl::StrCat("engine.offload.", k.name, ": NVME is not supported yet; expected DEVICE"));

@@ -77,8 +77,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const Eng
 absl::Status OffloadSupported(const EngineOptions& options) {
   const OffloadOptions& o = options.offload;
   if (o.grads == OffloadTier::kNvme) {
-    return absl::UnimplementedError(
-        "engine.offload.grads: cannot live on NVME yet (optimizer_state, master_weights and params stream)");
+    // The reduction writes each shard once a step; what would reduce into a
+    // stored shard again is not built (docs/offload_streaming.md).
+    if (!options.zero.shards_grads()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "engine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); engine.zero.stage is ",
+          options.zero.stage()));
+    }
+    if (options.accumulation_steps > 1 || options.pipeline.stages > 1 || options.sharding.replicas > 1) {
+      return absl::UnimplementedError(absl::StrCat(
+          "engine.offload.grads: NVME needs one reduction per bucket and step: gradient_accumulation_steps ",
+          options.accumulation_steps, ", pp ", options.pipeline.stages, ", replicas ", options.sharding.replicas,
+          "; expected 1, 1, 1"));
+    }
   }
   if (o.params == OffloadTier::kNvme && !options.zero.shards_params()) {
     return absl::UnimplementedError(absl::StrCat("engine.offload.params: NVME needs ZeRO stage 3 (parameter shards); "

@@ -242,7 +242,8 @@ MemoryPlan MemoryPlan::WithOffload(const OffloadOptions& offload) const {
   p.tier[Idx(PlanCategory::kGrads)] = file_bytes[Idx(PlanCategory::kGrads)] > 0 ? offload.grads : OffloadTier::kDevice;
   p.bytes[Idx(PlanCategory::kOffloadStaging)] =
       (AnyNvme(p) ? staging_pool_bytes : 0) +
-      (p.tier_of(PlanCategory::kParams) == OffloadTier::kNvme ? param_pool_bytes : 0);
+      (p.tier_of(PlanCategory::kParams) == OffloadTier::kNvme ? param_pool_bytes : 0) +
+      (p.tier_of(PlanCategory::kGrads) == OffloadTier::kNvme ? grad_pool_bytes : 0);
   return p;
 }
 
@@ -338,6 +339,11 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     int64_t slot = kIoAlignment;
     for (int64_t b : StreamedParamShardBytes(plan, nvme)) slot = std::max(slot, AlignIo(b));
     p.param_pool_bytes = int64_t{ParamShardSlots(plan, o)} * slot;
+  }
+  if (o.zero.shards_grads()) {
+    EngineOptions nvme = o;
+    nvme.offload.grads = OffloadTier::kNvme;
+    p.grad_pool_bytes = 2 * GradStagingBytes(plan, nvme);
   }
   bytes[Idx(PlanCategory::kUntracked)] = kUntrackedBaseBytes + int64_t{std::max(1, in.cpu_threads)} * kUntrackedBytesPerThread;
   for (int k = 0; k < kNumPlanCategories; ++k) p.tier[k] = OffloadTier::kDevice;

@@ -104,6 +104,9 @@ struct MemoryPlan {
   // The param slots when params are NVME (stage 3): ParamShardSlots x the
   // largest shard in the compute dtype, rounded up with AlignIo.
   int64_t param_pool_bytes = 0;
+  // The two grad staging buffers when grads are NVME (stages 2-3):
+  // 2 x GradStagingBytes (engine/step_plan.h).
+  int64_t grad_pool_bytes = 0;
   bool nvme_ram_backed = false;
   bool params_offloadable = false;  // stage 3
   // Lines the plan prints under its table ("activations: unknown (not

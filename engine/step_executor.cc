@@ -454,7 +454,9 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
       charge(nullptr);
       return absl::OkStatus();
     case ActionKind::kWaitReduce:
+      RETURN_IF_ERROR(optimizer_->StageReducedGrads(a.bucket));
       RETURN_IF_ERROR(state_->reducer().Finish(a.bucket));
+      RETURN_IF_ERROR(optimizer_->StoreReducedGrads(a.bucket));
       charge(t == nullptr ? nullptr : &t->reduce_wait);
       return absl::OkStatus();
     case ActionKind::kBeginStep:

@@ -387,13 +387,29 @@ const BadConfig kBadConfigs[] = {
      false, 3,
      "PATH: invalid config:\nengine.offload.params: NVME needs ZeRO stage 3 (parameter shards); engine.zero.stage is "
      "2"},
-    {"offload_grads_nvme_below_stage_3", "engine { zero { stage: 1 } offload { grads: NVME nvme_dir: \"/tmp\" } }",
-     false, 3, "PATH: invalid config:\nengine.offload.grads: NVME is not supported yet; expected DEVICE"},
+    {"offload_grads_nvme_below_stage_2", "engine { zero { stage: 1 } offload { grads: NVME nvme_dir: \"/tmp\" } }",
+     false, 3,
+     "PATH: invalid config:\nengine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); "
+     "engine.zero.stage is 1"},
+    {"offload_grads_nvme_with_accumulation",
+     "engine { zero { stage: 3 } gradient_accumulation_steps: 2 offload { grads: NVME nvme_dir: \"/tmp\" } }", false,
+     3,
+     "PATH: invalid config:\nengine.offload.grads: NVME with engine.gradient_accumulation_steps 2 is not supported yet "
+     "(each micro-batch would reduce into the stored shard); expected 1"},
+    {"offload_grads_nvme_under_a_pipeline",
+     "engine { zero { stage: 2 } parallel { pp: 2 } gradient_accumulation_steps: 1 offload { grads: NVME nvme_dir: "
+     "\"/tmp\" } }",
+     false, 3, "PATH: invalid config:\nengine.offload.grads: NVME with engine.parallel.pp 2 is not supported yet; expected 1"},
+    {"offload_grads_nvme_hybrid",
+     "engine { zero { stage: 3 shard_group_size: 2 } parallel { dp: 4 } offload { grads: NVME nvme_dir: \"/tmp\" } }",
+     false, 3,
+     "PATH: invalid config:\nengine.offload.grads: NVME with engine.zero.shard_group_size 2 (hybrid sharding) is not "
+     "supported yet; expected 0 or engine.parallel.dp 4"},
     {"offload_host_on_cuda",
      "engine { device { type: CUDA } offload { optimizer_state: HOST grads: HOST } }", false, 3,
      "PATH: invalid config:\nengine.offload.optimizer_state: HOST is not supported yet on engine.device.type CUDA; "
      "expected DEVICE or NVME\nengine.offload.grads: HOST is not supported yet on engine.device.type CUDA; expected "
-     "DEVICE"},
+     "DEVICE or NVME"},
     {"offload_ranges", "engine { offload { buffer_count: 1 queue_depth: 0 } memory_limit_mib: -1 }", false, 3,
      "PATH: invalid config:\nengine.offload.buffer_count: 1 is out of range [2, 64]\nengine.offload.queue_depth: 0 "
      "is out of range [1, 256]\nengine.memory_limit_mib: -1 is out of range; expected >= 0"},

@@ -46,6 +46,7 @@ struct Offload {
   bool state = false;
   bool master = false;
   bool params = false;  // stage 3
+  bool grads = false;   // stages 2-3
 };
 
 std::string TmpDir() {
@@ -79,9 +80,10 @@ EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false) {
   if (off.state) o.set_optimizer_state(NVME);
   if (off.master) o.set_master_weights(NVME);
   if (off.params) o.set_params(NVME);
+  if (off.grads) o.set_grads(NVME);
   o.set_nvme_dir(TmpDir());
   o.set_buffer_count(2);
-  o.set_buffer_bytes(12288);
+  o.set_buffer_bytes(off.grads ? 16384 : 12288);  // AdamW with grads: 16 bytes an element
   o.set_queue_depth(4);
   return c;
 }
@@ -167,7 +169,7 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
   TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion), grid);
   ASSERT_NE(resident.engine, nullptr);
   ASSERT_NE(streamed.engine, nullptr);
-  if (off.state || off.master) {
+  if (off.state || off.master || off.grads) {
     ASSERT_FALSE(streamed.engine->train_program().chunks.empty());
   }
   if (off.params) {
@@ -218,6 +220,32 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
     // At rest (every unit released) no parameter is resident.
     EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kParams).current, 0);
   }
+  if (off.grads && !off.state && !off.master && !off.params) {
+    // Exactly the gradients' I/O: each chunk's grads piece read once a step
+    // and written back by its STORE, and each region's reduced shard
+    // written once by its WAIT_REDUCE, all rounded up to the I/O alignment.
+    // Step 0 also counts the state view's reads after Create; stores drain
+    // into the next step, so writes are counted in all.
+    const StepProgram& program = streamed.engine->train_program();
+    int64_t pieces = 0, shards = 0;
+    for (const OffloadChunk& c : program.chunks) pieces += AlignIo(c.length * 4);
+    const EngineStateView& view = streamed.engine->state();
+    for (int u = 0; u < view.num_units(); ++u) {
+      const StateRegion r = view.region(u, EngineStateView::kFirstOptimizerKind);
+      if (r.present) shards += AlignIo(r.length * 4);
+    }
+    ASSERT_GT(pieces, 0);
+    for (int i = 1; i < kSteps; ++i) EXPECT_EQ(streamed.results[i].io.read_bytes, pieces) << "step " << i;
+    OffloadStore* store = dynamic_cast<EngineImpl&>(*streamed.engine).offload_store();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Drain().ok());
+    EXPECT_EQ(store->io().stats().write_bytes, kSteps * (pieces + shards));
+  }
+  if (off.grads) {
+    // At rest no gradient shard is resident.
+    EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kGrads).current, 0);
+    EXPECT_GT(resident.engine->memory().Usage(MemoryCategory::kGrads).current, 0);
+  }
   if (off.state) {
     EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kOptimizerState).current, 0);
   }
@@ -248,6 +276,20 @@ TEST(OffloadMpiTest, EveryClassOnNvmeAtStage3AdamWAndLion) {
   ExpectOffloadExact(3, 3, 1, {true, true, true}, false, "every class, ZeRO 3, AdamW");
   ExpectOffloadExact(3, 3, 1, {true, true, true}, true, "every class, ZeRO 3, Lion");
   ExpectOffloadExact(3, 3, 1, {false, false, true}, false, "params only, ZeRO 3");
+}
+
+TEST(OffloadMpiTest, GradsOnNvmeAtStages2And3) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  for (int stage = 2; stage <= 3; ++stage) {
+    ExpectOffloadExact(stage, 3, 1, {false, false, false, true}, false, absl::StrCat("grads only, ZeRO ", stage));
+  }
+  ExpectOffloadExact(2, 3, 1, {true, true, false, true}, true, "grads, master and state, ZeRO 2, Lion");
+}
+
+TEST(OffloadMpiTest, EveryClassWithGradsOnNvmeAtStage3AdamWAndLion) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ExpectOffloadExact(3, 3, 1, {true, true, true, true}, false, "every class and grads, ZeRO 3, AdamW");
+  ExpectOffloadExact(3, 3, 1, {true, true, true, true}, true, "every class and grads, ZeRO 3, Lion");
 }
 
 TEST(OffloadMpiTest, ParamsOnNvmeOverTwoRanks) {
@@ -336,6 +378,34 @@ TEST(OffloadMpiTest, ResumeFromACheckpointSavedWithParamsOffloaded) {
     ASSERT_TRUE(resumed.Steps(kSteps).ok());
     for (int i = 0; i < kSteps; ++i) {
       EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].loss, &resumed.results[i].loss, sizeof(float)), 0) << i;
+    }
+    ExpectSameState(*whole.engine, *resumed.engine, absl::StrCat("resumed ", what));
+  }
+}
+
+TEST(OffloadMpiTest, ResumeFromACheckpointSavedWithEveryClassAndGradsOffloaded) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  const EngineConfig streamed = Config(3, 3, 1, {true, true, true, true}), resident = Config(3, 3, 1, Offload());
+  TrainRun whole = MakeRun(streamed, grid);
+  ASSERT_NE(whole.engine, nullptr);
+  ASSERT_TRUE(whole.Steps(2 * kSteps).ok());
+  TrainRun first = MakeRun(streamed, grid);
+  ASSERT_TRUE(first.Steps(kSteps).ok());
+  const std::string root = absl::StrCat(TmpDir(), "/offload_grads_resume");
+  absl::Status saved = SaveCheckpoint(*first.engine, root, kSteps, Gpt2RunRecord(AsTrainConfig(streamed)), {0, 0});
+  ASSERT_TRUE(saved.ok()) << saved;
+  for (const auto& [config, what] : {std::pair<EngineConfig, const char*>{streamed, "offloaded"}, {resident, "resident"}}) {
+    SCOPED_TRACE(what);
+    TrainRun resumed = MakeRun(config, grid);
+    ASSERT_NE(resumed.engine, nullptr);
+    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*resumed.engine, root);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ASSERT_TRUE(resumed.Steps(kSteps).ok());
+    for (int i = 0; i < kSteps; ++i) {
+      EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].loss, &resumed.results[i].loss, sizeof(float)), 0) << i;
+      EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].grad_norm, &resumed.results[i].grad_norm, sizeof(float)), 0)
+          << i;
     }
     ExpectSameState(*whole.engine, *resumed.engine, absl::StrCat("resumed ", what));
   }
