@@ -235,6 +235,41 @@ TEST(MemoryPlanTest, ParamsOnNvmeAreWhatTheEngineAllocates) {
   EXPECT_EQ(plan->nvme_bytes(), plan->file_bytes[static_cast<int>(PlanCategory::kParams)]);
 }
 
+// engine.offload.grads: NVME (stages 2-3) as the engine allocates it: no
+// gradient shard resident, the shards' file on NVMe, and the staging the
+// optimizer's pool and the two grad staging buffers (the largest bucket's
+// aligned shards each) take.
+TEST(MemoryPlanTest, GradsOnNvmeAreWhatTheEngineAllocates) {
+  for (int stage : {2, 3}) {
+    SCOPED_TRACE(absl::StrCat("stage ", stage));
+    EngineConfig config = Config(stage);
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    config.mutable_offload()->set_nvme_dir(tmp != nullptr ? tmp : "/tmp");
+    config.mutable_offload()->set_grads(NVME);
+    auto comms = CreateThreadGroup(1);
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(TinyGpt2()).value());
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
+    ASSERT_TRUE(options.ok());
+    std::unique_ptr<Model> model = BuildGpt2(TinyGpt2()).value();
+    absl::StatusOr<MemoryPlan> plan = Plan(*options, (*engine)->plan(), *model, kRows, 8);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const MemoryTracker& m = (*engine)->memory();
+    EXPECT_EQ(plan->tier_of(PlanCategory::kGrads), OffloadTier::kNvme);
+    const TierBytes grads = plan->ByTier(PlanCategory::kGrads);
+    EXPECT_EQ(grads.device + grads.host, 0);
+    EXPECT_EQ(m.Usage(MemoryCategory::kGrads).current, 0);
+    EXPECT_EQ(plan->nvme_bytes(), plan->file_bytes[static_cast<int>(PlanCategory::kGrads)]);
+    EXPECT_GT(plan->grad_pool_bytes, 0);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kOffloadStaging), plan->staging_pool_bytes + plan->grad_pool_bytes);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kOffloadStaging), m.Usage(MemoryCategory::kOffloadStaging).current);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kParams), m.Usage(MemoryCategory::kParams).current);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kMasterWeights), m.Usage(MemoryCategory::kMasterParams).current);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kOptimizerState), m.Usage(MemoryCategory::kOptimizerState).current);
+  }
+}
+
 TEST(MemoryPlanTest, RamBackedFilesAreResident) {
   OffloadOptions nvme;
   nvme.optimizer_state = OffloadTier::kNvme;

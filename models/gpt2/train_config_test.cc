@@ -387,8 +387,9 @@ const BadConfig kBadConfigs[] = {
      false, 3,
      "PATH: invalid config:\nengine.offload.params: NVME needs ZeRO stage 3 (parameter shards); engine.zero.stage is "
      "2"},
-    {"offload_grads_nvme_below_stage_2", "engine { zero { stage: 1 } gradient_accumulation_steps: 1 offload { grads: NVME nvme_dir: \"/tmp\" } }",
-     false, 3,
+    {"offload_grads_nvme_below_stage_2",
+     "engine { zero { stage: 1 } gradient_accumulation_steps: 1 offload { grads: NVME nvme_dir: \"/tmp\" } }", false,
+     3,
      "PATH: invalid config:\nengine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); "
      "engine.zero.stage is 1"},
     {"offload_grads_nvme_with_accumulation",
