@@ -54,8 +54,17 @@ std::string TmpDir() {
   return t != nullptr ? t : "/tmp";
 }
 
-EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false) {
+// overflow: f16 compute under a dynamic loss scale that starts far too
+// high and backs off steeply, so the first steps overflow and are skipped.
+EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false, bool overflow = false) {
   EngineConfig c;
+  if (overflow) {
+    c.mutable_precision()->set_compute_dtype(F16);
+    LossScaleConfig* ls = c.mutable_precision()->mutable_loss_scale();
+    ls->set_type(LossScaleConfig::DYNAMIC);
+    ls->set_initial_scale(1e9);
+    ls->set_backoff_factor(1e-4);
+  }
   c.mutable_zero()->set_stage(stage);
   c.mutable_zero()->set_bucket_bytes(8192);
   c.mutable_parallel()->set_dp(dp);
@@ -162,11 +171,12 @@ TrainRun MakeRun(const EngineConfig& config, ProcessGrid& grid) {
 // Offloaded and resident runs of the same config: every step's loss and
 // norm, and at the end every kind of every unit, bitwise equal; the
 // offloaded run read and wrote every step.
-void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const std::string& what) {
+void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const std::string& what,
+                        bool overflow = false) {
   SCOPED_TRACE(what);
   ProcessGrid& grid = CachedGrid({dp, 1, pp});
-  TrainRun resident = MakeRun(Config(stage, dp, pp, Offload(), lion), grid);
-  TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion), grid);
+  TrainRun resident = MakeRun(Config(stage, dp, pp, Offload(), lion, overflow), grid);
+  TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion, overflow), grid);
   ASSERT_NE(resident.engine, nullptr);
   ASSERT_NE(streamed.engine, nullptr);
   if (off.state || off.master || off.grads) {
@@ -185,6 +195,11 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
     EXPECT_GT(streamed.results[i].io.read_bytes, 0) << "step " << i;
     EXPECT_GT(streamed.results[i].io.write_bytes, 0) << "step " << i;
     EXPECT_EQ(resident.results[i].io.read_bytes, 0);
+    EXPECT_EQ(resident.results[i].skipped, streamed.results[i].skipped) << "step " << i;
+  }
+  if (overflow) {
+    EXPECT_TRUE(streamed.results[0].skipped);
+    EXPECT_FALSE(streamed.results[kSteps - 1].skipped);
   }
   ExpectSameState(*resident.engine, *streamed.engine, absl::StrCat("after ", kSteps, " steps"));
   if (off.params && !off.state && !off.master) {
@@ -284,6 +299,14 @@ TEST(OffloadMpiTest, GradsOnNvmeAtStages2And3) {
     ExpectOffloadExact(stage, 3, 1, {false, false, false, true}, false, absl::StrCat("grads only, ZeRO ", stage));
   }
   ExpectOffloadExact(2, 3, 1, {true, true, false, true}, true, "grads, master and state, ZeRO 2, Lion");
+}
+
+// A skipped step (overflow) updates nothing: the stored gradients are read
+// and written back, the norm and the skip decision come from the reduction.
+TEST(OffloadMpiTest, GradsOnNvmeSkipOverflowedStepsExactly) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ExpectOffloadExact(2, 3, 1, {false, false, false, true}, false, "grads only, ZeRO 2, f16 overflow", true);
+  ExpectOffloadExact(3, 3, 1, {true, true, true, true}, false, "every class and grads, ZeRO 3, f16 overflow", true);
 }
 
 TEST(OffloadMpiTest, EveryClassWithGradsOnNvmeAtStage3AdamWAndLion) {
