@@ -419,8 +419,9 @@ void OptimizerPhase::NotifyGradients(void (EngineObserver::*event)(const Gradien
 
 void OptimizerPhase::NotifyGradient(void (EngineObserver::*event)(const GradientEvent&), int64_t attempt, int unit) {
   if (res_->observers.empty() || state_->optimizer_region(unit) < 0) return;
-  const GradientEvent grad{attempt, unit, state_->unit_shard(unit)->grad_shard(),
-                           res_->plan.layouts[unit].shard_numel()};
+  // A shard on the NVMe tier is not in memory: the event carries none.
+  float* shard = state_->unit_shard(unit)->grad_shard();
+  const GradientEvent grad{attempt, unit, shard, shard == nullptr ? 0 : res_->plan.layouts[unit].shard_numel()};
   res_->Notify([&](EngineObserver& o) { (o.*event)(grad); });
 }
 
