@@ -206,6 +206,26 @@ TEST(MemoryPlanTest, RefusalAndFloorIncludeParamsOnNvmeAtStage3) {
   EXPECT_EQ(p.WithOffload(params).bytes_of(PlanCategory::kOffloadStaging), G / 4);
 }
 
+// Stages 2-3 with one reduction a step: the refusal takes grads to NVME
+// after the other classes, with their two grad staging buffers.
+TEST(MemoryPlanTest, RefusalAndFloorIncludeGradsOnNvme) {
+  MemoryPlan p = RoundPlan();
+  const int64_t G = int64_t{1} << 30;
+  p.file_bytes[static_cast<int>(PlanCategory::kGrads)] = G;
+  EXPECT_EQ(p.Floor().tier_of(PlanCategory::kGrads), OffloadTier::kDevice);  // not offloadable: resident
+  p.grads_offloadable = true;
+  p.grad_pool_bytes = G / 8;
+  EXPECT_EQ(CheckMemoryPlan(p, G + 3 * G / 4).message(),
+            "memory plan exceeds the limit: rank 2 needs 8.25 GiB resident, limit 1.75 GiB; largest: optimizer_state "
+            "4.00 GiB, master_weights 2.00 GiB, params 1.00 GiB; set engine.offload.optimizer_state: NVME and "
+            "engine.offload.master_weights: NVME and engine.offload.grads: NVME (needs 1.62 GiB resident, 7.5 GB in "
+            "nvme_dir)");
+  const MemoryPlan floor = p.Floor();
+  EXPECT_EQ(floor.tier_of(PlanCategory::kGrads), OffloadTier::kNvme);
+  EXPECT_EQ(floor.bytes_of(PlanCategory::kOffloadStaging), G / 4 + G / 8);
+  EXPECT_EQ(floor.resident_bytes(), G + G / 4 + G / 4 + G / 8);
+}
+
 // engine.offload.params: NVME as the engine allocates it: no parameter
 // shard resident, the file's bytes on NVMe, the param slots staged.
 TEST(MemoryPlanTest, ParamsOnNvmeAreWhatTheEngineAllocates) {
