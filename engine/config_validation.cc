@@ -214,7 +214,8 @@ void CheckGradsOnNvme(const EngineConfig& e, ConfigChecker& c) {
   const int group = e.zero().shard_group_size();
   if (group > 0 && group < e.parallel().dp()) {
     c.Add(absl::StrCat("engine.offload.grads: NVME with engine.zero.shard_group_size ", group,
-                       " (hybrid sharding) is not supported yet; expected 0 or engine.parallel.dp ", e.parallel().dp()));
+                       " (hybrid sharding) is not supported yet; expected 0 or engine.parallel.dp ",
+                       e.parallel().dp()));
   }
 }
 

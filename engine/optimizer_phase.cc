@@ -345,8 +345,9 @@ absl::Status OptimizerPhase::UpdateChunk(int c, StepResult* result, OptimizerPha
   } else if (!res_->options.zero.all_gathers_reduced_grads()) {
     grads = shard.grad_shard() + chunk.begin;
   } else {
-    grads = (phase.full_f32[u].empty() ? static_cast<const float*>(shard.full_grads()) : phase.full_f32[u].as<float>()) +
-            chunk.begin;
+    const float* full =
+        phase.full_f32[u].empty() ? static_cast<const float*>(shard.full_grads()) : phase.full_f32[u].as<float>();
+    grads = full + chunk.begin;
   }
   float* master = state_->master_streams(u) ? store.slot_master(chunk.slot) : shard.master() + chunk.begin;
   std::vector<void*> states;
