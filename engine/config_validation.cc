@@ -193,19 +193,14 @@ int OptimizerStateKinds(const OptimizerConfig& config) {
 }
 
 // engine.offload.grads: NVME writes each bucket's reduced f32 shard once a
-// step (docs/offload_streaming.md): stages 2-3 only, and nothing that
-// reduces into a stored shard again (accumulation, pipeline ties, replica
+// reduction (docs/offload_streaming.md): stages 2-3 only, and nothing that
+// reduces into a stored shard outside WAIT_REDUCE (pipeline ties, replica
 // all-reduces).
 void CheckGradsOnNvme(const EngineConfig& e, ConfigChecker& c) {
   if (e.zero().stage() < 2) {
     c.Add(absl::StrCat("engine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); "
                        "engine.zero.stage is ",
                        e.zero().stage()));
-  }
-  if (e.gradient_accumulation_steps() > 1) {
-    c.Add(absl::StrCat("engine.offload.grads: NVME with engine.gradient_accumulation_steps ",
-                       e.gradient_accumulation_steps(),
-                       " is not supported yet (each micro-batch would reduce into the stored shard); expected 1"));
   }
   if (e.parallel().pp() > 1) {
     c.Add(absl::StrCat("engine.offload.grads: NVME with engine.parallel.pp ", e.parallel().pp(),

@@ -77,18 +77,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const Eng
 absl::Status OffloadSupported(const EngineOptions& options) {
   const OffloadOptions& o = options.offload;
   if (o.grads == OffloadTier::kNvme) {
-    // The reduction writes each shard once a step; what would reduce into a
-    // stored shard again is not built (docs/offload_streaming.md).
+    // Each reduction reads (after the first of the step) and writes the
+    // stored shard at its WAIT_REDUCE; what reduces into a shard elsewhere
+    // is not built (docs/offload_streaming.md).
     if (!options.zero.shards_grads()) {
       return absl::UnimplementedError(absl::StrCat(
           "engine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); engine.zero.stage is ",
           options.zero.stage()));
     }
-    if (options.accumulation_steps > 1 || options.pipeline.stages > 1 || options.sharding.replicas > 1) {
+    if (options.pipeline.stages > 1 || options.sharding.replicas > 1) {
       return absl::UnimplementedError(absl::StrCat(
-          "engine.offload.grads: NVME needs one reduction per bucket and step: gradient_accumulation_steps ",
-          options.accumulation_steps, ", pp ", options.pipeline.stages, ", replicas ", options.sharding.replicas,
-          "; expected 1, 1, 1"));
+          "engine.offload.grads: NVME needs every reduction to land at its WAIT_REDUCE: pp ", options.pipeline.stages,
+          ", replicas ", options.sharding.replicas, "; expected 1, 1"));
     }
   }
   if (o.params == OffloadTier::kNvme && !options.zero.shards_params()) {

@@ -273,8 +273,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
   p.rank = in.rank;
   p.pp_stage = in.pp_stage;
   p.params_offloadable = o.zero.shards_params();
-  p.grads_offloadable = o.zero.shards_grads() && o.accumulation_steps == 1 && o.pipeline.stages == 1 &&
-                        o.sharding.replicas == 1;
+  p.grads_offloadable = o.zero.shards_grads() && o.pipeline.stages == 1 && o.sharding.replicas == 1;
   const int64_t c = Size(o.compute_dtype);
   int64_t* bytes = p.bytes.data();
   int64_t* files = p.file_bytes.data();
@@ -405,7 +404,7 @@ absl::Status CheckMemoryPlan(const MemoryPlan& plan, int64_t limit_bytes) {
                            PlanCategory::kGrads}) {
     if (plan.tier_of(cat) == OffloadTier::kNvme) continue;
     if (cat == PlanCategory::kParams && !plan.params_offloadable) continue;  // stage 3 only
-    if (cat == PlanCategory::kGrads && !plan.grads_offloadable) continue;    // stages 2-3, one reduction a step
+    if (cat == PlanCategory::kGrads && !plan.grads_offloadable) continue;    // stages 2-3, pp 1, no replicas
     (cat == PlanCategory::kOptimizerState  ? tiers.optimizer_state
      : cat == PlanCategory::kMasterWeights ? tiers.master_weights
      : cat == PlanCategory::kParams        ? tiers.params

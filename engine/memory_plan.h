@@ -109,8 +109,8 @@ struct MemoryPlan {
   int64_t grad_pool_bytes = 0;
   bool nvme_ram_backed = false;
   bool params_offloadable = false;  // stage 3
-  // Stages 2-3 with one reduction per bucket and step (no accumulation,
-  // pipeline or hybrid sharding): what engine.offload.grads: NVME needs.
+  // Stages 2-3 without a pipeline or hybrid sharding: what
+  // engine.offload.grads: NVME needs.
   bool grads_offloadable = false;
   // Lines the plan prints under its table ("activations: unknown (not
   // estimated by the model)").

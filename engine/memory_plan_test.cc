@@ -206,7 +206,7 @@ TEST(MemoryPlanTest, RefusalAndFloorIncludeParamsOnNvmeAtStage3) {
   EXPECT_EQ(p.WithOffload(params).bytes_of(PlanCategory::kOffloadStaging), G / 4);
 }
 
-// Stages 2-3 with one reduction a step: the refusal takes grads to NVME
+// Stages 2-3 without a pipeline or replicas: the refusal takes grads to NVME
 // after the other classes, with their two grad staging buffers.
 TEST(MemoryPlanTest, RefusalAndFloorIncludeGradsOnNvme) {
   MemoryPlan p = RoundPlan();

@@ -124,7 +124,19 @@ void OffloadStore::StoreGrads(int region, const float* shard) {
   io_->Flush();
 }
 
-void OffloadStore::EndGradStep() { grads_stored_.assign(grads_stored_.size(), false); }
+void OffloadStore::LoadGrads(int region, float* shard) {
+  const int64_t bytes = AlignIo(options_.region_numel[region] * 4);
+  if (!status_.ok() || bytes == 0) return;
+  absl::StatusOr<IoTicket> t = io_->Read(grads_file_, grads_offset_[region], shard, bytes);
+  if (!t.ok()) return Fail(t.status(), absl::StrCat("LOAD grads of region ", region));
+  io_->Flush();
+  Fail(io_->Wait(*t), absl::StrCat("LOAD grads of region ", region));
+}
+
+void OffloadStore::EndGradStep() {
+  grads_stored_.assign(grads_stored_.size(), false);
+  reductions_done_ = false;
+}
 
 OffloadStore::Piece OffloadStore::GradsPiece(int chunk) {
   const OffloadChunk& c = options_.chunks[chunk];
@@ -188,7 +200,7 @@ void OffloadStore::Issue(int chunk, bool write) {
 void OffloadStore::Load(int chunk) {
   Issue(chunk, /*write=*/false);
   grads_loading_[chunk] = false;
-  if (options_.grads && grads_stored_[options_.chunk_region[chunk]]) IssueGradsLoad(chunk);
+  if (options_.grads && reductions_done_) IssueGradsLoad(chunk);
 }
 
 absl::Status OffloadStore::WaitTickets(std::vector<IoTicket>* tickets) {

@@ -20,8 +20,8 @@
 // reduced shards in one of two grad staging buffers (BeginGradStaging) and
 // writes them to the file (StoreGrads); the buffer is reused two buckets
 // later, after its writes are waited. A LOAD reads the grads piece only
-// once its region was stored in the step (else WAIT_LOAD issues it), so a
-// load placed before the backward never reads last step's gradients. STORE
+// once the step's reductions are all stored (EndReductions; else WAIT_LOAD
+// issues it), so a load placed in the backward never reads a partial sum. STORE
 // writes the piece back (unscaled and clipped by the UPDATE), so the file
 // holds what a resident shard holds at rest.
 //
@@ -98,6 +98,13 @@ class OffloadStore {
   // fail: an error is kept in status().
   char* BeginGradStaging();
   void StoreGrads(int region, const float* shard);
+  // Whether region `region`'s shard was stored in this step, and (for a
+  // later reduction into it: accumulation) reads it back into `shard`, in
+  // the current grad staging buffer, waiting for the read.
+  bool grads_stored(int region) const { return grads_stored_[region]; }
+  void LoadGrads(int region, float* shard);
+  // Every reduction of the step is stored (the optimizer phase begins).
+  void EndReductions() { reductions_done_ = true; }
   // The step is over: no region's gradients are stored for the next one.
   void EndGradStep();
 
@@ -164,6 +171,7 @@ class OffloadStore {
   int grads_file_ = -1;
   std::vector<int64_t> grads_offset_;              // by region
   std::vector<bool> grads_stored_;                 // by region: written this step
+  bool reductions_done_ = false;                   // EndReductions in this step
   std::vector<bool> grads_loading_;                // by chunk: its grads piece is issued
   AlignedBuffer grad_staging_[2];
   std::vector<IoTicket> grad_writes_[2];           // by staging buffer, in flight

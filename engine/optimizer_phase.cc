@@ -41,6 +41,8 @@ void OptimizerPhase::Start(StepResult* result, OptimizerPhaseState* phase_state)
   NotifyGradients(&EngineObserver::OnReducedGradient, state_->attempts());
   result->loss_scale = state_->scaler().scale();
   phase.unit_sumsq.assign(L, 0.0);
+  // Every WAIT_REDUCE precedes the phase: the stored gradients are final.
+  if (grads_stream()) state_->offload()->EndReductions();
 }
 
 absl::Status OptimizerPhase::Run(const Action& a, absl::Span<const LossTerms> losses, double nominal_weight,
@@ -124,7 +126,13 @@ absl::Status OptimizerPhase::StageReducedGrads(int bucket) {
   for (int u : res_->plan.buckets[bucket].units) {
     if (state_->optimizer_region(u) < 0) continue;
     const int64_t bytes = AlignIo(res_->plan.layouts[u].shard_numel() * 4);
-    std::memset(at, 0, bytes);  // the resident shard is zeroed at BEGIN_STEP
+    const int region = state_->optimizer_region(u);
+    if (state_->offload()->grads_stored(region)) {
+      // A later micro-batch's reduction adds into what the earlier ones stored.
+      state_->offload()->LoadGrads(region, reinterpret_cast<float*>(at));
+    } else {
+      std::memset(at, 0, bytes);  // the resident shard is zeroed at BEGIN_STEP
+    }
     state_->unit_shard(u)->BindGradShard(bytes == 0 ? nullptr : reinterpret_cast<float*>(at));
     at += bytes;
   }

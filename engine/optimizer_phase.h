@@ -57,7 +57,8 @@ class OptimizerPhase {
 
   // engine.offload.grads: NVME (docs/offload_streaming.md), around
   // WAIT_REDUCE(bucket)'s reducer Finish: StageReducedGrads binds the
-  // bucket's gradient shards to a zeroed grad staging buffer; after the
+  // bucket's gradient shards to a grad staging buffer (zeroed, or holding
+  // what an earlier micro-batch stored in the step); after the
   // reduction landed there StoreReducedGrads takes each unit's NORM_PARTIAL
   // sum of squares from it (the same spans and kernel, so the same bits)
   // and writes the shards to the grads file. No-ops when grads are resident.

@@ -392,18 +392,11 @@ const BadConfig kBadConfigs[] = {
      3,
      "PATH: invalid config:\nengine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); "
      "engine.zero.stage is 1"},
-    {"offload_grads_nvme_with_accumulation",
-     "engine { zero { stage: 3 } gradient_accumulation_steps: 2 offload { grads: NVME nvme_dir: \"/tmp\" } }", false,
-     3,
-     "PATH: invalid config:\nengine.offload.grads: NVME with engine.gradient_accumulation_steps 2 is not supported yet "
-     "(each micro-batch would reduce into the stored shard); expected 1"},
     {"offload_grads_nvme_under_a_pipeline",
      "engine { zero { stage: 2 } parallel { dp: 1 pp: 3 } gradient_accumulation_steps: 3 offload { grads: NVME "
      "nvme_dir: \"/tmp\" } }",
      false, 3,
-     "PATH: invalid config:\nengine.offload.grads: NVME with engine.gradient_accumulation_steps 3 is not supported yet "
-     "(each micro-batch would reduce into the stored shard); expected 1\nengine.offload.grads: NVME with "
-     "engine.parallel.pp 3 is not supported yet; expected 1"},
+     "PATH: invalid config:\nengine.offload.grads: NVME with engine.parallel.pp 3 is not supported yet; expected 1"},
     {"offload_grads_nvme_hybrid",
      "engine { zero { stage: 3 shard_group_size: 1 } gradient_accumulation_steps: 1 offload { grads: NVME nvme_dir: "
      "\"/tmp\" } }",

@@ -56,8 +56,10 @@ std::string TmpDir() {
 
 // overflow: f16 compute under a dynamic loss scale that starts far too
 // high and backs off steeply, so the first steps overflow and are skipped.
-EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false, bool overflow = false) {
+EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false, bool overflow = false,
+                    int accumulation = 1) {
   EngineConfig c;
+  if (accumulation > 1) c.set_gradient_accumulation_steps(accumulation);
   if (overflow) {
     c.mutable_precision()->set_compute_dtype(F16);
     LossScaleConfig* ls = c.mutable_precision()->mutable_loss_scale();
@@ -172,11 +174,11 @@ TrainRun MakeRun(const EngineConfig& config, ProcessGrid& grid) {
 // norm, and at the end every kind of every unit, bitwise equal; the
 // offloaded run read and wrote every step.
 void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const std::string& what,
-                        bool overflow = false) {
+                        bool overflow = false, int accumulation = 1) {
   SCOPED_TRACE(what);
   ProcessGrid& grid = CachedGrid({dp, 1, pp});
-  TrainRun resident = MakeRun(Config(stage, dp, pp, Offload(), lion, overflow), grid);
-  TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion, overflow), grid);
+  TrainRun resident = MakeRun(Config(stage, dp, pp, Offload(), lion, overflow, accumulation), grid);
+  TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion, overflow, accumulation), grid);
   ASSERT_NE(resident.engine, nullptr);
   ASSERT_NE(streamed.engine, nullptr);
   if (off.state || off.master || off.grads) {
@@ -237,24 +239,38 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
   }
   if (off.grads && !off.state && !off.master && !off.params) {
     // Exactly the gradients' I/O: each chunk's grads piece read once a step
-    // and written back by its STORE, and each region's reduced shard
-    // written once by its WAIT_REDUCE, all rounded up to the I/O alignment.
-    // Step 0 also counts the state view's reads after Create; stores drain
-    // into the next step, so writes are counted in all.
+    // and written back by its STORE; each WAIT_REDUCE writes its bucket's
+    // reduced shards, and one after the bucket's first of the step (the
+    // next micro-batch's) reads them back first; all rounded up to the I/O
+    // alignment. Step 0 also counts the state view's reads after Create;
+    // stores drain into the next step, so writes are counted in all.
     const StepProgram& program = streamed.engine->train_program();
-    int64_t pieces = 0, shards = 0;
-    for (const OffloadChunk& c : program.chunks) pieces += AlignIo(c.length * 4);
     const EngineStateView& view = streamed.engine->state();
-    for (int u = 0; u < view.num_units(); ++u) {
-      const StateRegion r = view.region(u, EngineStateView::kFirstOptimizerKind);
-      if (r.present) shards += AlignIo(r.length * 4);
+    int64_t pieces = 0, reduced_reads = 0, reduced_writes = 0;
+    for (const OffloadChunk& c : program.chunks) pieces += AlignIo(c.length * 4);
+    std::vector<bool> reduced(streamed.engine->plan().buckets.size(), false);
+    for (const Action& a : program.actions) {
+      if (a.kind != ActionKind::kWaitReduce) continue;
+      int64_t bytes = 0;
+      for (int u : streamed.engine->plan().buckets[a.bucket].units) {
+        const StateRegion r = view.region(u, EngineStateView::kFirstOptimizerKind);
+        if (r.present) bytes += AlignIo(r.length * 4);
+      }
+      reduced_writes += bytes;
+      if (reduced[a.bucket]) reduced_reads += bytes;
+      reduced[a.bucket] = true;
     }
     ASSERT_GT(pieces, 0);
-    for (int i = 1; i < kSteps; ++i) EXPECT_EQ(streamed.results[i].io.read_bytes, pieces) << "step " << i;
+    if (accumulation > 1) {
+      EXPECT_GT(reduced_reads, 0);
+    }
+    for (int i = 1; i < kSteps; ++i) {
+      EXPECT_EQ(streamed.results[i].io.read_bytes, pieces + reduced_reads) << "step " << i;
+    }
     OffloadStore* store = dynamic_cast<EngineImpl&>(*streamed.engine).offload_store();
     ASSERT_NE(store, nullptr);
     ASSERT_TRUE(store->Drain().ok());
-    EXPECT_EQ(store->io().stats().write_bytes, kSteps * (pieces + shards));
+    EXPECT_EQ(store->io().stats().write_bytes, kSteps * (pieces + reduced_writes));
   }
   if (off.grads) {
     // At rest no gradient shard is resident.
@@ -299,6 +315,15 @@ TEST(OffloadMpiTest, GradsOnNvmeAtStages2And3) {
     ExpectOffloadExact(stage, 3, 1, {false, false, false, true}, false, absl::StrCat("grads only, ZeRO ", stage));
   }
   ExpectOffloadExact(2, 3, 1, {true, true, false, true}, true, "grads, master and state, ZeRO 2, Lion");
+}
+
+// Gradient accumulation: every micro-batch's reduction adds into the
+// shard the earlier ones stored (read back first), as into a resident one.
+TEST(OffloadMpiTest, GradsOnNvmeAccumulateMicroBatchesExactly) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ExpectOffloadExact(2, 3, 1, {false, false, false, true}, false, "grads only, ZeRO 2, 3 micro-batches", false, 3);
+  ExpectOffloadExact(3, 3, 1, {true, true, true, true}, true, "every class and grads, ZeRO 3, Lion, 2 micro-batches",
+                     false, 2);
 }
 
 // A skipped step (overflow) updates nothing: the stored gradients are read
