@@ -192,8 +192,8 @@ int OptimizerStateKinds(const OptimizerConfig& config) {
   return static_cast<int>((*optimizer)->StateKinds(*options).size());
 }
 
-// engine.offload.grads: NVME writes each bucket's reduced f32 shard once a
-// reduction (docs/offload_streaming.md): stages 2-3 only, and nothing that
+// engine.offload.grads: NVME writes each bucket's reduced f32 shard at its
+// WAIT_REDUCE (docs/offload_streaming.md): stages 2-3 only, and nothing that
 // reduces into a stored shard outside WAIT_REDUCE (pipeline ties, replica
 // all-reduces).
 void CheckGradsOnNvme(const EngineConfig& e, ConfigChecker& c) {
