@@ -182,8 +182,12 @@ void CheckRuntime(const EngineConfig& e, ConfigChecker& c) {
 // staging slot: the master (f32) when it is NVME, and each optimizer state
 // kind's when the state is; 4 (one f32 buffer) when nothing streams or the
 // optimizer is invalid (reported there).
-int64_t StreamedBytesOf(const OffloadConfig& o, const OptimizerConfig& optimizer) {
+int64_t StreamedBytesOf(const EngineConfig& e) {
+  const OffloadConfig& o = e.offload();
+  const OptimizerConfig& optimizer = e.optimizer();
   int64_t bytes = o.master_weights() == NVME ? 4 : 0;
+  // The f32 gradient shard streams beside them (stages 2-3, StreamedBytesPerElement).
+  if (o.grads() == NVME && e.zero().stage() >= 2) bytes += 4;
   if (o.optimizer_state() == NVME) {
     absl::StatusOr<OptimizerOptions> options = OptimizerOptionsFromConfig(optimizer);
     absl::StatusOr<const Optimizer*> plugin =
@@ -193,6 +197,28 @@ int64_t StreamedBytesOf(const OffloadConfig& o, const OptimizerConfig& optimizer
     }
   }
   return bytes > 0 ? bytes : 4;
+}
+
+// engine.offload.grads: NVME writes each bucket's reduced f32 shard at its
+// WAIT_REDUCE (docs/offload_streaming.md): stages 2-3 only, and nothing that
+// reduces into a stored shard outside WAIT_REDUCE (pipeline ties, replica
+// all-reduces).
+void CheckGradsOnNvme(const EngineConfig& e, ConfigChecker& c) {
+  if (e.zero().stage() < 2) {
+    c.Add(absl::StrCat("engine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); "
+                       "engine.zero.stage is ",
+                       e.zero().stage()));
+  }
+  if (e.parallel().pp() > 1) {
+    c.Add(absl::StrCat("engine.offload.grads: NVME with engine.parallel.pp ", e.parallel().pp(),
+                       " is not supported yet; expected 1"));
+  }
+  const int group = e.zero().shard_group_size();
+  if (group > 0 && group < e.parallel().dp()) {
+    c.Add(absl::StrCat("engine.offload.grads: NVME with engine.zero.shard_group_size ", group,
+                       " (hybrid sharding) is not supported yet; expected 0 or engine.parallel.dp ",
+                       e.parallel().dp()));
+  }
 }
 
 // engine.offload and engine.memory_limit_mib (docs/offload.md). What the
@@ -207,7 +233,7 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
   } classes[] = {{"optimizer_state", o.optimizer_state(), true, true},
                  {"master_weights", o.master_weights(), true, true},
                  {"params", o.params(), true, false},
-                 {"grads", o.grads(), false, false}};
+                 {"grads", o.grads(), true, false}};
   bool any_nvme = false;
   for (const auto& k : classes) {
     if (k.tier != NVME) continue;
@@ -221,6 +247,7 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
     c.Add(absl::StrCat("engine.offload.params: ", OffloadTierProto_Name(o.params()),
                        " needs ZeRO stage 3 (parameter shards); engine.zero.stage is ", e.zero().stage()));
   }
+  if (o.grads() == NVME) CheckGradsOnNvme(e, c);
   for (const auto& k : classes) {
     if (k.tier == NVME && !k.nvme_built) {
       c.Add(absl::StrCat("engine.offload.", k.name, ": NVME is not supported yet; expected DEVICE"));
@@ -256,7 +283,7 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
     c.Add(absl::StrCat("engine.offload.buffer_bytes: ", bytes, " is not a multiple of ", kIoAlignment));
   } else {
     // The step plan refuses below the same minimum (StreamChunkElements).
-    const int64_t per_element = StreamedBytesOf(o, e.optimizer());
+    const int64_t per_element = StreamedBytesOf(e);
     const int64_t unit = MinStreamBufferBytes(per_element);
     const int64_t streamed = per_element / 4;  // f32 buffers
     if (bytes < unit) {

@@ -8,6 +8,16 @@
 #include "engine/engine_impl.h"
 
 namespace zeroshard {
+namespace {
+
+// The offload store's kind (engine/offload_store.h) of a streamed kind.
+int StoreKind(int kind) {
+  if (kind == EngineStateView::kMaster) return -1;
+  if (kind == EngineStateView::kGrad) return OffloadStore::kGradsKind;
+  return kind - EngineStateView::kFirstOptimizerKind;
+}
+
+}  // namespace
 
 void EngineStateViewImpl::Init(ShardedState* state, DType compute) {
   state_ = state;
@@ -38,7 +48,7 @@ StateRegion EngineStateViewImpl::region(int unit, int kind) const {
     r.begin = shard->master_begin();
     r.length = shard->master_numel();
   } else if (kind == kGrad) {
-    r.present = const_cast<UnitShard*>(shard)->grad_shard() != nullptr;
+    r.present = const_cast<UnitShard*>(shard)->grad_shard() != nullptr || Streamed(unit, kind);
     r.begin = layout.ShardBegin(shard->rank());
     r.length = r.present ? layout.shard_numel() : 0;
   } else {
@@ -59,6 +69,9 @@ const void* EngineStateViewImpl::data(int unit, int kind) const {
 bool EngineStateViewImpl::Streamed(int unit, int kind) const {
   if (kind == kParams) return state_->params_stream(unit);
   if (kind == kMaster) return state_->master_streams(unit) || state_->master_on_host(unit);
+  if (kind == kGrad) {
+    return state_->offload() != nullptr && state_->offload()->streams_grads() && state_->optimizer_region(unit) >= 0;
+  }
   return kind >= kFirstOptimizerKind && (state_->state_streams() || state_->host_offload() != nullptr) &&
          state_->optimizer_region(unit) >= 0;
 }
@@ -112,8 +125,7 @@ absl::Status EngineStateViewImpl::Read(int unit, int kind, int64_t offset, int64
                                         static_cast<float*>(host_out));
   }
   if (Streamed(unit, kind)) {
-    return state_->offload()->ReadRange(state_->optimizer_region(unit), kind == kMaster ? -1 : kind - kFirstOptimizerKind,
-                                        offset, count, host_out);
+    return state_->offload()->ReadRange(state_->optimizer_region(unit), StoreKind(kind), offset, count, host_out);
   }
   const int64_t size = kinds_[kind].bytes_per_element;
   const char* src = static_cast<const char*>(data(unit, kind)) + offset * size;
@@ -133,8 +145,7 @@ absl::Status EngineStateViewImpl::Write(int unit, int kind, int64_t offset, int6
                                          static_cast<const float*>(host_in));
   }
   if (Streamed(unit, kind)) {
-    return state_->offload()->WriteRange(state_->optimizer_region(unit),
-                                         kind == kMaster ? -1 : kind - kFirstOptimizerKind, offset, count, host_in);
+    return state_->offload()->WriteRange(state_->optimizer_region(unit), StoreKind(kind), offset, count, host_in);
   }
   const int64_t size = kinds_[kind].bytes_per_element;
   char* dst = static_cast<char*>(data(unit, kind)) + offset * size;

@@ -239,10 +239,14 @@ MemoryPlan MemoryPlan::WithOffload(const OffloadOptions& offload) const {
   p.tier[Idx(PlanCategory::kOptimizerState)] = offload.optimizer_state;
   p.tier[Idx(PlanCategory::kMasterWeights)] = offload.master_weights;
   p.tier[Idx(PlanCategory::kParams)] = params_offloadable ? offload.params : OffloadTier::kDevice;
-  p.tier[Idx(PlanCategory::kGrads)] = file_bytes[Idx(PlanCategory::kGrads)] > 0 ? offload.grads : OffloadTier::kDevice;
+  p.tier[Idx(PlanCategory::kGrads)] =
+      file_bytes[Idx(PlanCategory::kGrads)] > 0 && (offload.grads != OffloadTier::kNvme || grads_offloadable)
+          ? offload.grads
+          : OffloadTier::kDevice;
   p.bytes[Idx(PlanCategory::kOffloadStaging)] =
       (AnyNvme(p) ? staging_pool_bytes : 0) +
-      (p.tier_of(PlanCategory::kParams) == OffloadTier::kNvme ? param_pool_bytes : 0);
+      (p.tier_of(PlanCategory::kParams) == OffloadTier::kNvme ? param_pool_bytes : 0) +
+      (p.tier_of(PlanCategory::kGrads) == OffloadTier::kNvme ? grad_pool_bytes : 0);
   if (device_is_gpu && offload.optimizer_state == OffloadTier::kHost && offload.master_weights == OffloadTier::kHost) {
     p.bytes[Idx(PlanCategory::kOffloadStaging)] += host_offload_staging_bytes;
   }
@@ -272,6 +276,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
   p.rank = in.rank;
   p.pp_stage = in.pp_stage;
   p.params_offloadable = o.zero.shards_params();
+  p.grads_offloadable = o.zero.shards_grads() && o.pipeline.stages == 1 && o.sharding.replicas == 1;
   const int64_t c = Size(o.compute_dtype);
   int64_t* bytes = p.bytes.data();
   int64_t* files = p.file_bytes.data();
@@ -346,6 +351,11 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     p.param_pool_bytes = int64_t{ParamShardSlots(plan, o)} * slot;
   }
   p.device_is_gpu = o.device != Device::kCpu;
+  if (p.grads_offloadable) {
+    EngineOptions nvme = o;
+    nvme.offload.grads = OffloadTier::kNvme;
+    p.grad_pool_bytes = 2 * GradStagingBytes(plan, nvme);
+  }
   bytes[Idx(PlanCategory::kUntracked)] = kUntrackedBaseBytes + int64_t{std::max(1, in.cpu_threads)} * kUntrackedBytesPerThread;
   for (int k = 0; k < kNumPlanCategories; ++k) p.tier[k] = OffloadTier::kDevice;
   p.tier[Idx(PlanCategory::kOffloadStaging)] = OffloadTier::kHost;
@@ -390,19 +400,22 @@ absl::Status CheckMemoryPlan(const MemoryPlan& plan, int64_t limit_bytes) {
                                                      FormatGiB(floor.resident_bytes()), "); ", needs));
   }
   // What validation accepts: optimizer_state, then master_weights, then
-  // (stage 3) params, on NVME.
+  // (stage 3) params, then (stages 2-3) grads, on NVME.
   OffloadOptions tiers;
   tiers.optimizer_state = plan.tier_of(PlanCategory::kOptimizerState);
   tiers.master_weights = plan.tier_of(PlanCategory::kMasterWeights);
   tiers.params = plan.tier_of(PlanCategory::kParams);
   tiers.grads = plan.tier_of(PlanCategory::kGrads);
   std::vector<std::string> set;
-  for (PlanCategory cat : {PlanCategory::kOptimizerState, PlanCategory::kMasterWeights, PlanCategory::kParams}) {
+  for (PlanCategory cat : {PlanCategory::kOptimizerState, PlanCategory::kMasterWeights, PlanCategory::kParams,
+                           PlanCategory::kGrads}) {
     if (plan.tier_of(cat) == OffloadTier::kNvme) continue;
     if (cat == PlanCategory::kParams && !plan.params_offloadable) continue;  // stage 3 only
+    if (cat == PlanCategory::kGrads && !plan.grads_offloadable) continue;    // stages 2-3, pp 1, no replicas
     (cat == PlanCategory::kOptimizerState  ? tiers.optimizer_state
      : cat == PlanCategory::kMasterWeights ? tiers.master_weights
-                                           : tiers.params) = OffloadTier::kNvme;
+     : cat == PlanCategory::kParams        ? tiers.params
+                                           : tiers.grads) = OffloadTier::kNvme;
     set.push_back(absl::StrCat("engine.offload.", PlanCategoryName(cat), ": NVME"));
     const MemoryPlan candidate = plan.WithOffload(tiers);
     if (candidate.resident_bytes() <= limit_bytes) {

@@ -109,8 +109,14 @@ struct MemoryPlan {
   // are both HOST.
   int64_t host_offload_staging_bytes = 0;
   bool device_is_gpu = false;
+  // The two grad staging buffers when grads are NVME (stages 2-3):
+  // 2 x GradStagingBytes (engine/step_plan.h).
+  int64_t grad_pool_bytes = 0;
   bool nvme_ram_backed = false;
   bool params_offloadable = false;  // stage 3
+  // Stages 2-3 without a pipeline or hybrid sharding: what
+  // engine.offload.grads: NVME needs.
+  bool grads_offloadable = false;
   // Lines the plan prints under its table ("activations: unknown (not
   // estimated by the model)").
   std::vector<std::string> notes;

@@ -206,6 +206,26 @@ TEST(MemoryPlanTest, RefusalAndFloorIncludeParamsOnNvmeAtStage3) {
   EXPECT_EQ(p.WithOffload(params).bytes_of(PlanCategory::kOffloadStaging), G / 4);
 }
 
+// Stages 2-3 without a pipeline or replicas: the refusal takes grads to NVME
+// after the other classes, with their two grad staging buffers.
+TEST(MemoryPlanTest, RefusalAndFloorIncludeGradsOnNvme) {
+  MemoryPlan p = RoundPlan();
+  const int64_t G = int64_t{1} << 30;
+  p.file_bytes[static_cast<int>(PlanCategory::kGrads)] = G;
+  EXPECT_EQ(p.Floor().tier_of(PlanCategory::kGrads), OffloadTier::kDevice);  // not offloadable: resident
+  p.grads_offloadable = true;
+  p.grad_pool_bytes = G / 8;
+  EXPECT_EQ(CheckMemoryPlan(p, G + 3 * G / 4).message(),
+            "memory plan exceeds the limit: rank 2 needs 8.25 GiB resident, limit 1.75 GiB; largest: optimizer_state "
+            "4.00 GiB, master_weights 2.00 GiB, params 1.00 GiB; set engine.offload.optimizer_state: NVME and "
+            "engine.offload.master_weights: NVME and engine.offload.grads: NVME (needs 1.62 GiB resident, 7.5 GB in "
+            "nvme_dir)");
+  const MemoryPlan floor = p.Floor();
+  EXPECT_EQ(floor.tier_of(PlanCategory::kGrads), OffloadTier::kNvme);
+  EXPECT_EQ(floor.bytes_of(PlanCategory::kOffloadStaging), G / 4 + G / 8);
+  EXPECT_EQ(floor.resident_bytes(), G + G / 4 + G / 4 + G / 8);
+}
+
 // engine.offload.params: NVME as the engine allocates it: no parameter
 // shard resident, the file's bytes on NVMe, the param slots staged.
 TEST(MemoryPlanTest, ParamsOnNvmeAreWhatTheEngineAllocates) {
@@ -233,6 +253,41 @@ TEST(MemoryPlanTest, ParamsOnNvmeAreWhatTheEngineAllocates) {
   EXPECT_GT(plan->bytes_of(PlanCategory::kOffloadStaging), 0);
   EXPECT_EQ(plan->bytes_of(PlanCategory::kOffloadStaging), m.Usage(MemoryCategory::kOffloadStaging).current);
   EXPECT_EQ(plan->nvme_bytes(), plan->file_bytes[static_cast<int>(PlanCategory::kParams)]);
+}
+
+// engine.offload.grads: NVME (stages 2-3) as the engine allocates it: no
+// gradient shard resident, the shards' file on NVMe, and the staging the
+// optimizer's pool and the two grad staging buffers (the largest bucket's
+// aligned shards each) take.
+TEST(MemoryPlanTest, GradsOnNvmeAreWhatTheEngineAllocates) {
+  for (int stage : {2, 3}) {
+    SCOPED_TRACE(absl::StrCat("stage ", stage));
+    EngineConfig config = Config(stage);
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    config.mutable_offload()->set_nvme_dir(tmp != nullptr ? tmp : "/tmp");
+    config.mutable_offload()->set_grads(NVME);
+    auto comms = CreateThreadGroup(1);
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(TinyGpt2()).value());
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
+    ASSERT_TRUE(options.ok());
+    std::unique_ptr<Model> model = BuildGpt2(TinyGpt2()).value();
+    absl::StatusOr<MemoryPlan> plan = Plan(*options, (*engine)->plan(), *model, kRows, 8);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const MemoryTracker& m = (*engine)->memory();
+    EXPECT_EQ(plan->tier_of(PlanCategory::kGrads), OffloadTier::kNvme);
+    const TierBytes grads = plan->ByTier(PlanCategory::kGrads);
+    EXPECT_EQ(grads.device + grads.host, 0);
+    EXPECT_EQ(m.Usage(MemoryCategory::kGrads).current, 0);
+    EXPECT_EQ(plan->nvme_bytes(), plan->file_bytes[static_cast<int>(PlanCategory::kGrads)]);
+    EXPECT_GT(plan->grad_pool_bytes, 0);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kOffloadStaging), plan->staging_pool_bytes + plan->grad_pool_bytes);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kOffloadStaging), m.Usage(MemoryCategory::kOffloadStaging).current);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kParams), m.Usage(MemoryCategory::kParams).current);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kMasterWeights), m.Usage(MemoryCategory::kMasterParams).current);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kOptimizerState), m.Usage(MemoryCategory::kOptimizerState).current);
+  }
 }
 
 TEST(MemoryPlanTest, RamBackedFilesAreResident) {

@@ -72,7 +72,8 @@ struct WaitEvent {
 // This rank's f32 gradient shard of one trainable unit: elements
 // [ShardBegin(rank), +numel) of the unit's flat buffer (Engine::layout),
 // on the engine's device. Writable: what an observer stores is what the
-// engine goes on with.
+// engine goes on with. With engine.offload.grads: NVME the shard is not in
+// memory: shard is null and numel 0.
 struct GradientEvent {
   int64_t attempt = 0;
   int unit = 0;

@@ -19,13 +19,17 @@ int64_t AlignElements(int64_t n) { return (n + kAlignedElements - 1) / kAlignedE
 
 absl::StatusOr<std::unique_ptr<OffloadStore>> OffloadStore::Create(OffloadStoreOptions options,
                                                                    MemoryTracker* tracker) {
-  const int buffers = (options.master ? 1 : 0) + options.state_kinds;
+  const int buffers = (options.master ? 1 : 0) + options.state_kinds + (options.grads ? 1 : 0);
   if (options.chunk_elements <= 0 || options.chunk_elements % kAlignedElements != 0 ||
       options.chunk_elements * 4 * buffers > options.offload.buffer_bytes || options.offload.buffer_count < 1) {
     return absl::InvalidArgumentError(absl::StrCat("offload store: chunks of ", options.chunk_elements,
                                                    " elements x ", buffers, " buffers do not fit ",
                                                    options.offload.buffer_count, " slots of ",
                                                    options.offload.buffer_bytes, " bytes"));
+  }
+  if (options.grads && (options.grad_staging_bytes <= 0 || options.grad_staging_bytes % kIoAlignment != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("offload store: grad staging of ", options.grad_staging_bytes,
+                                                   " bytes, expected a positive multiple of ", kIoAlignment));
   }
   if (options.chunks.size() != options.chunk_region.size()) {
     return absl::InternalError("offload store: a region for every chunk expected");
@@ -36,13 +40,17 @@ absl::StatusOr<std::unique_ptr<OffloadStore>> OffloadStore::Create(OffloadStoreO
   io.queue_depth = options.offload.queue_depth;
   ASSIGN_OR_RETURN(store->io_, AsyncIo::Create(io));
   const int R = static_cast<int>(options.region_numel.size());
-  int64_t master_bytes = 0, state_bytes = 0;
+  int64_t master_bytes = 0, state_bytes = 0, grads_bytes = 0;
   store->master_offset_.assign(R, 0);
+  store->grads_offset_.assign(R, 0);
+  store->grads_stored_.assign(R, false);
   store->state_offset_.assign(R, std::vector<int64_t>(options.state_kinds, 0));
   for (int r = 0; r < R; ++r) {
     const int64_t bytes = AlignIo(options.region_numel[r] * 4);
     store->master_offset_[r] = master_bytes;
     master_bytes += bytes;
+    store->grads_offset_[r] = grads_bytes;
+    grads_bytes += bytes;
     for (int k = 0; k < options.state_kinds; ++k) {
       store->state_offset_[r][k] = state_bytes;
       state_bytes += bytes;
@@ -59,6 +67,15 @@ absl::StatusOr<std::unique_ptr<OffloadStore>> OffloadStore::Create(OffloadStoreO
                      store->io_->OpenFile(dir, absl::StrCat("rank ", options.rank, " optimizer_state"),
                                           std::max<int64_t>(state_bytes, kIoAlignment)));
   }
+  if (options.grads) {
+    ASSIGN_OR_RETURN(store->grads_file_,
+                     store->io_->OpenFile(dir, absl::StrCat("rank ", options.rank, " grads"),
+                                          std::max<int64_t>(grads_bytes, kIoAlignment)));
+    for (AlignedBuffer& b : store->grad_staging_) {
+      ASSIGN_OR_RETURN(b, AlignedBuffer::Allocate(options.grad_staging_bytes, tracker,
+                                                  MemoryCategory::kOffloadStaging));
+    }
+  }
   for (int s = 0; s < options.offload.buffer_count; ++s) {
     ASSIGN_OR_RETURN(AlignedBuffer slot,
                      AlignedBuffer::Allocate(options.offload.buffer_bytes, tracker, MemoryCategory::kOffloadStaging));
@@ -66,6 +83,7 @@ absl::StatusOr<std::unique_ptr<OffloadStore>> OffloadStore::Create(OffloadStoreO
   }
   store->loads_.resize(options.chunks.size());
   store->stores_.resize(options.chunks.size());
+  store->grads_loading_.assign(options.chunks.size(), false);
   store->options_ = std::move(options);
   store->taken_ = store->io_->stats();
   return store;
@@ -82,7 +100,63 @@ float* OffloadStore::slot_state(int slot, int kind) {
   return static_cast<float*>(slots_[slot].data()) + index * options_.chunk_elements;
 }
 
+float* OffloadStore::slot_grads(int slot) {
+  const int index = (options_.master ? 1 : 0) + options_.state_kinds;
+  return static_cast<float*>(slots_[slot].data()) + index * options_.chunk_elements;
+}
+
+char* OffloadStore::BeginGradStaging() {
+  const int b = grad_staging_next_;
+  grad_staging_next_ = 1 - b;
+  Fail(WaitTickets(&grad_writes_[b]), "waiting a grads store");
+  return static_cast<char*>(grad_staging_[b].data());
+}
+
+void OffloadStore::StoreGrads(int region, const float* shard) {
+  grads_stored_[region] = true;
+  const int64_t bytes = AlignIo(options_.region_numel[region] * 4);
+  if (!status_.ok() || bytes == 0) return;
+  // The buffer BeginGradStaging returned last.
+  const int b = 1 - grad_staging_next_;
+  absl::StatusOr<IoTicket> t = io_->Write(grads_file_, grads_offset_[region], shard, bytes);
+  if (!t.ok()) return Fail(t.status(), absl::StrCat("STORE grads of region ", region));
+  grad_writes_[b].push_back(*t);
+  io_->Flush();
+}
+
+void OffloadStore::LoadGrads(int region, float* shard) {
+  const int64_t bytes = AlignIo(options_.region_numel[region] * 4);
+  if (!status_.ok() || bytes == 0) return;
+  absl::StatusOr<IoTicket> t = io_->Read(grads_file_, grads_offset_[region], shard, bytes);
+  if (!t.ok()) return Fail(t.status(), absl::StrCat("LOAD grads of region ", region));
+  io_->Flush();
+  Fail(io_->Wait(*t), absl::StrCat("LOAD grads of region ", region));
+}
+
+void OffloadStore::EndGradStep() {
+  grads_stored_.assign(grads_stored_.size(), false);
+  reductions_done_ = false;
+}
+
+OffloadStore::Piece OffloadStore::GradsPiece(int chunk) {
+  const OffloadChunk& c = options_.chunks[chunk];
+  const int region = options_.chunk_region[chunk];
+  return {grads_file_, grads_offset_[region] + c.begin * 4, reinterpret_cast<char*>(slot_grads(c.slot)),
+          AlignIo(c.length * 4)};
+}
+
+void OffloadStore::IssueGradsLoad(int chunk) {
+  if (!status_.ok() || grads_loading_[chunk]) return;
+  grads_loading_[chunk] = true;
+  const Piece p = GradsPiece(chunk);
+  absl::StatusOr<IoTicket> t = io_->Read(p.file, p.offset, p.slot, p.bytes);
+  if (!t.ok()) return Fail(t.status(), absl::StrCat("LOAD grads of chunk ", chunk));
+  loads_[chunk].push_back(*t);
+  io_->Flush();
+}
+
 int64_t OffloadStore::OffsetOf(int region, int kind) const {
+  if (kind == kGradsKind) return grads_offset_[region];
   return kind < 0 ? master_offset_[region] : state_offset_[region][kind];
 }
 
@@ -112,7 +186,9 @@ void OffloadStore::Fail(const absl::Status& s, const std::string& what) {
 void OffloadStore::Issue(int chunk, bool write) {
   if (!status_.ok()) return;
   std::vector<IoTicket>& tickets = write ? stores_[chunk] : loads_[chunk];
-  for (const Piece& p : Pieces(chunk)) {
+  std::vector<Piece> pieces = Pieces(chunk);
+  if (write && options_.grads) pieces.push_back(GradsPiece(chunk));
+  for (const Piece& p : pieces) {
     absl::StatusOr<IoTicket> t = write ? io_->Write(p.file, p.offset, p.slot, p.bytes)
                                        : io_->Read(p.file, p.offset, p.slot, p.bytes);
     if (!t.ok()) return Fail(t.status(), absl::StrCat(write ? "STORE" : "LOAD", " chunk ", chunk));
@@ -121,7 +197,11 @@ void OffloadStore::Issue(int chunk, bool write) {
   io_->Flush();
 }
 
-void OffloadStore::Load(int chunk) { Issue(chunk, /*write=*/false); }
+void OffloadStore::Load(int chunk) {
+  Issue(chunk, /*write=*/false);
+  grads_loading_[chunk] = false;
+  if (options_.grads && reductions_done_) IssueGradsLoad(chunk);
+}
 
 absl::Status OffloadStore::WaitTickets(std::vector<IoTicket>* tickets) {
   absl::Status first;
@@ -134,6 +214,8 @@ absl::Status OffloadStore::WaitTickets(std::vector<IoTicket>* tickets) {
 }
 
 void OffloadStore::WaitLoad(int chunk) {
+  // A load placed before the reduction: the grads piece is read now.
+  if (options_.grads && !grads_loading_[chunk]) IssueGradsLoad(chunk);
   absl::Status s = WaitTickets(&loads_[chunk]);
   Fail(s, absl::StrCat("WAIT_LOAD chunk ", chunk));
 }
@@ -150,6 +232,7 @@ absl::Status OffloadStore::Drain() {
     Fail(WaitTickets(&loads_[c]), absl::StrCat("draining the load of chunk ", c));
     Fail(WaitTickets(&stores_[c]), absl::StrCat("draining the store of chunk ", c));
   }
+  for (std::vector<IoTicket>& writes : grad_writes_) Fail(WaitTickets(&writes), "draining a grads store");
   return status_;
 }
 

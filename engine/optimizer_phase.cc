@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,8 @@ void OptimizerPhase::Start(StepResult* result, OptimizerPhaseState* phase_state)
   NotifyGradients(&EngineObserver::OnReducedGradient, state_->attempts());
   result->loss_scale = state_->scaler().scale();
   phase.unit_sumsq.assign(L, 0.0);
+  // Every WAIT_REDUCE precedes the phase: the stored gradients are final.
+  if (grads_stream()) state_->offload()->EndReductions();
 }
 
 absl::Status OptimizerPhase::Run(const Action& a, absl::Span<const LossTerms> losses, double nominal_weight,
@@ -80,12 +83,12 @@ absl::Status OptimizerPhase::TiedReduce(int u) {
 // the stage that computes the unit, once; a parameter every tp rank holds
 // whole (replicated) on tp rank 0 only, so the world sum counts it once;
 // under hybrid sharding a shard on the first of its replicas only.
-absl::Status OptimizerPhase::NormPartial(int bucket, OptimizerPhaseState* phase_state) {
-  OptimizerPhaseState& phase = *phase_state;
+absl::Status OptimizerPhase::UnitSumSquares(const std::vector<int>& units, std::vector<double>* by_unit) {
+  for (int u : units) (*by_unit)[u] = 0;
   if (res_->comms.replica != nullptr && res_->comms.replica->rank() != 0) return absl::OkStatus();
   std::vector<kernels::SumSquaresSpan> spans;
   std::vector<std::pair<int, size_t>> unit_end;  // (unit, end of its spans)
-  for (int u : res_->plan.buckets[bucket].units) {
+  for (int u : units) {
     if (state_->optimizer_region(u) < 0 || res_->plan.units[u].mirror || res_->plan.layouts[u].shard_numel() == 0)
       continue;
     if (res_->tp_rank() == 0) {
@@ -105,7 +108,47 @@ absl::Status OptimizerPhase::NormPartial(int bucket, OptimizerPhaseState* phase_
   for (const auto& [u, end] : unit_end) {
     double x = 0;
     for (; i < end; ++i) x += parts[i];
-    phase.unit_sumsq[u] = x;
+    (*by_unit)[u] = x;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerPhase::NormPartial(int bucket, OptimizerPhaseState* phase_state) {
+  const std::vector<int>& units = res_->plan.buckets[bucket].units;
+  if (!grads_stream()) return UnitSumSquares(units, &phase_state->unit_sumsq);
+  for (int u : units) phase_state->unit_sumsq[u] = stored_sumsq_[u];
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerPhase::StageReducedGrads(int bucket) {
+  if (!grads_stream()) return absl::OkStatus();
+  char* at = state_->offload()->BeginGradStaging();
+  for (int u : res_->plan.buckets[bucket].units) {
+    if (state_->optimizer_region(u) < 0) continue;
+    const int64_t bytes = AlignIo(res_->plan.layouts[u].shard_numel() * 4);
+    const int region = state_->optimizer_region(u);
+    if (state_->offload()->grads_stored(region)) {
+      // A later micro-batch's reduction adds into what the earlier ones stored.
+      state_->offload()->LoadGrads(region, reinterpret_cast<float*>(at));
+    } else {
+      std::memset(at, 0, bytes);  // the resident shard is zeroed at BEGIN_STEP
+    }
+    state_->unit_shard(u)->BindGradShard(bytes == 0 ? nullptr : reinterpret_cast<float*>(at));
+    at += bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerPhase::StoreReducedGrads(int bucket) {
+  if (!grads_stream()) return absl::OkStatus();
+  const std::vector<int>& units = res_->plan.buckets[bucket].units;
+  stored_sumsq_.resize(res_->num_units(), 0.0);
+  RETURN_IF_ERROR(UnitSumSquares(units, &stored_sumsq_));
+  for (int u : units) {
+    if (state_->optimizer_region(u) < 0) continue;
+    UnitShard& shard = *state_->unit_shard(u);
+    state_->offload()->StoreGrads(state_->optimizer_region(u), shard.grad_shard());
+    shard.BindGradShard(nullptr);
   }
   return absl::OkStatus();
 }
@@ -287,8 +330,9 @@ absl::Status OptimizerPhase::UpdateChunk(int c, StepResult* result, OptimizerPha
   UnitShard& shard = *state_->unit_shard(u);
   const FlatParamLayout& layout = res_->plan.layouts[u];
   OffloadStore& store = *state_->offload();
+  const bool streamed_grads = store.streams_grads();
   if (chunk.begin == 0) {
-    if (phase.rescale && layout.shard_numel() > 0) {
+    if (phase.rescale && layout.shard_numel() > 0 && !streamed_grads) {
       RETURN_IF_ERROR(kernels::ScaleInPlace(res_->compute.kernels, shard.grad_shard(), layout.shard_numel(),
                                             DType::kF32, phase.factor, nullptr));
     }
@@ -306,12 +350,22 @@ absl::Status OptimizerPhase::UpdateChunk(int c, StepResult* result, OptimizerPha
   if (!store.status().ok()) return absl::OkStatus();
   if (state_->param_store() != nullptr && !state_->param_store()->status().ok()) return absl::OkStatus();
   const float* grads = nullptr;
-  if (!res_->options.zero.all_gathers_reduced_grads()) {
-    grads = shard.grad_shard();
+  if (streamed_grads) {
+    // The chunk's piece, unscaled and clipped here: the multiply is
+    // element-wise, so by chunk it gives the whole shard's bits.
+    float* piece = store.slot_grads(chunk.slot);
+    if (phase.rescale) {
+      RETURN_IF_ERROR(
+          kernels::ScaleInPlace(res_->compute.kernels, piece, chunk.length, DType::kF32, phase.factor, nullptr));
+    }
+    grads = piece;
+  } else if (!res_->options.zero.all_gathers_reduced_grads()) {
+    grads = shard.grad_shard() + chunk.begin;
   } else {
-    grads = phase.full_f32[u].empty() ? static_cast<const float*>(shard.full_grads()) : phase.full_f32[u].as<float>();
+    const float* full =
+        phase.full_f32[u].empty() ? static_cast<const float*>(shard.full_grads()) : phase.full_f32[u].as<float>();
+    grads = full + chunk.begin;
   }
-  grads += chunk.begin;
   float* master = state_->master_streams(u) ? store.slot_master(chunk.slot) : shard.master() + chunk.begin;
   std::vector<void*> states;
   const int kinds = static_cast<int>(state_->optimizer().state_kinds().size());
@@ -361,6 +415,7 @@ absl::Status OptimizerPhase::ScalerUpdate(StepResult* result, OptimizerPhaseStat
     if (shard != nullptr) shard->FreeGradShard();
   }
   state_->reducer().FreeStaging();
+  if (grads_stream()) state_->offload()->EndGradStep();
   if (state_->offload() != nullptr || state_->param_store() != nullptr) {
     // An I/O error of the NVMe tier on any rank fails the step on every
     // rank (the stores keep it rather than stopping one rank alone).
@@ -388,8 +443,9 @@ void OptimizerPhase::NotifyGradients(void (EngineObserver::*event)(const Gradien
 
 void OptimizerPhase::NotifyGradient(void (EngineObserver::*event)(const GradientEvent&), int64_t attempt, int unit) {
   if (res_->observers.empty() || state_->optimizer_region(unit) < 0) return;
-  const GradientEvent grad{attempt, unit, state_->unit_shard(unit)->grad_shard(),
-                           res_->plan.layouts[unit].shard_numel()};
+  // A shard on the NVMe tier is not in memory: the event carries none.
+  float* shard = state_->unit_shard(unit)->grad_shard();
+  const GradientEvent grad{attempt, unit, shard, shard == nullptr ? 0 : res_->plan.layouts[unit].shard_numel()};
   res_->Notify([&](EngineObserver& o) { (o.*event)(grad); });
 }
 

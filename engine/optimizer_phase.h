@@ -55,6 +55,16 @@ class OptimizerPhase {
   absl::Status Run(const Action& action, absl::Span<const LossTerms> losses, double nominal_weight, StepResult* result,
                    OptimizerPhaseState* phase);
 
+  // engine.offload.grads: NVME (docs/offload_streaming.md), around
+  // WAIT_REDUCE(bucket)'s reducer Finish: StageReducedGrads binds the
+  // bucket's gradient shards to a grad staging buffer (zeroed, or holding
+  // what an earlier micro-batch stored in the step); after the
+  // reduction landed there StoreReducedGrads takes each unit's NORM_PARTIAL
+  // sum of squares from it (the same spans and kernel, so the same bits)
+  // and writes the shards to the grads file. No-ops when grads are resident.
+  absl::Status StageReducedGrads(int bucket);
+  absl::Status StoreReducedGrads(int bucket);
+
  private:
   // A collective of the optimizer phase and what it moves, for WaitAll.
   struct IssuedWork {
@@ -67,6 +77,10 @@ class OptimizerPhase {
   void Start(StepResult* result, OptimizerPhaseState* phase);
   absl::Status TiedReduce(int unit);
   absl::Status NormPartial(int bucket, OptimizerPhaseState* phase);
+  // The sums of squares NORM_PARTIAL counts for `units`' current gradient
+  // shards into by_unit[u] (0 for a unit this rank does not count).
+  absl::Status UnitSumSquares(const std::vector<int>& units, std::vector<double>* by_unit);
+  bool grads_stream() const { return state_->offload() != nullptr && state_->offload()->streams_grads(); }
   absl::Status ReduceNorm(absl::Span<const LossTerms> losses, double nominal_weight, StepResult* result,
                           OptimizerPhaseState* phase);
   absl::Status Update(int bucket, StepResult* result, OptimizerPhaseState* phase);
@@ -88,6 +102,8 @@ class OptimizerPhase {
 
   EngineResources* res_;
   ShardedState* state_;
+  // Grads on NVMe: StoreReducedGrads's sums by unit, NORM_PARTIAL's input.
+  std::vector<double> stored_sumsq_;
 };
 
 }  // namespace zeroshard

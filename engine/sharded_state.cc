@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
   const bool streams = StreamedBytesPerElement(options) > 0;
   const bool master_nvme = streams && options.offload.master_weights == OffloadTier::kNvme;
   const bool state_nvme = streams && options.offload.optimizer_state == OffloadTier::kNvme;
+  const bool grads_nvme = streams && options.offload.grads == OffloadTier::kNvme && options.zero.shards_grads();
   // The parameter shards on the NVMe tier (stage 3), staged in param slots.
   const std::vector<int64_t> param_bytes = StreamedParamShardBytes(plan, options);
   // Host offload on a GPU: masters and state in pinned host memory, the
@@ -47,7 +48,8 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
                      UnitShard::Create(&plan.layouts[u], options.zero, dp, tracker, options.compute_dtype,
                                        compute.kernels, trainable, resident_master,
-                                       /*resident_params=*/param_bytes.empty() || param_bytes[u] == 0));
+                                       /*resident_params=*/param_bytes.empty() || param_bytes[u] == 0,
+                                       /*resident_grads=*/!(grads_nvme && region)));
     shard->set_timeline(timeline);
     if (options.sharding.quantize_weights) shard->set_weight_quantization(options.sharding.quantization_block);
     with_grads.push_back(trainable && plan.units[u].has_params ? shard.get() : nullptr);
@@ -103,6 +105,8 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
     store.offload = options.offload;
     store.master = master_nvme;
     store.state_kinds = state_nvme ? static_cast<int>(state->optimizer_->state_kinds().size()) : 0;
+    store.grads = grads_nvme;
+    store.grad_staging_bytes = GradStagingBytes(plan, options);
     store.rank = plan.stage * dp->size() + dp->rank();
     for (int r = 0; r < state->optimizer_->num_regions(); ++r) {
       store.region_numel.push_back(state->optimizer_->region(r).length);

@@ -458,9 +458,12 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
       charge(nullptr);
       return absl::OkStatus();
     case ActionKind::kWaitReduce:
+      RETURN_IF_ERROR(optimizer_->StageReducedGrads(a.bucket));
       RETURN_IF_ERROR(state_->reducer().Finish(a.bucket));
       // Host offload: the reduced shards start for the host right away.
       RETURN_IF_ERROR(state_->FetchReducedGrads(a.bucket));
+      // Grads on NVMe: the reduced shards are written to the grads file.
+      RETURN_IF_ERROR(optimizer_->StoreReducedGrads(a.bucket));
       charge(t == nullptr ? nullptr : &t->reduce_wait);
       return absl::OkStatus();
     case ActionKind::kBeginStep:

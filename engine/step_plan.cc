@@ -10,6 +10,7 @@
 #include "engine/param_offload_program.h"
 #include "engine/pipeline_partition.h"
 #include "engine/pipeline_program.h"
+#include "offload/async_io.h"
 #include "sharding/optimizer_registry.h"
 #include "sharding/quantized_shard.h"
 
@@ -170,7 +171,22 @@ int64_t StreamedBytesPerElement(const EngineOptions& options) {
       for (const OptimizerStateKind& k : (*plugin)->StateKinds(options.optimizer)) bytes += k.bytes_per_element;
     }
   }
+  if (options.offload.grads == OffloadTier::kNvme && options.zero.shards_grads()) bytes += 4;
   return bytes;
+}
+
+int64_t GradStagingBytes(const StepPlan& plan, const EngineOptions& options) {
+  if (options.offload.grads != OffloadTier::kNvme || !options.zero.shards_grads()) return 0;
+  int64_t largest = 0;
+  for (const GradBucket& b : plan.buckets) {
+    int64_t bytes = 0;
+    for (int u : b.units) {
+      const UnitPlan& up = plan.units[u];
+      if (up.held && up.trainable && up.has_params) bytes += AlignIo(plan.layouts[u].shard_numel() * 4);
+    }
+    largest = std::max(largest, bytes);
+  }
+  return std::max(largest, kIoAlignment);
 }
 
 std::vector<int64_t> StreamedParamShardBytes(const StepPlan& plan, const EngineOptions& options) {
@@ -236,7 +252,7 @@ absl::StatusOr<OptimizerPhaseInput> OptimizerPhase(const StepPlan& plan, const E
       return absl::InvalidArgumentError(absl::StrCat(
           "engine.offload: ", in.stream.slots, " staging buffers of ", options.offload.buffer_bytes,
           " bytes cannot stream chunks of ", kStreamGranuleElements, " elements x ", streamed,
-          " bytes (the master and optimizer state on NVME); raise buffer_bytes or buffer_count"));
+          " bytes (every class streamed from NVME); raise buffer_bytes or buffer_count"));
     }
   }
   for (const GradBucket& b : plan.buckets) in.buckets.push_back(b.units);

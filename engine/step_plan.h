@@ -88,9 +88,13 @@ absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOption
 
 // PlanDataParallelStep or PlanPipelineStep, as options ask.
 // The bytes per optimizer-region element the NVMe tier streams (4 for the
-// master, each optimizer state kind's bytes), 0 when nothing streams
-// (docs/offload_streaming.md).
+// master, each optimizer state kind's bytes, 4 for the gradient shard at
+// stages 2-3), 0 when nothing streams (docs/offload_streaming.md).
 int64_t StreamedBytesPerElement(const EngineOptions& options);
+// engine.offload.grads: NVME (stages 2-3): the bytes of each of the two
+// grad staging buffers, the largest bucket's units' shards (f32) each
+// rounded up with AlignIo; 0 when the gradients do not stream.
+int64_t GradStagingBytes(const StepPlan& plan, const EngineOptions& options);
 
 // engine.offload.params: NVME at stage 3: by unit, the bytes of the rank's
 // compute-dtype shard that live in the params file (0 for a unit not held

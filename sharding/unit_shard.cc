@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
                                                              Communicator* dp, MemoryTracker* tracker,
                                                              DType compute_dtype, const kernels::KernelContext& kernels,
                                                              bool trainable, bool resident_master,
-                                                             bool resident_params) {
+                                                             bool resident_params, bool resident_grads) {
   if (compute_dtype != DType::kF32 && compute_dtype != DType::kBF16 && compute_dtype != DType::kF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("compute dtype is ", DTypeName(compute_dtype), ", expected f32, bf16 or f16"));
@@ -43,7 +43,13 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
     return absl::InvalidArgumentError(absl::StrCat("unit '", layout->unit_name(),
                                                    "': parameters off the device need ZeRO stage 3 shards"));
   }
+  if (!resident_grads && (!zero.shards_grads() || !trainable)) {
+    return absl::InvalidArgumentError(absl::StrCat("unit '", layout->unit_name(),
+                                                   "': gradients off the device need a trainable unit at ZeRO "
+                                                   "stage 2 or 3 (an f32 gradient shard)"));
+  }
   u->external_params_ = !resident_params;
+  u->external_grads_ = !resident_grads;
   if (resident_params) {
     ASSIGN_OR_RETURN(u->params_, Buffer::AllocateZeroed(tracker, MemoryCategory::kParams, d, compute_dtype,
                                                         zero.shards_params() ? S : P));
@@ -57,7 +63,7 @@ absl::StatusOr<std::unique_ptr<UnitShard>> UnitShard::Create(const FlatParamLayo
     // Frozen: no gradients at any stage.
   } else if (!zero.shards_grads()) {
     ASSIGN_OR_RETURN(u->full_grads_, Buffer::AllocateZeroed(tracker, MemoryCategory::kGrads, d, compute_dtype, P));
-  } else {
+  } else if (resident_grads) {
     ASSIGN_OR_RETURN(u->grad_shard_, Buffer::AllocateZeroed(tracker, MemoryCategory::kGrads, d, DType::kF32, S));
   }
   return u;

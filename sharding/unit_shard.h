@@ -51,7 +51,7 @@ class UnitShard {
   static absl::StatusOr<std::unique_ptr<UnitShard>> Create(
       const FlatParamLayout* layout, const ZeroPolicy& zero, Communicator* dp, MemoryTracker* tracker,
       DType compute_dtype = DType::kF32, const kernels::KernelContext& kernels = kernels::KernelContext::Cpu(1),
-      bool trainable = true, bool resident_master = true, bool resident_params = true);
+      bool trainable = true, bool resident_master = true, bool resident_params = true, bool resident_grads = true);
 
   const FlatParamLayout& layout() const { return *layout_; }
   const ZeroPolicy& zero() const { return zero_; }
@@ -120,7 +120,17 @@ class UnitShard {
   // stages 2-3 always there; stages 0-1 allocated zeroed by
   // EnsureGradShard for one step and freed by FreeGradShard.
   absl::Status EnsureGradShard();
-  float* grad_shard() { return grad_shard_.empty() ? nullptr : grad_shard_.as<float>(); }
+  // Stages 2-3 with Create's resident_grads false (the NVMe tier,
+  // docs/offload_streaming.md): the buffer last bound (null between
+  // reductions), which the reducer accumulates into.
+  float* grad_shard() {
+    if (external_grads_) return bound_grads_;
+    return grad_shard_.empty() ? nullptr : grad_shard_.as<float>();
+  }
+  bool resident_grads() const { return !external_grads_; }
+  // Non-resident shards only: points the gradient shard at `shard`
+  // (shard_numel f32, not owned), or at nothing (null).
+  void BindGradShard(float* shard) { bound_grads_ = shard; }
   void FreeGradShard();
   absl::Status ZeroGradShard();
 
@@ -183,6 +193,8 @@ class UnitShard {
   int64_t master_numel_ = 0;
   Buffer full_grads_;
   Buffer grad_shard_;
+  bool external_grads_ = false;  // stage 2-3 shard not resident: bound_grads_
+  float* bound_grads_ = nullptr;
 };
 
 }  // namespace zeroshard

@@ -97,6 +97,39 @@ TEST(UnitShardTest, Stage3NonResidentShardGathersAndRoundsThroughTheBoundBuffer)
   EXPECT_EQ(refused.status().message(), "unit 'h.0': parameters off the device need ZeRO stage 3 shards");
 }
 
+// Gradients off the device (stages 2-3): no shard at rest, grad_shard() is
+// the bound buffer (what the reducer accumulates into), null unbound;
+// refused below stage 2 and for a frozen unit.
+TEST(UnitShardTest, NonResidentGradShardIsTheBoundBuffer) {
+  const FlatParamLayout layout = Layout();
+  std::vector<std::unique_ptr<Communicator>> comms = CreateThreadGroup(2);
+  for (int stage : {2, 3}) {
+    MemoryTracker tracker;
+    auto shard = UnitShard::Create(&layout, *ZeroPolicy::ForStage(stage), comms[0].get(), &tracker, DType::kF32,
+                                   kernels::KernelContext::Cpu(1), /*trainable=*/true, /*resident_master=*/true,
+                                   /*resident_params=*/true, /*resident_grads=*/false);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    EXPECT_FALSE((*shard)->resident_grads());
+    EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current, 0) << stage;
+    EXPECT_EQ((*shard)->grad_shard(), nullptr);
+    std::vector<float> staging(32, 2.5f);
+    (*shard)->BindGradShard(staging.data());
+    EXPECT_EQ((*shard)->grad_shard(), staging.data());
+    ASSERT_TRUE((*shard)->ZeroGradShard().ok());  // no resident shard to zero: the staging is the caller's
+    EXPECT_EQ(staging[0], 2.5f);
+    (*shard)->BindGradShard(nullptr);
+    EXPECT_EQ((*shard)->grad_shard(), nullptr);
+  }
+  for (const auto& [stage, trainable] : {std::pair<int, bool>{1, true}, {2, false}}) {
+    auto refused = UnitShard::Create(&layout, *ZeroPolicy::ForStage(stage), comms[0].get(), nullptr, DType::kF32,
+                                     kernels::KernelContext::Cpu(1), trainable, true, true, /*resident_grads=*/false);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.status().message(),
+              "unit 'h.0': gradients off the device need a trainable unit at ZeRO stage 2 or 3 (an f32 gradient "
+              "shard)");
+  }
+}
+
 TEST(UnitShardTest, Stage3GatherIsDrawnOnTheTimeline) {
   const FlatParamLayout layout = Layout();
   OnTwoRanks([&](int rank, Communicator* comm) {

@@ -394,8 +394,22 @@ const BadConfig kBadConfigs[] = {
      false, 3,
      "PATH: invalid config:\nengine.offload.params: NVME needs ZeRO stage 3 (parameter shards); engine.zero.stage is "
      "2"},
-    {"offload_grads_nvme_below_stage_3", "engine { zero { stage: 1 } offload { grads: NVME nvme_dir: \"/tmp\" } }",
-     false, 3, "PATH: invalid config:\nengine.offload.grads: NVME is not supported yet; expected DEVICE"},
+    {"offload_grads_nvme_below_stage_2",
+     "engine { zero { stage: 1 } gradient_accumulation_steps: 1 offload { grads: NVME nvme_dir: \"/tmp\" } }", false,
+     3,
+     "PATH: invalid config:\nengine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); "
+     "engine.zero.stage is 1"},
+    {"offload_grads_nvme_under_a_pipeline",
+     "engine { zero { stage: 2 } parallel { dp: 1 pp: 3 } gradient_accumulation_steps: 3 offload { grads: NVME "
+     "nvme_dir: \"/tmp\" } }",
+     false, 3,
+     "PATH: invalid config:\nengine.offload.grads: NVME with engine.parallel.pp 3 is not supported yet; expected 1"},
+    {"offload_grads_nvme_hybrid",
+     "engine { zero { stage: 3 shard_group_size: 1 } gradient_accumulation_steps: 1 offload { grads: NVME nvme_dir: "
+     "\"/tmp\" } }",
+     false, 3,
+     "PATH: invalid config:\nengine.offload.grads: NVME with engine.zero.shard_group_size 1 (hybrid sharding) is not "
+     "supported yet; expected 0 or engine.parallel.dp 3"},
     {"offload_host_grads_on_cuda",
      "engine { device { type: CUDA } offload { optimizer_state: HOST master_weights: HOST grads: HOST } }", false, 3,
      "PATH: invalid config:\nengine.offload.grads: HOST is not supported yet on engine.device.type CUDA; expected "

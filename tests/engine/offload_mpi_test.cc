@@ -54,6 +54,7 @@ struct Offload {
   bool state = false;
   bool master = false;
   bool params = false;  // stage 3
+  bool grads = false;   // stages 2-3
 };
 
 std::string TmpDir() {
@@ -61,8 +62,19 @@ std::string TmpDir() {
   return t != nullptr ? t : "/tmp";
 }
 
-EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false) {
+// overflow: f16 compute under a dynamic loss scale that starts far too
+// high and backs off steeply, so the first steps overflow and are skipped.
+EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false, bool overflow = false,
+                    int accumulation = 1) {
   EngineConfig c;
+  if (accumulation > 1) c.set_gradient_accumulation_steps(accumulation);
+  if (overflow) {
+    c.mutable_precision()->set_compute_dtype(F16);
+    LossScaleConfig* ls = c.mutable_precision()->mutable_loss_scale();
+    ls->set_type(LossScaleConfig::DYNAMIC);
+    ls->set_initial_scale(1e9);
+    ls->set_backoff_factor(1e-4);
+  }
   c.mutable_zero()->set_stage(stage);
   c.mutable_zero()->set_bucket_bytes(8192);
   c.mutable_parallel()->set_dp(dp);
@@ -87,9 +99,10 @@ EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false) {
   if (off.state) o.set_optimizer_state(NVME);
   if (off.master) o.set_master_weights(NVME);
   if (off.params) o.set_params(NVME);
+  if (off.grads) o.set_grads(NVME);
   o.set_nvme_dir(TmpDir());
   o.set_buffer_count(2);
-  o.set_buffer_bytes(12288);
+  o.set_buffer_bytes(off.grads ? 16384 : 12288);  // AdamW with grads: 16 bytes an element
   o.set_queue_depth(4);
   return c;
 }
@@ -168,14 +181,15 @@ TrainRun MakeRun(const EngineConfig& config, ProcessGrid& grid) {
 // Offloaded and resident runs of the same config: every step's loss and
 // norm, and at the end every kind of every unit, bitwise equal; the
 // offloaded run read and wrote every step.
-void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const std::string& what) {
+void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const std::string& what,
+                        bool overflow = false, int accumulation = 1) {
   SCOPED_TRACE(what);
   ProcessGrid& grid = CachedGrid({dp, 1, pp});
-  TrainRun resident = MakeRun(Config(stage, dp, pp, Offload(), lion), grid);
-  TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion), grid);
+  TrainRun resident = MakeRun(Config(stage, dp, pp, Offload(), lion, overflow, accumulation), grid);
+  TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion, overflow, accumulation), grid);
   ASSERT_NE(resident.engine, nullptr);
   ASSERT_NE(streamed.engine, nullptr);
-  if (off.state || off.master) {
+  if (off.state || off.master || off.grads) {
     ASSERT_FALSE(streamed.engine->train_program().chunks.empty());
   }
   if (off.params) {
@@ -191,6 +205,11 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
     EXPECT_GT(streamed.results[i].io.read_bytes, 0) << "step " << i;
     EXPECT_GT(streamed.results[i].io.write_bytes, 0) << "step " << i;
     EXPECT_EQ(resident.results[i].io.read_bytes, 0);
+    EXPECT_EQ(resident.results[i].skipped, streamed.results[i].skipped) << "step " << i;
+  }
+  if (overflow) {
+    EXPECT_TRUE(streamed.results[0].skipped);
+    EXPECT_FALSE(streamed.results[kSteps - 1].skipped);
   }
   ExpectSameState(*resident.engine, *streamed.engine, absl::StrCat("after ", kSteps, " steps"));
   if (off.params && !off.state && !off.master) {
@@ -226,6 +245,46 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
     // At rest (every unit released) no parameter is resident.
     EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kParams).current, 0);
   }
+  if (off.grads && !off.state && !off.master && !off.params) {
+    // Exactly the gradients' I/O: each chunk's grads piece read once a step
+    // and written back by its STORE; each WAIT_REDUCE writes its bucket's
+    // reduced shards, and one after the bucket's first of the step (the
+    // next micro-batch's) reads them back first; all rounded up to the I/O
+    // alignment. Step 0 also counts the state view's reads after Create;
+    // stores drain into the next step, so writes are counted in all.
+    const StepProgram& program = streamed.engine->train_program();
+    const EngineStateView& view = streamed.engine->state();
+    int64_t pieces = 0, reduced_reads = 0, reduced_writes = 0;
+    for (const OffloadChunk& c : program.chunks) pieces += AlignIo(c.length * 4);
+    std::vector<bool> reduced(streamed.engine->plan().buckets.size(), false);
+    for (const Action& a : program.actions) {
+      if (a.kind != ActionKind::kWaitReduce) continue;
+      int64_t bytes = 0;
+      for (int u : streamed.engine->plan().buckets[a.bucket].units) {
+        const StateRegion r = view.region(u, EngineStateView::kFirstOptimizerKind);
+        if (r.present) bytes += AlignIo(r.length * 4);
+      }
+      reduced_writes += bytes;
+      if (reduced[a.bucket]) reduced_reads += bytes;
+      reduced[a.bucket] = true;
+    }
+    ASSERT_GT(pieces, 0);
+    if (accumulation > 1) {
+      EXPECT_GT(reduced_reads, 0);
+    }
+    for (int i = 1; i < kSteps; ++i) {
+      EXPECT_EQ(streamed.results[i].io.read_bytes, pieces + reduced_reads) << "step " << i;
+    }
+    OffloadStore* store = dynamic_cast<EngineImpl&>(*streamed.engine).offload_store();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Drain().ok());
+    EXPECT_EQ(store->io().stats().write_bytes, kSteps * (pieces + reduced_writes));
+  }
+  if (off.grads) {
+    // At rest no gradient shard is resident.
+    EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kGrads).current, 0);
+    EXPECT_GT(resident.engine->memory().Usage(MemoryCategory::kGrads).current, 0);
+  }
   if (off.state) {
     EXPECT_EQ(streamed.engine->memory().Usage(MemoryCategory::kOptimizerState).current, 0);
   }
@@ -256,6 +315,37 @@ TEST(OffloadMpiTest, EveryClassOnNvmeAtStage3AdamWAndLion) {
   ExpectOffloadExact(3, 3, 1, {true, true, true}, false, "every class, ZeRO 3, AdamW");
   ExpectOffloadExact(3, 3, 1, {true, true, true}, true, "every class, ZeRO 3, Lion");
   ExpectOffloadExact(3, 3, 1, {false, false, true}, false, "params only, ZeRO 3");
+}
+
+TEST(OffloadMpiTest, GradsOnNvmeAtStages2And3) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  for (int stage = 2; stage <= 3; ++stage) {
+    ExpectOffloadExact(stage, 3, 1, {false, false, false, true}, false, absl::StrCat("grads only, ZeRO ", stage));
+  }
+  ExpectOffloadExact(2, 3, 1, {true, true, false, true}, true, "grads, master and state, ZeRO 2, Lion");
+}
+
+// Gradient accumulation: every micro-batch's reduction adds into the
+// shard the earlier ones stored (read back first), as into a resident one.
+TEST(OffloadMpiTest, GradsOnNvmeAccumulateMicroBatchesExactly) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ExpectOffloadExact(2, 3, 1, {false, false, false, true}, false, "grads only, ZeRO 2, 3 micro-batches", false, 3);
+  ExpectOffloadExact(3, 3, 1, {true, true, true, true}, true, "every class and grads, ZeRO 3, Lion, 2 micro-batches",
+                     false, 2);
+}
+
+// A skipped step (overflow) updates nothing: the stored gradients are read
+// and written back, the norm and the skip decision come from the reduction.
+TEST(OffloadMpiTest, GradsOnNvmeSkipOverflowedStepsExactly) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ExpectOffloadExact(2, 3, 1, {false, false, false, true}, false, "grads only, ZeRO 2, f16 overflow", true);
+  ExpectOffloadExact(3, 3, 1, {true, true, true, true}, false, "every class and grads, ZeRO 3, f16 overflow", true);
+}
+
+TEST(OffloadMpiTest, EveryClassWithGradsOnNvmeAtStage3AdamWAndLion) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ExpectOffloadExact(3, 3, 1, {true, true, true, true}, false, "every class and grads, ZeRO 3, AdamW");
+  ExpectOffloadExact(3, 3, 1, {true, true, true, true}, true, "every class and grads, ZeRO 3, Lion");
 }
 
 TEST(OffloadMpiTest, ParamsOnNvmeOverTwoRanks) {
@@ -344,6 +434,34 @@ TEST(OffloadMpiTest, ResumeFromACheckpointSavedWithParamsOffloaded) {
     ASSERT_TRUE(resumed.Steps(kSteps).ok());
     for (int i = 0; i < kSteps; ++i) {
       EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].loss, &resumed.results[i].loss, sizeof(float)), 0) << i;
+    }
+    ExpectSameState(*whole.engine, *resumed.engine, absl::StrCat("resumed ", what));
+  }
+}
+
+TEST(OffloadMpiTest, ResumeFromACheckpointSavedWithEveryClassAndGradsOffloaded) {
+  if (!DataParallelWorld3()) GTEST_SKIP() << "runs on 3 ranks";
+  ProcessGrid& grid = CachedGrid({3, 1, 1});
+  const EngineConfig streamed = Config(3, 3, 1, {true, true, true, true}), resident = Config(3, 3, 1, Offload());
+  TrainRun whole = MakeRun(streamed, grid);
+  ASSERT_NE(whole.engine, nullptr);
+  ASSERT_TRUE(whole.Steps(2 * kSteps).ok());
+  TrainRun first = MakeRun(streamed, grid);
+  ASSERT_TRUE(first.Steps(kSteps).ok());
+  const std::string root = absl::StrCat(TmpDir(), "/offload_grads_resume");
+  absl::Status saved = SaveCheckpoint(*first.engine, root, kSteps, Gpt2RunRecord(AsTrainConfig(streamed)), {0, 0});
+  ASSERT_TRUE(saved.ok()) << saved;
+  for (const auto& [config, what] : {std::pair<EngineConfig, const char*>{streamed, "offloaded"}, {resident, "resident"}}) {
+    SCOPED_TRACE(what);
+    TrainRun resumed = MakeRun(config, grid);
+    ASSERT_NE(resumed.engine, nullptr);
+    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*resumed.engine, root);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ASSERT_TRUE(resumed.Steps(kSteps).ok());
+    for (int i = 0; i < kSteps; ++i) {
+      EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].loss, &resumed.results[i].loss, sizeof(float)), 0) << i;
+      EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].grad_norm, &resumed.results[i].grad_norm, sizeof(float)), 0)
+          << i;
     }
     ExpectSameState(*whole.engine, *resumed.engine, absl::StrCat("resumed ", what));
   }
