@@ -284,14 +284,17 @@ absl::Status OffloadStore::WriteRange(int region, int kind, int64_t offset, int6
   return absl::OkStatus();
 }
 
-OffloadIoDelta OffloadStore::TakeIo() {
-  const IoStats now = io_->stats();
+OffloadIoDelta TakeIoDelta(const IoStats& now, IoStats* taken) {
   OffloadIoDelta d;
-  d.read_bytes = now.read_bytes - taken_.read_bytes;
-  d.write_bytes = now.write_bytes - taken_.write_bytes;
-  d.busy_seconds = now.busy_seconds - taken_.busy_seconds;
-  taken_ = now;
+  d.read_bytes = now.read_bytes - taken->read_bytes;
+  d.write_bytes = now.write_bytes - taken->write_bytes;
+  d.busy_seconds = now.busy_seconds - taken->busy_seconds;
+  *taken = now;
   return d;
+}
+
+OffloadIoDelta OffloadStore::TakeIo() {
+  return TakeIoDelta(io_->stats(), &taken_);
 }
 
 }  // namespace zeroshard

@@ -73,6 +73,9 @@ struct OffloadIoDelta {
   double busy_seconds = 0;
 };
 
+// What `now` adds to `*taken` (the stats last taken), which becomes `now`.
+OffloadIoDelta TakeIoDelta(const IoStats& now, IoStats* taken);
+
 class OffloadStore {
  public:
   static constexpr int kGradsKind = -2;  // ReadRange / WriteRange: the gradient shard

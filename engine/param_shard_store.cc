@@ -128,13 +128,7 @@ absl::Status ParamShardStore::Write(int unit, int64_t offset, int64_t bytes, con
 }
 
 OffloadIoDelta ParamShardStore::TakeIo() {
-  const IoStats now = io_->stats();
-  OffloadIoDelta d;
-  d.read_bytes = now.read_bytes - taken_.read_bytes;
-  d.write_bytes = now.write_bytes - taken_.write_bytes;
-  d.busy_seconds = now.busy_seconds - taken_.busy_seconds;
-  taken_ = now;
-  return d;
+  return TakeIoDelta(io_->stats(), &taken_);
 }
 
 }  // namespace zeroshard
