@@ -105,14 +105,13 @@ absl::Status OffloadSupported(const EngineOptions& options) {
     const struct {
       OffloadTier tier;
       const char* name;
-      bool host_built;
-    } classes[] = {{o.optimizer_state, "optimizer_state", host_update},
-                   {o.master_weights, "master_weights", host_update},
+      bool pair;  // one of the two classes host offload moves together
+    } classes[] = {{o.optimizer_state, "optimizer_state", true},
+                   {o.master_weights, "master_weights", true},
                    {o.params, "params", false},
                    {o.grads, "grads", false}};
-    for (const auto& [tier, name, host_built] : classes) {
-      if (tier != OffloadTier::kDevice && !(tier == OffloadTier::kHost && host_built)) {
-        const bool pair = std::string(name) == "optimizer_state" || std::string(name) == "master_weights";
+    for (const auto& [tier, name, pair] : classes) {
+      if (tier != OffloadTier::kDevice && !(tier == OffloadTier::kHost && pair && host_update)) {
         return absl::UnimplementedError(absl::StrCat(
             "engine.offload.", name, ": ", tier == OffloadTier::kHost ? "HOST" : "NVME",
             tier == OffloadTier::kHost && pair

@@ -256,6 +256,34 @@ absl::Status OptimizerPhase::ReduceNorm(absl::Span<const LossTerms> losses, doub
   return absl::OkStatus();
 }
 
+absl::Status OptimizerPhase::FinishUnitGrads(const std::vector<int>& units, bool scale_shards, StepResult* result,
+                                             OptimizerPhaseState* phase_state) {
+  OptimizerPhaseState& phase = *phase_state;
+  for (int u : units) {
+    if (state_->optimizer_region(u) < 0) continue;
+    if (scale_shards && phase.rescale && res_->plan.layouts[u].shard_numel() > 0) {
+      RETURN_IF_ERROR(kernels::ScaleInPlace(res_->compute.kernels, state_->unit_shard(u)->grad_shard(),
+                                            res_->plan.layouts[u].shard_numel(), DType::kF32, phase.factor, nullptr));
+    }
+    NotifyGradient(&EngineObserver::OnFinalGradient, state_->attempts(), u);
+  }
+  if (!res_->options.zero.all_gathers_reduced_grads()) return absl::OkStatus();
+  // The second half of the all-reduce: every rank gets every reduced shard.
+  std::vector<IssuedWork> works;
+  for (int u : units) {
+    UnitShard& shard = *state_->unit_shard(u);
+    if (state_->optimizer_region(u) < 0 || res_->plan.layouts[u].shard_numel() == 0) continue;
+    void* dst = phase.full_f32[u].empty() ? shard.full_grads() : phase.full_f32[u].data();
+    works.push_back({Clock::now(), &shard, res_->plan.layouts[u].padded_numel() * 4, nullptr});
+    works.back().work =
+        res_->comms.dp->AllGather(shard.grad_shard(), dst, res_->plan.layouts[u].shard_numel(), DType::kF32);
+  }
+  const Clock::time_point t0 = Clock::now();
+  RETURN_IF_ERROR(WaitAll(works, "AllGather grads"));
+  result->timings.publish_wait += SecondsSince(t0);
+  return absl::OkStatus();
+}
+
 absl::Status OptimizerPhase::Update(int bucket, StepResult* result, OptimizerPhaseState* phase_state) {
   OptimizerPhaseState& phase = *phase_state;
   if (!phase.update) return absl::OkStatus();
@@ -265,29 +293,7 @@ absl::Status OptimizerPhase::Update(int bucket, StepResult* result, OptimizerPha
   const bool gathered = res_->options.zero.all_gathers_reduced_grads();
   if (state_->host_offload() != nullptr && !gathered) return UpdateOnHost(bucket, result, phase_state);
   const std::vector<int>& units = res_->plan.buckets[bucket].units;
-  for (int u : units) {
-    if (state_->optimizer_region(u) < 0) continue;
-    if (phase.rescale && res_->plan.layouts[u].shard_numel() > 0) {
-      RETURN_IF_ERROR(kernels::ScaleInPlace(res_->compute.kernels, state_->unit_shard(u)->grad_shard(),
-                                            res_->plan.layouts[u].shard_numel(), DType::kF32, phase.factor, nullptr));
-    }
-    NotifyGradient(&EngineObserver::OnFinalGradient, state_->attempts(), u);
-  }
-  if (res_->options.zero.all_gathers_reduced_grads()) {
-    // The second half of the all-reduce: every rank gets every reduced shard.
-    std::vector<IssuedWork> works;
-    for (int u : units) {
-      UnitShard& shard = *state_->unit_shard(u);
-      if (state_->optimizer_region(u) < 0 || res_->plan.layouts[u].shard_numel() == 0) continue;
-      void* dst = phase.full_f32[u].empty() ? shard.full_grads() : phase.full_f32[u].data();
-      works.push_back({Clock::now(), &shard, res_->plan.layouts[u].padded_numel() * 4, nullptr});
-      works.back().work =
-          res_->comms.dp->AllGather(shard.grad_shard(), dst, res_->plan.layouts[u].shard_numel(), DType::kF32);
-    }
-    const Clock::time_point t0 = Clock::now();
-    RETURN_IF_ERROR(WaitAll(works, "AllGather grads"));
-    result->timings.publish_wait += SecondsSince(t0);
-  }
+  RETURN_IF_ERROR(FinishUnitGrads(units, /*scale_shards=*/true, result, phase_state));
   std::vector<int> regions;
   std::vector<float*> masters;
   std::vector<const float*> grads;
@@ -328,25 +334,10 @@ absl::Status OptimizerPhase::UpdateChunk(int c, StepResult* result, OptimizerPha
   const int u = chunk.unit;
   const int region = state_->optimizer_region(u);
   UnitShard& shard = *state_->unit_shard(u);
-  const FlatParamLayout& layout = res_->plan.layouts[u];
   OffloadStore& store = *state_->offload();
   const bool streamed_grads = store.streams_grads();
-  if (chunk.begin == 0) {
-    if (phase.rescale && layout.shard_numel() > 0 && !streamed_grads) {
-      RETURN_IF_ERROR(kernels::ScaleInPlace(res_->compute.kernels, shard.grad_shard(), layout.shard_numel(),
-                                            DType::kF32, phase.factor, nullptr));
-    }
-    NotifyGradient(&EngineObserver::OnFinalGradient, state_->attempts(), u);
-    if (res_->options.zero.all_gathers_reduced_grads() && layout.shard_numel() > 0) {
-      void* dst = phase.full_f32[u].empty() ? shard.full_grads() : phase.full_f32[u].data();
-      std::vector<IssuedWork> works;
-      works.push_back({Clock::now(), &shard, layout.padded_numel() * 4, nullptr});
-      works.back().work = res_->comms.dp->AllGather(shard.grad_shard(), dst, layout.shard_numel(), DType::kF32);
-      const Clock::time_point t0 = Clock::now();
-      RETURN_IF_ERROR(WaitAll(works, "AllGather grads"));
-      result->timings.publish_wait += SecondsSince(t0);
-    }
-  }
+  // A streamed gradient piece is unscaled below, chunk by chunk.
+  if (chunk.begin == 0) RETURN_IF_ERROR(FinishUnitGrads({u}, /*scale_shards=*/!streamed_grads, result, phase_state));
   if (!store.status().ok()) return absl::OkStatus();
   if (state_->param_store() != nullptr && !state_->param_store()->status().ok()) return absl::OkStatus();
   const float* grads = nullptr;

@@ -85,6 +85,11 @@ class OptimizerPhase {
                           OptimizerPhaseState* phase);
   absl::Status Update(int bucket, StepResult* result, OptimizerPhaseState* phase);
   absl::Status UpdateChunk(int chunk, StepResult* result, OptimizerPhaseState* phase);
+  // The units' final gradients before their update: each resident shard
+  // unscaled and clipped (when `scale_shards`), OnFinalGradient sent, and
+  // (stage 0) every rank's reduced shards all-gathered.
+  absl::Status FinishUnitGrads(const std::vector<int>& units, bool scale_shards, StepResult* result,
+                               OptimizerPhaseState* phase);
   absl::Status Publish(int bucket, StepResult* result, OptimizerPhaseState* phase);
   // Host offload on a GPU (optimizer_phase_host.cc): UPDATE at stages 1-3,
   // the CPU step of a bucket's units over their fetched gradients, stage 0's

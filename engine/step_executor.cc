@@ -485,21 +485,17 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
       // agreed on at SCALER_UPDATE (engine/offload_store.h).
       if (a.param_slot >= 0) {
         RETURN_IF_ERROR(RunParamShardIo(a));
-        if (t != nullptr && run->optimizer.started) {
-          t->optimizer += SecondsSince(t0);
-        } else {
-          charge(nullptr);
+      } else {
+        OffloadStore* store = state_->offload();
+        if (store == nullptr) {
+          return absl::InternalError(
+              absl::StrCat(ActionKindName(a.kind), " in a program of an engine without the NVMe tier"));
         }
-        return absl::OkStatus();
+        if (a.kind == ActionKind::kLoad) store->Load(a.chunk);
+        if (a.kind == ActionKind::kWaitLoad) store->WaitLoad(a.chunk);
+        if (a.kind == ActionKind::kStore) store->Store(a.chunk);
+        if (a.kind == ActionKind::kWaitStore) store->WaitStore(a.chunk);
       }
-      OffloadStore* store = state_->offload();
-      if (store == nullptr) {
-        return absl::InternalError(absl::StrCat(ActionKindName(a.kind), " in a program of an engine without the NVMe tier"));
-      }
-      if (a.kind == ActionKind::kLoad) store->Load(a.chunk);
-      if (a.kind == ActionKind::kWaitLoad) store->WaitLoad(a.chunk);
-      if (a.kind == ActionKind::kStore) store->Store(a.chunk);
-      if (a.kind == ActionKind::kWaitStore) store->WaitStore(a.chunk);
       if (t != nullptr && run->optimizer.started) {
         t->optimizer += SecondsSince(t0);
       } else {
