@@ -302,6 +302,10 @@ std::vector<std::string> ZeroShardingErrors(const EngineConfig& e) {
   const ZeroConfig& z = e.zero();
   const int dp = e.parallel().dp();
   c.AtLeast("engine.zero.shard_group_size", z.shard_group_size(), 0);
+  if (z.shard_group() == ZeroConfig::PER_HOST && z.shard_group_size() != 0) {
+    c.Add(absl::StrCat("engine.zero.shard_group: PER_HOST takes the shard group size from the hosts, but "
+                       "engine.zero.shard_group_size is ", z.shard_group_size(), "; expected 0 (unset)"));
+  }
   if (z.shard_group_size() > 0 && dp >= 1 && dp % z.shard_group_size() != 0) {
     c.Add(absl::StrCat("engine.zero.shard_group_size: ", z.shard_group_size(), " does not divide engine.parallel.dp = ",
                        dp, "; expected a divisor of ", dp, " (or 0: all of dp)"));

@@ -1,0 +1,101 @@
+#include "comm/host_topology.h"
+
+#include <mpi.h>
+
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "comm/mpi_env.h"
+#include "core/status_macros.h"
+
+namespace zeroshard {
+
+int HostTopology::ranks_per_host() const {
+  if (ranks_on_host.empty()) return 0;
+  const int r = ranks_on_host[0];
+  for (int n : ranks_on_host) {
+    if (n != r) return 0;
+  }
+  return r;
+}
+
+bool HostTopology::placed_in_blocks() const {
+  const int r = ranks_per_host();
+  if (r == 0) return false;
+  for (size_t rank = 0; rank < host_of_rank.size(); ++rank) {
+    if (host_of_rank[rank] != static_cast<int>(rank) / r) return false;
+  }
+  return true;
+}
+
+std::string HostTopology::Describe() const {
+  if (ranks_per_host() > 0) return absl::StrCat("hosts ", hosts(), " x ", ranks_per_host(), " ranks");
+  return absl::StrCat("hosts ", hosts(), " (uneven: ", absl::StrJoin(ranks_on_host, ", "), " ranks)");
+}
+
+HostTopology HostTopologyFromKeys(const std::vector<int>& key_of_rank, const std::vector<std::string>& names) {
+  HostTopology t;
+  std::map<int, int> host_of_key;  // in order of first appearance by rank
+  t.host_of_rank.resize(key_of_rank.size());
+  for (size_t r = 0; r < key_of_rank.size(); ++r) {
+    auto [it, inserted] = host_of_key.try_emplace(key_of_rank[r], t.hosts());
+    if (inserted) {
+      t.ranks_on_host.push_back(0);
+      t.host_names.push_back(r < names.size() ? names[r] : "");
+    }
+    t.host_of_rank[r] = it->second;
+    ++t.ranks_on_host[it->second];
+  }
+  return t;
+}
+
+absl::StatusOr<HostTopology> DetectHostTopology() {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm node = MPI_COMM_NULL;
+  // Keyed by world rank: the node's rank 0 is its lowest world rank.
+  RETURN_IF_ERROR(MpiStatus(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+                            "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) for the host topology"));
+  int key = rank;
+  absl::Status st = MpiStatus(MPI_Bcast(&key, 1, MPI_INT, 0, node), "MPI_Bcast of the host key");
+  MPI_Comm_free(&node);
+  RETURN_IF_ERROR(st);
+  std::vector<int> keys(size);
+  RETURN_IF_ERROR(MpiStatus(MPI_Allgather(&key, 1, MPI_INT, keys.data(), 1, MPI_INT, MPI_COMM_WORLD),
+                            "MPI_Allgather of the host keys"));
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> all(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME);
+  RETURN_IF_ERROR(MpiStatus(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                                          MPI_CHAR, MPI_COMM_WORLD),
+                            "MPI_Allgather of the processor names"));
+  std::vector<std::string> names(size);
+  for (int r = 0; r < size; ++r) {
+    const char* p = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    names[r] = std::string(p, strnlen(p, MPI_MAX_PROCESSOR_NAME));
+  }
+  return HostTopologyFromKeys(keys, names);
+}
+
+std::string TpSpansHostsWarning(const HostTopology& topology, int tp) {
+  const int n = static_cast<int>(topology.host_of_rank.size());
+  if (tp <= 1) return "";
+  for (int first = 0; first + tp <= n; first += tp) {
+    const int a = topology.host_of_rank[first];
+    int b = a;
+    for (int r = first; r < first + tp && b == a; ++r) b = topology.host_of_rank[r];
+    if (b != a) {
+      return absl::StrCat("tp group of world ranks ", first, "..", first + tp - 1, " spans hosts ", a, " (",
+                          topology.host_names[a], ") and ", b, " (", topology.host_names[b],
+                          "): its collectives cross the network; place ranks in blocks of a multiple of tp per "
+                          "host (", topology.Describe(), ")");
+    }
+  }
+  return "";
+}
+
+}  // namespace zeroshard

@@ -1,0 +1,45 @@
+// Which host each world rank runs on, learned at launch from the ranks that
+// share memory (MPI_COMM_TYPE_SHARED): under mpirun one node per daemon.
+#ifndef ZEROSHARD_COMM_HOST_TOPOLOGY_H_
+#define ZEROSHARD_COMM_HOST_TOPOLOGY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace zeroshard {
+
+struct HostTopology {
+  // host_of_rank[r]: world rank r's host index. Hosts are numbered in the
+  // order of their lowest world rank, so every rank computes the same table.
+  std::vector<int> host_of_rank;
+  // ranks_on_host[h]: how many world ranks host h runs.
+  std::vector<int> ranks_on_host;
+  // host_names[h]: MPI_Get_processor_name of host h's lowest rank.
+  std::vector<std::string> host_names;
+
+  int hosts() const { return static_cast<int>(ranks_on_host.size()); }
+  // Ranks per host when every host runs the same number; 0 when uneven.
+  int ranks_per_host() const;
+  // Whether host h holds world ranks [h*R, (h+1)*R) for R = ranks_per_host().
+  bool placed_in_blocks() const;
+  // "hosts 2 x 2 ranks", or "hosts 2 (uneven: 3, 1 ranks)".
+  std::string Describe() const;
+};
+
+// The table for ranks whose host is named by a key every rank of that host
+// shares and no other host has (the host's lowest world rank, in
+// DetectHostTopology); names[r] is rank r's processor name.
+HostTopology HostTopologyFromKeys(const std::vector<int>& key_of_rank, const std::vector<std::string>& names);
+
+// Collective over MPI_COMM_WORLD (MPI must be initialised).
+absl::StatusOr<HostTopology> DetectHostTopology();
+
+// "" when every group of `tp` neighbouring world ranks runs on one host; else
+// a warning naming the first tp group that spans hosts.
+std::string TpSpansHostsWarning(const HostTopology& topology, int tp);
+
+}  // namespace zeroshard
+
+#endif  // ZEROSHARD_COMM_HOST_TOPOLOGY_H_
