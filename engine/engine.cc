@@ -22,6 +22,11 @@ absl::StatusOr<EngineComms> CommsForGrid(const EngineConfig& config, ProcessGrid
   EngineComms comms;
   comms.dp = &grid->dp_shard();
   comms.replica = grid->dp_replica();
+  if (config.zero().shard_group() == ZeroConfig::PER_HOST) {
+    return absl::InvalidArgumentError(
+        "engine.zero.shard_group: PER_HOST is unresolved; resolve it against the launch's hosts "
+        "(ResolveShardGroup, engine/shard_group.h) before creating the grid and the engine");
+  }
   const int shard_group = config.zero().shard_group_size() > 0 ? config.zero().shard_group_size() : grid->shape().dp;
   if (shard_group != grid->shape().shard_group_size()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -30,6 +30,8 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::st
     nlohmann::json j = {
         {"num_params", header.num_params},
         {"world_size", header.world_size},
+        {"hosts", header.hosts},
+        {"ranks_per_host", header.ranks_per_host},
         {"dp", header.dp},
         {"tp", header.tp},
         {"sequence_parallel", header.sequence_parallel},

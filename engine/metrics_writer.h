@@ -22,6 +22,10 @@ namespace zeroshard {
 struct MetricsHeader {
   int64_t num_params = 0;
   int world_size = 1;
+  // Hosts of the launch and ranks on each (0 when hosts run different
+  // numbers of ranks; comm/host_topology.h).
+  int hosts = 1;
+  int ranks_per_host = 1;
   int dp = 1;
   int tp = 1;
   bool sequence_parallel = false;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "checkpoint/engine_checkpoint.h"
+#include "comm/host_topology.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
@@ -28,6 +29,7 @@
 #include "engine/engine_runtime.h"
 #include "engine/memory_plan.h"
 #include "engine/metrics_writer.h"
+#include "engine/shard_group.h"
 #include "engine/straggler.h"
 #include "kernels/context.h"
 #include "models/gpt2/gpt2.h"
@@ -220,6 +222,11 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
         planned_steps, engine_config.lr_schedule().warmup_steps() + 1)));
   }
 
+  // Which host each rank runs on; PER_HOST becomes the shard group size of
+  // one host before the grid is made, so everything below sees one size.
+  ASSIGN_OR_RETURN(const HostTopology hosts, DetectHostTopology());
+  RETURN_IF_ERROR(ResolveShardGroup(hosts, &engine_config));
+
   CommOptions comm_options;
   comm_options.debug_checks = engine_config.comm().debug_checks();
   comm_options.timeout = absl::Seconds(engine_config.comm().timeout_s());
@@ -292,6 +299,8 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
     MetricsHeader h;
     h.num_params = num_params;
     h.world_size = world_size;
+    h.hosts = hosts.hosts();
+    h.ranks_per_host = hosts.ranks_per_host();
     h.dp = par.dp();
     h.tp = par.tp();
     h.sequence_parallel = par.sequence_parallel();
@@ -314,15 +323,17 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   }
   if (leader) {
     out << absl::StrFormat(
-        "zeroshard: GPT-2 %d params | world %d = dp %d x tp %d%s x pp %d | ZeRO stage %d | %d sequences x %d "
+        "zeroshard: GPT-2 %d params | world %d = dp %d x tp %d%s x pp %d | %s | ZeRO stage %d | %d sequences x %d "
         "tokens per step | %d steps\n",
         num_params, world_size, par.dp(), par.tp(), par.sequence_parallel() ? " (sequence parallel)" : "", par.pp(),
-        engine_config.zero().stage(),
+        hosts.Describe(), engine_config.zero().stage(),
         config.data().batch_size(), config.model().seq_len(), total_steps);
     if (!pipeline.empty()) out << "zeroshard: pipeline " << pipeline << "\n";
     if (runtime.device != Device::kCpu) out << "zeroshard: device " << runtime.description << "\n";
     out << "zeroshard: cpu kernels " << runtime.cpu_kernels << "\n";
     if (!runtime.cpu_kernels_warning.empty()) out << "zeroshard: warning: " << runtime.cpu_kernels_warning << "\n";
+    const std::string tp_warning = TpSpansHostsWarning(hosts, par.tp());
+    if (!tp_warning.empty()) out << "zeroshard: warning: " << tp_warning << "\n";
     const ZeroConfig& zero = engine_config.zero();
     const int shard_group = zero.shard_group_size() > 0 ? zero.shard_group_size() : par.dp();
     std::string line;
