@@ -115,7 +115,8 @@ TEST(ConfigLoaderTest, AnyMessageParsesAndTakesOverrides) {
   ASSERT_EQ(engine.optimizer().no_decay_patterns_size(), 1);
   absl::Status s = ApplyOverride("zero.stages=1", &engine);
   EXPECT_EQ(s.message(), "--set zero.stages=1: no field 'stages' in zero; fields are: stage, prefetch, "
-                         "persistence_threshold, reshard_after_forward, bucket_bytes, reduce_mode, shard_group_size, shard_group, "
+                         "persistence_threshold, reshard_after_forward, bucket_bytes, reduce_mode, shard_group_size, "
+                         "shard_group, "
                          "weight_quantization, gradient_quantization, quantization_block, error_feedback");
   s = ApplyOverride("steps=1", &engine);
   EXPECT_EQ(s.message(), "--set steps=1: no field 'steps' in the config; fields are: zero, precision, optimizer, "
@@ -373,10 +374,9 @@ const BadConfig kBadConfigs[] = {
     {"shard_group_not_dividing_dp", "engine { zero { shard_group_size: 2 } }", false, 3,
      "PATH: invalid config:\nengine.zero.shard_group_size: 2 does not divide engine.parallel.dp = 3; expected a "
      "divisor of 3 (or 0: all of dp)"},
-    {"per_host_with_shard_group_size", "engine { parallel { dp: 4 } zero { shard_group: PER_HOST shard_group_size: 2 } }",
-     false, 4,
+    {"per_host_with_shard_group_size", "engine { zero { shard_group: PER_HOST shard_group_size: 3 } }", false, 3,
      "PATH: invalid config:\nengine.zero.shard_group: PER_HOST takes the shard group size from the hosts, but "
-     "engine.zero.shard_group_size is 2; expected 0 (unset)"},
+     "engine.zero.shard_group_size is 3; expected 0 (unset)"},
     {"weight_quantization_without_gathers", "engine { zero { stage: 2 weight_quantization: INT8 } }", false, 3,
      "PATH: invalid config:\nengine.zero.weight_quantization: INT8 needs engine.zero.stage 3 (stages 0-2 gather no "
      "weights); got stage 2"},
