@@ -22,6 +22,8 @@ TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
   MetricsHeader h;
   h.num_params = 1234;
   h.world_size = 4;
+  h.hosts = 2;
+  h.ranks_per_host = 2;
   h.dp = 2;
   h.tp = 2;
   h.sequence_parallel = true;
@@ -55,6 +57,8 @@ TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0]["num_params"], 1234);
   EXPECT_EQ(lines[0]["zero_stage"], 3);
+  EXPECT_EQ(lines[0]["hosts"], 2);
+  EXPECT_EQ(lines[0]["ranks_per_host"], 2);
   EXPECT_EQ(lines[0]["dp"], 2);
   EXPECT_EQ(lines[0]["tp"], 2);
   EXPECT_EQ(lines[0]["sequence_parallel"], true);
