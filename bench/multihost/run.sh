@@ -62,8 +62,8 @@ tools/cluster down >/dev/null
     }' "$tmp/comm.txt"
   echo
   echo "Raw MPI calls move the same bytes as zeroshard's layer, so a low ratio is Open MPI's algorithm over"
-  echo "TCP, not the layer. At 1gbit (2026-12-02) all_gather and broadcast reached 93-96 % of the shaped rate;"
-  echo "reduce_scatter 32 % and all_reduce 63 % at 16 MiB; the ring all-reduce"
+  echo "TCP, not the layer. At 1gbit (2026-12-02) all_gather and broadcast reached 92-96 % of the shaped rate;"
+  echo "reduce_scatter 32 % and all_reduce 63-64 % at 16 MiB; the ring all-reduce"
   echo "(coll_tuned_allreduce_algorithm 4) measured the same 0.061 GB/s raw. Why is not yet known."
   echo
 } >"$out"
