@@ -153,7 +153,8 @@ absl::Status MemoryPlanReport(const RunConfig& c, int world_size, int64_t limit_
   // to the same size): one plan per stage, its ranks listed.
   absl::Status first_refusal;
   for (int stage = 0; stage < pp; ++stage) {
-    absl::StatusOr<StepPlan> plan = PlanStep(**model, *options, shard, stage);
+    EngineOptions stage_options = *options;
+    absl::StatusOr<StepPlan> plan = PlanStep(**model, stage_options, shard, stage);
     if (!plan.ok()) return plan.status();
     std::vector<int> ranks;
     // World rank = tp_rank + tp · (dp_rank + dp · pp_rank) (comm/process_grid.h).
@@ -163,7 +164,9 @@ absl::Status MemoryPlanReport(const RunConfig& c, int world_size, int64_t limit_
     in.plan = &*plan;
     in.pp_stage = stage;
     in.rank = ranks.empty() ? 0 : ranks.front();
-    absl::StatusOr<MemoryPlan> m = PlanMemory(in);
+    in.options = stage_options;
+    absl::StatusOr<MemoryPlan> m =
+        PlanMemoryChoosingBufferCount(in, limit_bytes, shard, stage, &stage_options, &*plan);
     if (!m.ok()) return m.status();
     absl::StrAppend(report, ranks.size() == 1 ? "rank " : "ranks ",
                     ranks.size() > 2 ? absl::StrCat(ranks.front(), "-", ranks.back()) : absl::StrJoin(ranks, ", "),

@@ -276,7 +276,7 @@ void CheckOffload(const EngineConfig& e, ConfigChecker& c) {
                        state_host ? "master_weights" : "optimizer_state",
                        ": HOST too (the update runs on the CPU over both); got ", OffloadTierProto_Name(other)));
   }
-  c.Range("engine.offload.buffer_count", o.buffer_count(), 2, 64);
+  if (o.buffer_count() != 0) c.Range("engine.offload.buffer_count", o.buffer_count(), 2, 64);
   c.Range("engine.offload.queue_depth", o.queue_depth(), 1, 256);
   const int64_t bytes = o.buffer_bytes();
   if (bytes % kIoAlignment != 0) {

@@ -322,8 +322,9 @@ absl::Status EngineImpl::CheckMemory() {
     // small directory, and a RAM-backed one counts as memory.
     ASSIGN_OR_RETURN(in.nvme_filesystem, InspectFilesystem(res_.options.offload.nvme_dir));
   }
-  ASSIGN_OR_RETURN(memory_plan_, PlanMemory(in));
   ASSIGN_OR_RETURN(memory_limit_, ResolveMemoryLimit(res_.options, RanksOnHost()));
+  ASSIGN_OR_RETURN(memory_plan_, PlanMemoryChoosingBufferCount(in, memory_limit_, res_.comms.dp->size(),
+                                                               res_.plan.stage, &res_.options, &res_.plan));
   RETURN_IF_ERROR(CheckMemoryPlan(memory_plan_, memory_limit_));
   if (!res_.options.offload.any_nvme()) return absl::OkStatus();
   return CheckOffloadDirectory(memory_plan_, res_.options.offload.nvme_dir, in.nvme_filesystem, RanksOnHost());

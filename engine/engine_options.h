@@ -95,7 +95,7 @@ struct OffloadOptions {
   OffloadTier params = OffloadTier::kDevice;  // ZeRO-3 parameter shards
   OffloadTier grads = OffloadTier::kDevice;   // f32 reduced-gradient shards
   std::string nvme_dir;
-  int buffer_count = 4;
+  int buffer_count = 4;  // 0: the memory planner chooses (ChooseBufferCount)
   int64_t buffer_bytes = 64 << 20;
   int queue_depth = 8;
   // Not a config field: tests set it to run the GPU's host-offload path

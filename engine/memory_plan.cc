@@ -14,6 +14,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/dtype.h"
+#include "core/status_macros.h"
+#include "engine/optimizer_program.h"
 #include "sharding/optimizer_registry.h"
 
 namespace zeroshard {
@@ -244,7 +246,7 @@ MemoryPlan MemoryPlan::WithOffload(const OffloadOptions& offload) const {
           ? offload.grads
           : OffloadTier::kDevice;
   p.bytes[Idx(PlanCategory::kOffloadStaging)] =
-      (AnyNvme(p) ? staging_pool_bytes : 0) +
+      (AnyNvme(p) ? staging_pool_bytes + bounce_bytes + checkpoint_copy_bytes : 0) +
       (p.tier_of(PlanCategory::kParams) == OffloadTier::kNvme ? param_pool_bytes : 0) +
       (p.tier_of(PlanCategory::kGrads) == OffloadTier::kNvme ? grad_pool_bytes : 0);
   if (device_is_gpu && offload.optimizer_state == OffloadTier::kHost && offload.master_weights == OffloadTier::kHost) {
@@ -342,7 +344,24 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     }
   }
 
-  p.staging_pool_bytes = int64_t{o.offload.buffer_count} * o.offload.buffer_bytes;
+  // Unset (0): at the least count until PlanMemoryChoosingBufferCount
+  // chooses one (what a floor or a refusal's suggestion needs at least).
+  p.staging_pool_bytes = int64_t{o.offload.buffer_count == 0 ? 2 : o.offload.buffer_count} * o.offload.buffer_bytes;
+  {
+    // The bounce buffer is one chunk's f32; where nothing streams yet, the
+    // chunk of master and optimizer state streamed (the first classes a
+    // refusal suggests).
+    const int64_t streamed = StreamedBytesPerElement(o);
+    const int64_t bytes_per_element = streamed > 0 ? streamed : 4 * (1 + static_cast<int64_t>(kinds.size()));
+    p.bounce_bytes = AlignIo(StreamChunkElements(o.offload.buffer_bytes, bytes_per_element) * 4);
+    int64_t largest_region = 0;
+    for (int u = 0; u < L; ++u) {
+      if (!plan.units[u].held || !plan.units[u].has_params || !plan.units[u].trainable) continue;
+      largest_region = std::max(largest_region, o.zero.shards_master() ? plan.layouts[u].shard_numel()
+                                                                       : plan.layouts[u].padded_numel());
+    }
+    p.checkpoint_copy_bytes = largest_region * 4;
+  }
   if (p.params_offloadable) {
     EngineOptions nvme = o;
     nvme.offload.params = OffloadTier::kNvme;
@@ -372,6 +391,30 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     out.notes.push_back("HOST on a CPU device is the same memory: it frees nothing");
   }
   return out;
+}
+
+int ChooseBufferCount(const MemoryPlan& plan, int64_t limit_bytes, int64_t buffer_bytes, int chunks) {
+  constexpr int kMin = 2, kMax = 64;  // the validator's range
+  const int most = std::max(kMin, std::min(kMax, chunks));
+  const int64_t left = limit_bytes - (plan.resident_bytes() - (AnyNvme(plan) ? plan.staging_pool_bytes : 0));
+  if (buffer_bytes <= 0 || left <= 0) return kMin;
+  return static_cast<int>(std::clamp<int64_t>(left / 2 / buffer_bytes, kMin, most));
+}
+
+absl::StatusOr<MemoryPlan> PlanMemoryChoosingBufferCount(MemoryPlanInputs in, int64_t limit_bytes, int dp_size,
+                                                         int stage, EngineOptions* options, StepPlan* step_plan) {
+  ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(in));
+  const int chunks = static_cast<int>(step_plan->train.chunks.size());
+  if (in.options.offload.buffer_count != 0 || chunks == 0) return plan;
+  const int count = ChooseBufferCount(plan, limit_bytes, in.options.offload.buffer_bytes, chunks);
+  options->offload.buffer_count = count;
+  in.options.offload.buffer_count = count;
+  ASSIGN_OR_RETURN(*step_plan, PlanStep(*in.model, *options, dp_size, stage));
+  in.plan = step_plan;
+  ASSIGN_OR_RETURN(plan, PlanMemory(in));
+  plan.notes.push_back(absl::StrCat("engine.offload.buffer_count: ", count, " chosen (of at most ", std::min(64, chunks),
+                                    " the program uses)"));
+  return plan;
 }
 
 absl::Status CheckMemoryPlan(const MemoryPlan& plan, int64_t limit_bytes) {

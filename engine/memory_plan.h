@@ -112,6 +112,13 @@ struct MemoryPlan {
   // The two grad staging buffers when grads are NVME (stages 2-3):
   // 2 x GradStagingBytes (engine/step_plan.h).
   int64_t grad_pool_bytes = 0;
+  // When the master, the gradients or the optimizer state are NVME:
+  // OffloadStore's bounce buffer (one chunk's f32, taken by the state view's
+  // Read/Write of an offloaded kind: checkpoints, evaluation tools) and a
+  // checkpoint's host copy of one unit's region of an offloaded kind (the
+  // largest region, f32), both with the staging pool.
+  int64_t bounce_bytes = 0;
+  int64_t checkpoint_copy_bytes = 0;
   bool nvme_ram_backed = false;
   bool params_offloadable = false;  // stage 3
   // Stages 2-3 without a pipeline or hybrid sharding: what
@@ -140,6 +147,23 @@ struct MemoryPlan {
 };
 
 absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& inputs);
+
+// engine.offload.buffer_count left unset (0): the staging slots of
+// buffer_bytes that fit in half of what `limit_bytes` leaves beside the
+// rest of `plan` (its staging pool left out), at least 2 and at most
+// min(64, chunks): the program never uses more slots than it has chunks.
+// 2 when nothing is left (CheckMemoryPlan then refuses as for a set count).
+int ChooseBufferCount(const MemoryPlan& plan, int64_t limit_bytes, int64_t buffer_bytes, int chunks);
+
+// PlanMemory of inputs.plan, which PlanStep(*inputs.model, inputs.options,
+// dp_size, stage) built. When inputs.options.offload.buffer_count is 0 and
+// that program streams chunks, the count is chosen (ChooseBufferCount
+// against limit_bytes), written to options->offload.buffer_count, the step
+// replanned into *step_plan with it (the chunks do not depend on it), and
+// the memory planned again. `options` and `step_plan` are what inputs
+// names.
+absl::StatusOr<MemoryPlan> PlanMemoryChoosingBufferCount(MemoryPlanInputs inputs, int64_t limit_bytes, int dp_size,
+                                                         int stage, EngineOptions* options, StepPlan* step_plan);
 
 // OK when plan.resident_bytes() <= limit_bytes. Otherwise kResourceExhausted:
 //   memory plan exceeds the limit: rank R needs X GiB resident, limit Y GiB;

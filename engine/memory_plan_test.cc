@@ -4,6 +4,7 @@
 // kActivations peak, and the limit, floor, refusal and directory messages.
 #include "engine/memory_plan.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "engine/engine_options.h"
 #include "engine/engine_resources.h"
 #include "engine/sharded_state.h"
+#include "engine/state_view.h"
 #include "engine/step_plan.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/tiny_gpt2.h"
@@ -134,7 +136,7 @@ TEST(MemoryPlanTest, EngineCreateRefusesAPlanOverTheLimit) {
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(absl::StartsWith(engine.status().message(),
                                "memory plan exceeds the limit: the limit is below the plan's floor (every state class "
-                               "offloaded: 384."))
+                               "offloaded: 277."))
       << engine.status();
   EXPECT_NE(engine.status().message().find("limit 1.00 MiB"), absl::string_view::npos) << engine.status();
 }
@@ -270,10 +272,9 @@ TEST(MemoryPlanTest, GradsOnNvmeAreWhatTheEngineAllocates) {
     absl::StatusOr<std::unique_ptr<Engine>> engine =
         Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(TinyGpt2()).value());
     ASSERT_TRUE(engine.ok()) << engine.status();
-    absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
-    ASSERT_TRUE(options.ok());
+    // The engine's options: buffer_count as the planner chose it.
     std::unique_ptr<Model> model = BuildGpt2(TinyGpt2()).value();
-    absl::StatusOr<MemoryPlan> plan = Plan(*options, (*engine)->plan(), *model, kRows, 8);
+    absl::StatusOr<MemoryPlan> plan = Plan((*engine)->options(), (*engine)->plan(), *model, kRows, 8);
     ASSERT_TRUE(plan.ok()) << plan.status();
     const MemoryTracker& m = (*engine)->memory();
     EXPECT_EQ(plan->tier_of(PlanCategory::kGrads), OffloadTier::kNvme);
@@ -282,12 +283,102 @@ TEST(MemoryPlanTest, GradsOnNvmeAreWhatTheEngineAllocates) {
     EXPECT_EQ(m.Usage(MemoryCategory::kGrads).current, 0);
     EXPECT_EQ(plan->nvme_bytes(), plan->file_bytes[static_cast<int>(PlanCategory::kGrads)]);
     EXPECT_GT(plan->grad_pool_bytes, 0);
-    EXPECT_EQ(plan->bytes_of(PlanCategory::kOffloadStaging), plan->staging_pool_bytes + plan->grad_pool_bytes);
-    EXPECT_EQ(plan->bytes_of(PlanCategory::kOffloadStaging), m.Usage(MemoryCategory::kOffloadStaging).current);
+    // Planned: the pools, the bounce buffer and a checkpoint's one-region
+    // copy; allocated by Create: the pools (the bounce buffer comes with the
+    // first state-view read, the copy with a checkpoint).
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kOffloadStaging), plan->staging_pool_bytes + plan->grad_pool_bytes +
+                                                                 plan->bounce_bytes + plan->checkpoint_copy_bytes);
+    EXPECT_EQ(plan->staging_pool_bytes + plan->grad_pool_bytes, m.Usage(MemoryCategory::kOffloadStaging).current);
     EXPECT_EQ(plan->bytes_of(PlanCategory::kParams), m.Usage(MemoryCategory::kParams).current);
     EXPECT_EQ(plan->bytes_of(PlanCategory::kMasterWeights), m.Usage(MemoryCategory::kMasterParams).current);
     EXPECT_EQ(plan->bytes_of(PlanCategory::kOptimizerState), m.Usage(MemoryCategory::kOptimizerState).current);
   }
+}
+
+// The staging the planner counts beside the pool when a class streams:
+// OffloadStore's bounce buffer (one chunk's f32, allocated by the first
+// state-view read of an offloaded kind, as a checkpoint save does) and the
+// save's host copy of one unit's region (the largest, f32).
+TEST(MemoryPlanTest, OffloadStagingIncludesTheBounceBufferAndACheckpointRegionCopy) {
+  EngineConfig config = Config(2);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  config.mutable_offload()->set_nvme_dir(tmp != nullptr ? tmp : "/tmp");
+  config.mutable_offload()->set_optimizer_state(NVME);
+  config.mutable_offload()->set_master_weights(NVME);
+  config.mutable_offload()->set_buffer_count(3);
+  config.mutable_offload()->set_buffer_bytes(12 << 12);  // chunks of 4096 elements x 12 bytes
+  auto comms = CreateThreadGroup(1);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(TinyGpt2()).value());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::unique_ptr<Model> model = BuildGpt2(TinyGpt2()).value();
+  absl::StatusOr<MemoryPlan> plan = Plan((*engine)->options(), (*engine)->plan(), *model, kRows, 8);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->staging_pool_bytes, 3 * (12 << 12));
+  EXPECT_EQ(plan->bounce_bytes, 4096 * 4);
+  int64_t largest = 0;
+  for (int u = 0; u < (*engine)->num_units(); ++u) {
+    if ((*engine)->trainable(u)) largest = std::max(largest, (*engine)->layout(u).shard_numel());
+  }
+  ASSERT_GT(largest, 0);
+  EXPECT_EQ(plan->checkpoint_copy_bytes, largest * 4);
+  EXPECT_EQ(plan->bytes_of(PlanCategory::kOffloadStaging), 3 * (12 << 12) + 4096 * 4 + largest * 4);
+  // The bounce buffer is what the engine allocates: Create writes the
+  // initial masters through it; a state-view read reuses it.
+  const MemoryTracker& m = (*engine)->memory();
+  EXPECT_EQ(m.Usage(MemoryCategory::kOffloadStaging).current, plan->staging_pool_bytes + plan->bounce_bytes);
+  const auto& view = (*engine)->state();
+  const int master = view.FindKind("master");
+  ASSERT_GE(master, 0);
+  std::vector<float> values(static_cast<size_t>((*engine)->layout(0).shard_numel()));
+  ASSERT_TRUE(view.Read(0, master, 0, static_cast<int64_t>(values.size()), values.data()).ok());
+  EXPECT_EQ(m.Usage(MemoryCategory::kOffloadStaging).current, plan->staging_pool_bytes + plan->bounce_bytes);
+}
+
+// buffer_count 2..64 as set; unset (0): half of what the limit leaves
+// beside the rest of the plan, in slots, at most min(64, the chunks).
+TEST(MemoryPlanTest, ChoosesBufferCountFromTheLimitAndTheChunks) {
+  MemoryPlan p = RoundPlan();
+  p.staging_pool_bytes = 0;
+  const int64_t rest = p.resident_bytes();
+  constexpr int64_t kSlot = int64_t{24} << 20;
+  EXPECT_EQ(ChooseBufferCount(p, rest + 20 * kSlot, kSlot, 68), 10);
+  EXPECT_EQ(ChooseBufferCount(p, rest + 21 * kSlot - 1, kSlot, 68), 10);
+  EXPECT_EQ(ChooseBufferCount(p, rest + 200 * kSlot, kSlot, 68), 64);
+  EXPECT_EQ(ChooseBufferCount(p, rest + 200 * kSlot, kSlot, 12), 12);
+  EXPECT_EQ(ChooseBufferCount(p, rest + 2 * kSlot, kSlot, 68), 2);
+  EXPECT_EQ(ChooseBufferCount(p, rest - 1, kSlot, 68), 2);
+  EXPECT_EQ(ChooseBufferCount(p, rest + 200 * kSlot, kSlot, 1), 2);
+}
+
+// An engine whose config leaves buffer_count unset gets the planner's
+// count: its program cycles through that many slots and its pool is that
+// many buffers.
+TEST(MemoryPlanTest, EngineWithBufferCountUnsetUsesThePlannersCount) {
+  EngineConfig config = Config(2);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  config.mutable_offload()->set_nvme_dir(tmp != nullptr ? tmp : "/tmp");
+  config.mutable_offload()->set_optimizer_state(NVME);
+  config.mutable_offload()->set_master_weights(NVME);
+  config.mutable_offload()->set_buffer_bytes(12 << 12);
+  ASSERT_FALSE(config.offload().has_buffer_count());
+  auto comms = CreateThreadGroup(1);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(TinyGpt2()).value());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const int chunks = static_cast<int>((*engine)->train_program().chunks.size());
+  ASSERT_GT(chunks, 2);
+  // The tiny model's state is far below any host's memory: as many slots as
+  // the program has chunks (at most 64).
+  const int expected = std::min(64, chunks);
+  EXPECT_EQ((*engine)->options().offload.buffer_count, expected);
+  EXPECT_EQ((*engine)->train_program().offload_slots, expected);
+  int most_slot = -1;
+  for (const OffloadChunk& c : (*engine)->train_program().chunks) most_slot = std::max(most_slot, c.slot);
+  EXPECT_EQ(most_slot, expected - 1);
+  // The pool and the bounce buffer (one chunk of 4096 f32).
+  EXPECT_EQ((*engine)->memory().Usage(MemoryCategory::kOffloadStaging).current,
+            int64_t{expected} * (12 << 12) + 4096 * 4);
 }
 
 TEST(MemoryPlanTest, RamBackedFilesAreResident) {

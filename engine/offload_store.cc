@@ -84,6 +84,7 @@ absl::StatusOr<std::unique_ptr<OffloadStore>> OffloadStore::Create(OffloadStoreO
   store->loads_.resize(options.chunks.size());
   store->stores_.resize(options.chunks.size());
   store->grads_loading_.assign(options.chunks.size(), false);
+  store->slot_store_.assign(options.offload.buffer_count, -1);
   store->options_ = std::move(options);
   store->taken_ = store->io_->stats();
   return store;
@@ -216,15 +217,29 @@ absl::Status OffloadStore::WaitTickets(std::vector<IoTicket>* tickets) {
 void OffloadStore::WaitLoad(int chunk) {
   // A load placed before the reduction: the grads piece is read now.
   if (options_.grads && !grads_loading_[chunk]) IssueGradsLoad(chunk);
+  // The slot's previous store: the load's reads were queued behind it
+  // (AsyncIo orders a read into a buffer after the write sending it), so
+  // it has completed once they have; waiting it collects its error.
+  const int slot = options_.chunks[chunk].slot;
+  const int stored = slot_store_[slot];
+  if (stored >= 0) {
+    Fail(WaitTickets(&stores_[stored]), absl::StrCat("WAIT_LOAD chunk ", chunk, ": the STORE of chunk ", stored));
+    slot_store_[slot] = -1;
+  }
   absl::Status s = WaitTickets(&loads_[chunk]);
   Fail(s, absl::StrCat("WAIT_LOAD chunk ", chunk));
 }
 
-void OffloadStore::Store(int chunk) { Issue(chunk, /*write=*/true); }
+void OffloadStore::Store(int chunk) {
+  Issue(chunk, /*write=*/true);
+  slot_store_[options_.chunks[chunk].slot] = chunk;
+}
 
 void OffloadStore::WaitStore(int chunk) {
   absl::Status s = WaitTickets(&stores_[chunk]);
   Fail(s, absl::StrCat("WAIT_STORE chunk ", chunk));
+  int& stored = slot_store_[options_.chunks[chunk].slot];
+  if (stored == chunk) stored = -1;
 }
 
 absl::Status OffloadStore::Drain() {
@@ -233,6 +248,7 @@ absl::Status OffloadStore::Drain() {
     Fail(WaitTickets(&stores_[c]), absl::StrCat("draining the store of chunk ", c));
   }
   for (std::vector<IoTicket>& writes : grad_writes_) Fail(WaitTickets(&writes), "draining a grads store");
+  slot_store_.assign(slot_store_.size(), -1);
   return status_;
 }
 

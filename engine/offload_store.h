@@ -112,7 +112,10 @@ class OffloadStore {
   void EndGradStep();
 
   // The step program's actions on chunk `chunk` (its slot is the table's).
-  // Never fail: an error is kept in status().
+  // Never fail: an error is kept in status(). A LOAD into a slot whose
+  // STORE is still in flight does not wait: its reads are queued behind
+  // that store's writes and submitted when they complete; WAIT_LOAD waits
+  // both.
   void Load(int chunk);
   void WaitLoad(int chunk);
   void Store(int chunk);
@@ -183,6 +186,7 @@ class OffloadStore {
   std::vector<std::vector<int64_t>> state_offset_;  // [region][kind]
   std::vector<std::vector<IoTicket>> loads_;        // by chunk, in flight
   std::vector<std::vector<IoTicket>> stores_;       // by chunk, in flight
+  std::vector<int> slot_store_;                     // by slot: the chunk whose store is not waited, -1
   absl::Status status_;
   IoStats taken_;
 };

@@ -45,13 +45,12 @@ bool IsCompute(ActionKind k) {
          k == ActionKind::kBackwardWeight || k == ActionKind::kRecompute;
 }
 
-// Where each of the first `m` (WAIT_STORE, LOAD) pairs goes: the index of
-// the action it is inserted before. Data parallelism: pair i right after
-// the step's i-th compute action (FORWARD, BACKWARD, RECOMPUTE), spread
-// evenly over them when there are more pairs, so that the loads run under
-// forward and backward and each drained store has had at least one compute
-// action to finish before its slot's wait. A pipeline stage: all after its
-// first backward action. The end when there is no such action.
+// Where each of the first `m` LOADs goes: the index of the action it is
+// inserted before. Data parallelism: load i right after the step's i-th
+// compute action (FORWARD, BACKWARD, RECOMPUTE), spread evenly over them
+// when there are more loads, so that the loads run under forward and
+// backward. A pipeline stage: all after its first backward action. The end
+// when there is no such action.
 std::vector<size_t> FirstLoadPositions(const std::vector<Action>& actions, int m, bool pipeline) {
   std::vector<size_t> compute;
   for (size_t i = 0; i < actions.size(); ++i) {
@@ -111,14 +110,11 @@ void AddStepPrologueAndOptimizerPhase(const OptimizerPhaseInput& in, StepProgram
     const int m = std::min(C, K);
     const std::vector<size_t> at = FirstLoadPositions(actions, m, in.stream.pipeline);
     std::vector<std::vector<Action>> before(actions.size() + 1);
-    for (int c = 0; c < m; ++c) {
-      // The slot's last chunk of the previous step.
-      const int previous = c + (C - 1 - c) / K * K;
-      before[at[c]].push_back(MakeIo(ActionKind::kWaitStore, chunks[previous], previous));
-      before[at[c]].push_back(MakeIo(ActionKind::kLoad, chunks[c], c));
-    }
+    // No WAIT_STORE of the slot's drained store first: the load is queued
+    // behind it (OffloadStore::Load) and WAIT_LOAD waits both.
+    for (int c = 0; c < m; ++c) before[at[c]].push_back(MakeIo(ActionKind::kLoad, chunks[c], c));
     std::vector<Action> placed;
-    placed.reserve(actions.size() + 2 * m);
+    placed.reserve(actions.size() + m);
     for (size_t i = 0; i <= actions.size(); ++i) {
       placed.insert(placed.end(), before[i].begin(), before[i].end());
       if (i < actions.size()) placed.push_back(std::move(actions[i]));
@@ -159,12 +155,9 @@ void AddStepPrologueAndOptimizerPhase(const OptimizerPhaseInput& in, StepProgram
         }
         actions.push_back(std::move(update));
         actions.push_back(MakeIo(ActionKind::kStore, chunk, c));
-        // The slot's next chunk; the last `slots` stores drain into the
-        // next step (its first loads wait for them).
-        if (c + K < C) {
-          actions.push_back(MakeIo(ActionKind::kWaitStore, chunk, c));
-          actions.push_back(MakeIo(ActionKind::kLoad, chunks[c + K], c + K));
-        }
+        // The slot's next chunk, queued behind this store (its WAIT_LOAD
+        // waits both); the last `slots` stores drain into the next step.
+        if (c + K < C) actions.push_back(MakeIo(ActionKind::kLoad, chunks[c + K], c + K));
       }
     }
     actions.push_back(Make(ActionKind::kPublish, -1, b, std::move(params)));

@@ -20,19 +20,19 @@
 // bucket's units in order), is cut into chunks of chunk_elements (the last
 // one shorter), chunk c staged in slot c % slots (StepProgram::chunks).
 // Then:
-//   * the loads of the first `slots` chunks, each LOAD(c) preceded by
-//     WAIT_STORE of the slot's occupant in the previous step (the program
-//     is cyclic: the last `slots` stores drain into the next step), run
-//     under forward and backward: data parallelism puts pair i right after
-//     the step's i-th compute action (FORWARD, BACKWARD, RECOMPUTE; spread
-//     evenly when there are more pairs), a pipeline stage after its first
-//     backward action;
+//   * the loads of the first `slots` chunks run under forward and
+//     backward: data parallelism puts LOAD(i) right after the step's i-th
+//     compute action (FORWARD, BACKWARD, RECOMPUTE; spread evenly when
+//     there are more loads), a pipeline stage after its first backward
+//     action. No WAIT_STORE precedes them: a LOAD into a slot whose store
+//     (the previous step's, drained into this one: the program is cyclic)
+//     is in flight is queued behind it, and WAIT_LOAD waits both;
 //   * in the phase, for each chunk of a bucket: WAIT_LOAD(c), UPDATE(b,
 //     chunk c) (stage 0's all-gather of the unit's gradients on its first
-//     chunk), STORE(c), then WAIT_STORE(c) and LOAD(c + slots) when there
-//     is such a chunk (the last `slots` stores are waited in the next
-//     step); after the bucket's last chunk PUBLISH(b) (its all-gather only:
-//     the chunks rounded their masters). A bucket without chunks keeps
+//     chunk), STORE(c), then LOAD(c + slots) when there is such a chunk
+//     (queued behind STORE(c); the last `slots` stores complete in the
+//     next step); after the bucket's last chunk PUBLISH(b) (its all-gather
+//     only: the chunks rounded their masters). A bucket without chunks keeps
 //     UPDATE(b) and PUBLISH(b).
 #ifndef ZEROSHARD_ENGINE_OPTIMIZER_PROGRAM_H_
 #define ZEROSHARD_ENGINE_OPTIMIZER_PROGRAM_H_

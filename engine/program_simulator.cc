@@ -469,11 +469,15 @@ class Simulator {
 
   // The NVMe tier's streaming, per rank in program order with the program
   // run twice (it is cyclic: the last stores of one step drain into the
-  // next): a slot is LOADed only once its previous chunk's STORE is
-  // waited; WAIT_LOAD waits a LOAD in flight; UPDATE(chunk) follows
-  // WAIT_LOAD(chunk); STORE(chunk) follows its UPDATE; WAIT_STORE waits a
-  // STORE in flight (on the first run also none: the step before the first
-  // has no stores); every chunk is loaded, updated and stored once a step.
+  // next): a slot is LOADed only once its previous chunk is stored; a LOAD
+  // while that STORE is in flight is queued behind it (OffloadStore), and
+  // the store counts as complete at the WAIT_LOAD of the chunk loaded (or
+  // its own WAIT_STORE); WAIT_LOAD waits a LOAD in flight; UPDATE(chunk)
+  // follows WAIT_LOAD(chunk) and finds the slot's previous STORE complete
+  // (the update writes the slot the store still reads); STORE(chunk)
+  // follows its UPDATE; WAIT_STORE waits a STORE in flight (on the first
+  // run also none: the step before the first has no stores); every chunk
+  // is loaded, updated and stored once a step.
   absl::Status CheckOffloadIo(int r) const {
     const StepProgram& p = ranks_[r].program;
     const int C = static_cast<int>(p.chunks.size()), K = p.offload_slots;
@@ -483,6 +487,9 @@ class Simulator {
     enum class Io { kNone, kLoading, kLoaded, kUpdated, kStoring };
     std::vector<Io> chunk(C, Io::kNone);
     std::vector<int> occupant(std::max(K, 0), -1);
+    // By slot: the chunk whose STORE from it a LOAD was queued behind and
+    // that has not completed yet; -1 when none.
+    std::vector<int> queued_behind(std::max(K, 0), -1);
     for (int pass = 0; pass < 2; ++pass) {
       std::vector<int> loads(C, 0), updates(C, 0), stores(C, 0);
       for (int i = 0; i < static_cast<int>(p.actions.size()); ++i) {
@@ -501,10 +508,8 @@ class Simulator {
           case ActionKind::kLoad: {
             const int before = occupant[slot];
             if (before >= 0 && chunk[before] == Io::kStoring) {
-              return bad(i, absl::StrCat("LOAD into slot ", slot, " while the STORE of chunk ", before,
-                                         " (its previous occupant) is not waited (WAIT_STORE first)"));
-            }
-            if (before >= 0 && chunk[before] != Io::kNone) {
+              queued_behind[slot] = before;
+            } else if (before >= 0 && chunk[before] != Io::kNone) {
               return bad(i, absl::StrCat("LOAD into slot ", slot, ", which still holds chunk ", before,
                                          " (not stored yet)"));
             }
@@ -516,8 +521,17 @@ class Simulator {
           case ActionKind::kWaitLoad:
             if (chunk[c] != Io::kLoading) return bad(i, "WAIT_LOAD of a chunk with no LOAD in flight");
             chunk[c] = Io::kLoaded;
+            // The load's reads ran after the queued-behind store's writes.
+            if (queued_behind[slot] >= 0) {
+              if (chunk[queued_behind[slot]] == Io::kStoring) chunk[queued_behind[slot]] = Io::kNone;
+              queued_behind[slot] = -1;
+            }
             break;
           case ActionKind::kUpdate:
+            if (queued_behind[slot] >= 0) {
+              return bad(i, absl::StrCat("UPDATE into slot ", slot, " while the STORE of chunk ", queued_behind[slot],
+                                         " from it may still be in flight (WAIT_LOAD chunk ", c, " first)"));
+            }
             if (chunk[c] != Io::kLoaded) return bad(i, "UPDATE of a chunk that is not loaded (WAIT_LOAD first)");
             chunk[c] = Io::kUpdated;
             ++updates[c];
@@ -530,6 +544,7 @@ class Simulator {
           case ActionKind::kWaitStore:
             if (chunk[c] == Io::kStoring) {
               chunk[c] = Io::kNone;
+              if (queued_behind[slot] == c) queued_behind[slot] = -1;
             } else if (pass == 1 || chunk[c] != Io::kNone) {
               return bad(i, "WAIT_STORE of a chunk with no STORE in flight");
             }

@@ -35,9 +35,12 @@
 //     SCALER_UPDATE after every PUBLISH; BEGIN_STEP only first;
 //   * the NVMe tier's streaming, per rank, with the program taken as cyclic
 //     (run twice: the last stores of a step drain into the next): a slot
-//     is LOADed only once the STORE of its previous chunk is waited
-//     (WAIT_STORE); WAIT_LOAD waits a LOAD in flight; UPDATE(chunk) follows
-//     WAIT_LOAD(chunk), STORE(chunk) its UPDATE; WAIT_STORE waits a STORE
+//     is LOADed only once its previous chunk is STOREd (a LOAD while that
+//     store is in flight is queued behind it; the store completes at the
+//     loaded chunk's WAIT_LOAD or its own WAIT_STORE, and an UPDATE into the
+//     slot before then is refused); WAIT_LOAD waits a LOAD in flight;
+//     UPDATE(chunk) follows WAIT_LOAD(chunk), STORE(chunk) its UPDATE;
+//     WAIT_STORE waits a STORE
 //     in flight (or, on the first step, none); every chunk is loaded,
 //     updated and stored once a step, and a bucket with chunks counts as
 //     updated (for its PUBLISH) after its last chunk's UPDATE;

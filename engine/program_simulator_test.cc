@@ -591,9 +591,10 @@ TEST(ProgramSimulatorTest, StreamedProgramsPass) {
   }
 }
 
-// The first loads run under forward and backward: the (WAIT_STORE, LOAD)
-// pair of slot i right after the i-th compute action, spread evenly when
-// there are more slots than compute actions.
+// The first loads run under forward and backward: the LOAD of slot i right
+// after the i-th compute action, spread evenly when there are more slots
+// than compute actions, with no WAIT_STORE anywhere (a LOAD is queued
+// behind its slot's store).
 TEST(ProgramSimulatorTest, StreamedFirstLoadsFollowTheComputeActions) {
   auto compute_before = [](const StepProgram& p, int action) {
     int n = 0;
@@ -606,10 +607,11 @@ TEST(ProgramSimulatorTest, StreamedFirstLoadsFollowTheComputeActions) {
   const StepProgram two = Streamed(1);
   const int load0 = Find(two, "LOAD unit=a chunk=0 slot=0");
   const int load1 = Find(two, "LOAD unit=a chunk=1 slot=1");
-  EXPECT_EQ(FormatAction(two, two.actions[load0 - 2]), "FORWARD mb=0 unit=a");
+  EXPECT_EQ(FormatAction(two, two.actions[load0 - 1]), "FORWARD mb=0 unit=a");
   EXPECT_EQ(compute_before(two, load0), 1);
-  EXPECT_EQ(FormatAction(two, two.actions[load1 - 1]), "WAIT_STORE unit=d chunk=7 slot=1");
   EXPECT_EQ(compute_before(two, load1), 2);
+  EXPECT_EQ(compute_before(two, load1 - 1), 1);
+  for (const Action& a : two.actions) EXPECT_NE(a.kind, ActionKind::kWaitStore) << FormatAction(two, a);
   // 8 compute actions (4 units forward and backward), 12 slots for the 12
   // chunks of stage 0: chunk c after compute action floor(c * 8 / 12).
   const StepProgram wide = Streamed(0, 12);
@@ -627,15 +629,16 @@ TEST(ProgramSimulatorTest, StreamedFirstLoadsFollowTheComputeActions) {
 }
 
 TEST(ProgramSimulatorTest, StreamingViolations) {
+  // A LOAD queued behind the slot's store in flight (the previous step's
+  // chunk 6) passes; an UPDATE before the WAIT_LOAD that completes that
+  // store would write the slot the store still reads.
   StepProgram p = Streamed(1);
-  // The first step's wait for the previous step's last store into slot 0.
-  const int first_wait = Find(p, "WAIT_STORE unit=d chunk=6 slot=0");
-  ASSERT_EQ(FormatAction(p, p.actions[first_wait + 1]), "LOAD unit=a chunk=0 slot=0");
-  p.actions.erase(p.actions.begin() + first_wait);
+  const int queued_wait = Find(p, "WAIT_LOAD unit=b chunk=2 slot=0");
+  p.actions.erase(p.actions.begin() + queued_wait);
   EXPECT_EQ(Violation(DataParallel(p, 2, false)),
-            "rank 0 action " + std::to_string(first_wait) +
-                " (LOAD unit=a chunk=0 slot=0): LOAD into slot 0 while the STORE of chunk 6 (its previous occupant) "
-                "is not waited (WAIT_STORE first)");
+            "rank 0 action " + std::to_string(queued_wait) +
+                " (UPDATE bucket=a..b chunk=2 slot=0): UPDATE into slot 0 while the STORE of chunk 0 from it may "
+                "still be in flight (WAIT_LOAD chunk 2 first)");
 
   p = Streamed(1);
   const int wait_load = Find(p, "WAIT_LOAD unit=a chunk=1 slot=1");
@@ -652,13 +655,18 @@ TEST(ProgramSimulatorTest, StreamingViolations) {
             "rank 0 action " + std::to_string(update) +
                 " (STORE unit=c chunk=4 slot=0): STORE of a chunk before its UPDATE");
 
+  // A slot is reused only once its chunk is stored: the LOAD of chunk 6
+  // moved before the STORE of chunk 4 is refused.
   p = Streamed(1);
-  const int wait_store = Find(p, "WAIT_STORE unit=c chunk=4 slot=0");
-  p.actions.erase(p.actions.begin() + wait_store);
+  const int store4 = Find(p, "STORE unit=c chunk=4 slot=0");
+  const int load6 = Find(p, "LOAD unit=d chunk=6 slot=0");
+  ASSERT_GT(load6, store4);
+  Action moved = p.actions[load6];
+  p.actions.erase(p.actions.begin() + load6);
+  p.actions.insert(p.actions.begin() + store4, moved);
   EXPECT_EQ(Violation(DataParallel(p, 2, false)),
-            "rank 0 action " + std::to_string(wait_store) +
-                " (LOAD unit=d chunk=6 slot=0): LOAD into slot 0 while the STORE of chunk 4 (its previous occupant) "
-                "is not waited (WAIT_STORE first)");
+            "rank 0 action " + std::to_string(store4) +
+                " (LOAD unit=d chunk=6 slot=0): LOAD into slot 0, which still holds chunk 4 (not stored yet)");
 
   p = Streamed(1);
   const int load = Find(p, "LOAD unit=d chunk=6 slot=0");

@@ -243,7 +243,10 @@ absl::StatusOr<OptimizerPhaseInput> OptimizerPhase(const StepPlan& plan, const E
   }
   const int64_t streamed = StreamedBytesPerElement(options);
   if (streamed > 0) {
-    in.stream.slots = options.offload.buffer_count;
+    // 0 (unset): the memory planner chooses (PlanMemoryChoosingBufferCount)
+    // and the step is replanned with its count; the chunks do not depend on
+    // the count, so the provisional plan counts them with the fewest slots.
+    in.stream.slots = options.offload.buffer_count == 0 ? 2 : options.offload.buffer_count;
     in.stream.chunk_elements = StreamChunkElements(options.offload.buffer_bytes, streamed);
     in.stream.pipeline = plan.stages > 1;
     // The validator's minimum (MinStreamBufferBytes), for options built

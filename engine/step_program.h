@@ -80,8 +80,9 @@
 // into chunks (StepProgram::chunks), each staged in slot `slot`:
 //   LOAD(chunk)                issue the reads of the chunk's streamed
 //                              buffers (master, optimizer state) from the
-//                              rank's files into its slot
-//   WAIT_LOAD(chunk)           wait for them
+//                              rank's files into its slot, queued behind
+//                              the slot's store still in flight, if any
+//   WAIT_LOAD(chunk)           wait for them (and that store)
 //   STORE(chunk)               issue the writes of the slot back to the files
 //   WAIT_STORE(chunk)          wait for them; nothing when the chunk has no
 //                              STORE in flight (the first step's waits for

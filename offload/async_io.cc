@@ -1,5 +1,6 @@
 // AsyncIo over one io_uring: a queue of requests, submitted in batches at
-// Poll/Wait/Flush, at most queue_depth in flight, per-region ordering.
+// Poll/Wait/Flush, at most queue_depth in flight, per-region and per-buffer
+// ordering.
 #include "offload/async_io.h"
 
 #include <liburing.h>
@@ -45,8 +46,16 @@ struct Request {
   int injected_error = 0;  // InjectIoFaultForTesting: complete with this errno
 };
 
+// Two requests that must complete in issue order: they share file bytes
+// and either writes the file, or they share buffer memory and either
+// reads (fills the buffer): a read into a staging buffer still being
+// written out waits for that write.
 bool Overlap(const Request& a, const Request& b) {
-  return a.file == b.file && (a.write || b.write) && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+  const bool file = a.file == b.file && (a.write || b.write) && a.offset < b.offset + b.bytes &&
+                    b.offset < a.offset + a.bytes;
+  const bool memory =
+      (!a.write || !b.write) && a.buffer < b.buffer + b.bytes && b.buffer < a.buffer + a.bytes;
+  return file || memory;
 }
 
 class UringIo final : public AsyncIo {

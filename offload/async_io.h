@@ -21,7 +21,12 @@
 //
 // Ordering: a request that overlaps an earlier, unfinished request on the
 // same file's bytes, where either writes, is not submitted before that one
-// completes (read-after-write and write-after-write per region).
+// completes (read-after-write and write-after-write per region). Likewise
+// a request whose buffer overlaps an unfinished earlier one's, where
+// either reads: a read into a buffer that a write is still sending waits
+// in the queue, and Progress/Poll/Wait submit it once that write's
+// completion is reaped, so a caller may queue a buffer's next read right
+// after its write without waiting in between.
 //
 // Thread-compatible: one thread drives an AsyncIo.
 #ifndef ZEROSHARD_OFFLOAD_ASYNC_IO_H_

@@ -135,6 +135,37 @@ TEST_F(AsyncIoTest, ReadAfterOverlappingWriteSeesTheWrite) {
   }
 }
 
+TEST_F(AsyncIoTest, ReadIntoABufferStillBeingWrittenWaitsForTheWrite) {
+  // A staging slot stored to one region and at once loaded from another:
+  // the read is queued behind the write, and Progress alone submits it once
+  // the write's completion is reaped.
+  auto io = NewIo(8);
+  constexpr int64_t kBytes = 1 << 20;
+  auto file = io->OpenFile(dir_, "slot reuse", 2 * kBytes);
+  ASSERT_TRUE(file.ok()) << file.status();
+  AlignedBuffer next = Buffer(kBytes), slot = Buffer(kBytes), check = Buffer(kBytes);
+  Fill(next, 77);
+  ASSERT_TRUE(io->Wait(*io->Write(*file, kBytes, next.data(), kBytes)).ok());
+  for (int round = 0; round < 20; ++round) {
+    Fill(slot, static_cast<uint8_t>(round * 5 + 2));
+    AlignedBuffer stored = Buffer(kBytes);
+    std::memcpy(stored.data(), slot.data(), kBytes);
+    auto w = io->Write(*file, 0, slot.data(), kBytes);
+    auto r = io->Read(*file, kBytes, slot.data(), kBytes);
+    ASSERT_TRUE(w.ok() && r.ok());
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (io->in_flight() > 0 && absl::Now() < deadline) io->Progress();
+    ASSERT_EQ(io->in_flight(), 0) << round;
+    ASSERT_TRUE(io->Wait(*w).ok());
+    ASSERT_TRUE(io->Wait(*r).ok());
+    ASSERT_EQ(std::memcmp(slot.data(), next.data(), kBytes), 0) << "round " << round << ": the load";
+    ASSERT_TRUE(io->Wait(*io->Read(*file, 0, check.data(), kBytes)).ok());
+    ASSERT_EQ(std::memcmp(check.data(), stored.data(), kBytes), 0) << "round " << round << ": the store";
+  }
+  EXPECT_EQ(io->stats().writes, 21);
+  EXPECT_EQ(io->stats().reads, 40);
+}
+
 TEST_F(AsyncIoTest, WriteAfterWriteKeepsTheLast) {
   auto io = NewIo(16);
   constexpr int64_t kBytes = 256 << 10;
