@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "core/args.h"
 #include "cli/run_config.h"
+#include "engine/config_validation.h"
 #include "engine/engine_options.h"
 #include "engine/pipeline_plan.h"
 #include "engine/pipeline_schedule.h"
@@ -259,7 +260,9 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return simulation.ok() ? 0 : 1;
   }
 
-  absl::StatusOr<PipelinePlan> plan = PlanPipeline(**model, *options, dp);
+  // The transfers' bytes are those of this config's micro-batch.
+  const MicroBatchShape micro_batch{MicroBatchSize(run->engine, run->global_batch), run->sequence_length};
+  absl::StatusOr<PipelinePlan> plan = PlanPipeline(**model, *options, dp, micro_batch);
   if (!plan.ok()) {
     err << path << ": " << plan.status().message() << "\n";
     return 2;

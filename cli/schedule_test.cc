@@ -216,51 +216,53 @@ TEST(ScheduleCommandTest, InterleavedProgramOfOneRank) {
       "parallel { pp: 2 virtual_stages: 3 pipeline_schedule: INTERLEAVED_1F1B } gradient_accumulation_steps: 2");
   const Result r = Schedule({path, "--rank", "1"});
   ASSERT_EQ(r.code, 0) << r.err;
+  // Each transfer carries one micro-batch's (8 x 16, 32) f32 activation or
+  // its gradient: 8 x 16 x 32 x 4 = 16384 bytes.
   EXPECT_EQ(r.out, path +
                        " (gpt2): GPT-2 n_layer=4 n_head=2 n_embd=32 vocab_size=256 seq_len=16: 59584 parameters; dp=1, "
                        "pp=2 x 3 virtual stages (INTERLEAVED_1F1B), ZeRO stage 3, 2 micro-batches; train program of "
                        "rank 1 (stage 1, dp rank 0): 6 units, 1 bucket, 53 actions\n"
                        "BEGIN_STEP\n"
-                       "RECV_ACT mb=0 unit=h.0 peer=0 bytes=0\n"
+                       "RECV_ACT mb=0 unit=h.0 peer=0 bytes=16384\n"
                        "GATHER unit=h.0 bytes=50816\n"
                        "GATHER unit=h.2 bytes=50816\n"
                        "WAIT_GATHER unit=h.0\n"
-                       "RECV_ACT mb=1 unit=h.0 peer=0 bytes=0\n"
+                       "RECV_ACT mb=1 unit=h.0 peer=0 bytes=16384\n"
                        "FORWARD mb=0 unit=h.0\n"
-                       "SEND_ACT mb=0 unit=h.0 peer=0 bytes=0\n"
-                       "RECV_ACT mb=0 unit=h.2 peer=0 bytes=0\n"
+                       "SEND_ACT mb=0 unit=h.0 peer=0 bytes=16384\n"
+                       "RECV_ACT mb=0 unit=h.2 peer=0 bytes=16384\n"
                        "FORWARD mb=1 unit=h.0\n"
-                       "SEND_ACT mb=1 unit=h.0 peer=0 bytes=0\n"
+                       "SEND_ACT mb=1 unit=h.0 peer=0 bytes=16384\n"
                        "GATHER unit=head bytes=256\n"
                        "WAIT_GATHER unit=h.2\n"
-                       "RECV_ACT mb=1 unit=h.2 peer=0 bytes=0\n"
+                       "RECV_ACT mb=1 unit=h.2 peer=0 bytes=16384\n"
                        "FORWARD mb=0 unit=h.2\n"
-                       "SEND_ACT mb=0 unit=h.2 peer=0 bytes=0\n"
-                       "RECV_ACT mb=0 unit=head peer=0 bytes=0\n"
+                       "SEND_ACT mb=0 unit=h.2 peer=0 bytes=16384\n"
+                       "RECV_ACT mb=0 unit=head peer=0 bytes=16384\n"
                        "FORWARD mb=1 unit=h.2\n"
-                       "SEND_ACT mb=1 unit=h.2 peer=0 bytes=0\n"
+                       "SEND_ACT mb=1 unit=h.2 peer=0 bytes=16384\n"
                        "GATHER unit=embed bytes=34816\n"
                        "WAIT_GATHER unit=head\n"
                        "WAIT_GATHER unit=embed\n"
                        "FORWARD mb=0 unit=head\n"
-                       "RECV_ACT mb=1 unit=head peer=0 bytes=0\n"
+                       "RECV_ACT mb=1 unit=head peer=0 bytes=16384\n"
                        "BACKWARD mb=0 unit=head\n"
-                       "SEND_GRAD mb=0 unit=head peer=0 bytes=0\n"
+                       "SEND_GRAD mb=0 unit=head peer=0 bytes=16384\n"
                        "FORWARD mb=1 unit=head\n"
-                       "RECV_GRAD mb=0 unit=h.2 peer=0 bytes=0\n"
+                       "RECV_GRAD mb=0 unit=h.2 peer=0 bytes=16384\n"
                        "BACKWARD mb=1 unit=head\n"
-                       "SEND_GRAD mb=1 unit=head peer=0 bytes=0\n"
-                       "RECV_GRAD mb=1 unit=h.2 peer=0 bytes=0\n"
+                       "SEND_GRAD mb=1 unit=head peer=0 bytes=16384\n"
+                       "RECV_GRAD mb=1 unit=h.2 peer=0 bytes=16384\n"
                        "BACKWARD mb=0 unit=h.2\n"
-                       "SEND_GRAD mb=0 unit=h.2 peer=0 bytes=0\n"
-                       "RECV_GRAD mb=0 unit=h.0 peer=0 bytes=0\n"
+                       "SEND_GRAD mb=0 unit=h.2 peer=0 bytes=16384\n"
+                       "RECV_GRAD mb=0 unit=h.0 peer=0 bytes=16384\n"
                        "BACKWARD mb=1 unit=h.2\n"
-                       "SEND_GRAD mb=1 unit=h.2 peer=0 bytes=0\n"
-                       "RECV_GRAD mb=1 unit=h.0 peer=0 bytes=0\n"
+                       "SEND_GRAD mb=1 unit=h.2 peer=0 bytes=16384\n"
+                       "RECV_GRAD mb=1 unit=h.0 peer=0 bytes=16384\n"
                        "BACKWARD mb=0 unit=h.0\n"
-                       "SEND_GRAD mb=0 unit=h.0 peer=0 bytes=0\n"
+                       "SEND_GRAD mb=0 unit=h.0 peer=0 bytes=16384\n"
                        "BACKWARD mb=1 unit=h.0\n"
-                       "SEND_GRAD mb=1 unit=h.0 peer=0 bytes=0\n"
+                       "SEND_GRAD mb=1 unit=h.0 peer=0 bytes=16384\n"
                        "REDUCE bucket=embed..head bytes=136704\n"
                        "WAIT_REDUCE bucket=embed..head\n"
                        "RELEASE unit=embed\n"
@@ -298,7 +300,7 @@ TEST(ScheduleCommandTest, InterleavedProgramOfOneRank) {
                        "  dp AllGather                4 calls            0 bytes\n"
                        "  dp ReduceScatter            1 call             0 bytes\n"
                        "  embed AllReduce             1 call         34816 bytes\n"
-                       "  pp Send                    10 calls            0 bytes\n"
+                       "  pp Send                    10 calls       163840 bytes\n"
                        "  pp Recv                    10 calls            0 bytes\n"
                        "  world AllReduce             1 call            20 bytes\n"
                        "  control AllGather           1 call  (BEGIN_STEP's batch-signature agreement; control "
@@ -307,6 +309,29 @@ TEST(ScheduleCommandTest, InterleavedProgramOfOneRank) {
                        "  peak gathered units         4\n"
                        "  peak kept activations       5\n"
                        "  verdict: OK\n");
+}
+
+// dp 2 of 16 sequences in 2 micro-batches: 4 rows of 16 tokens, so stage
+// 0 sends embed's (4 x 16, 32) f32 output, 8192 bytes, and receives its
+// gradient, per micro-batch.
+TEST(ScheduleCommandTest, TransfersCarryTheMicroBatchActivationBytes) {
+  const std::string path =
+      WriteConfig("pp2_dp2_bytes.pbtxt",
+                  "parallel { dp: 2 pp: 2 pipeline_schedule: GPIPE pp_partition: [1, 5] } gradient_accumulation_steps: 2");
+  const Result r = Schedule({path, "--rank", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* line : {"SEND_ACT mb=0 unit=embed peer=1 bytes=8192\n", "SEND_ACT mb=1 unit=embed peer=1 bytes=8192\n",
+                           "RECV_GRAD mb=0 unit=embed peer=1 bytes=8192\n",
+                           "RECV_GRAD mb=1 unit=embed peer=1 bytes=8192\n",
+                           "  pp Send                     2 calls        16384 bytes\n",
+                           "  pp Recv                     2 calls            0 bytes\n"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << " in\n" << r.out;
+  }
+  const Result last = Schedule({path, "--rank", "3"});
+  ASSERT_EQ(last.code, 0) << last.err;
+  for (const char* line : {"RECV_ACT mb=0 unit=h.0 peer=0 bytes=8192\n", "SEND_GRAD mb=1 unit=h.0 peer=0 bytes=8192\n"}) {
+    EXPECT_NE(last.out.find(line), std::string::npos) << line << " in\n" << last.out;
+  }
 }
 
 TEST(ScheduleCommandTest, OneStageSimulates) {

@@ -157,7 +157,8 @@ expect_eq pipeline_program_rc $? 0
 expect_eq pipeline_program_header "$(head -1 <<<"$out" | sed 's/.*; dp=/dp=/')" \
   "dp=1, pp=4 (ONE_F_ONE_B), ZeRO stage 3, 8 micro-batches; train program of rank 3 (stage 3, dp rank 0): 6 units, 1 bucket, 201 actions"
 expect_eq pipeline_program_begin "$(sed -n 2p <<<"$out")" "BEGIN_STEP"
-expect_eq pipeline_program_first "$(sed -n 3p <<<"$out")" "RECV_ACT mb=0 unit=h.3 peer=2 bytes=0"
+# A micro-batch of 2 rows x 64 tokens x 128 channels in f32: 65536 bytes.
+expect_eq pipeline_program_first "$(sed -n 3p <<<"$out")" "RECV_ACT mb=0 unit=h.3 peer=2 bytes=65536"
 expect_eq pipeline_program_verdict "$(tail -1 <<<"$out")" "  verdict: OK"
 # check-config accepts the pipeline and names its schedule.
 expect pipeline_check_config 0 "pipeline   ONE_F_ONE_B, 1 chunk(s) per stage, partition by cost" -- \

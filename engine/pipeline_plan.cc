@@ -7,14 +7,15 @@
 
 namespace zeroshard {
 
-absl::StatusOr<PipelinePlan> PlanPipeline(const Model& model, const EngineOptions& options, int dp_size) {
+absl::StatusOr<PipelinePlan> PlanPipeline(const Model& model, const EngineOptions& options, int dp_size,
+                                          const MicroBatchShape& micro_batch) {
   const PipelineOptions& pipe = options.pipeline;
   PipelinePlan plan;
   plan.shape = {pipe.stages, pipe.virtual_stages, options.accumulation_steps};
   RETURN_IF_ERROR(ValidatePipelineShape(pipe.schedule, plan.shape));
   plan.partitioned_by_cost = pipe.partition.empty();
   for (int s = 0; s < pipe.stages; ++s) {
-    ASSIGN_OR_RETURN(StepPlan stage, PlanPipelineStep(model, options, dp_size, s));
+    ASSIGN_OR_RETURN(StepPlan stage, PlanPipelineStep(model, options, dp_size, s, micro_batch));
     plan.stages.push_back(std::move(stage));
   }
   plan.chunk_begin = plan.stages[0].chunk_begin;

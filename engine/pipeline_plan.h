@@ -29,9 +29,11 @@ struct PipelinePlan {
   std::vector<int> tied_stages;
 };
 
-// options.pipeline describes the pipeline (stages > 1 or virtual stages).
-// Errors: ValidatePipelineShape's and PlanPipelineStep's.
-absl::StatusOr<PipelinePlan> PlanPipeline(const Model& model, const EngineOptions& options, int dp_size);
+// options.pipeline describes the pipeline (stages > 1 or virtual stages);
+// `micro_batch`, when known, gives the transfers their bytes
+// (PlanPipelineStep). Errors: ValidatePipelineShape's and PlanPipelineStep's.
+absl::StatusOr<PipelinePlan> PlanPipeline(const Model& model, const EngineOptions& options, int dp_size,
+                                          const MicroBatchShape& micro_batch = {});
 
 // Every rank of a dp x pp grid (tp 1: rank = dp_rank + dp · stage,
 // comm/process_grid.h) with its stage's training program, for

@@ -75,6 +75,10 @@ absl::Status Validate(const ProgramCompilerInput& in, const StageUnitSet& held) 
       return Invalid(
           absl::StrCat("unit ", u, " (", unit.name, ") has gather_bytes ", unit.gather_bytes, ", expected >= 0"));
     }
+    if (unit.output_bytes < 0) {
+      return Invalid(
+          absl::StrCat("unit ", u, " (", unit.name, ") has output_bytes ", unit.output_bytes, ", expected >= 0"));
+    }
     if (u > 0 && !unit.backward && in.units[u - 1].backward) {
       return Invalid(absl::StrCat("unit ", u, " (", unit.name, ") has backward false after unit ", u - 1, " (",
                                   in.units[u - 1].name,
@@ -232,12 +236,12 @@ class Compiler {
     if (op.kind == ChunkOpKind::kForward) {
       if (c == 0 || StageOf(c - 1) == in_.stage) return;
       Emit(ActionKind::kRecvAct, mb, Begin(c), -1, StageOf(c - 1),
-           {{"pp", CommOp::kRecv, 0, absl::StrCat("act ", Name(Begin(c) - 1), " mb ", mb)}});
+           {{"pp", CommOp::kRecv, in_.units[Begin(c) - 1].output_bytes, absl::StrCat("act ", Name(Begin(c) - 1), " mb ", mb)}});
     } else if (op.kind != ChunkOpKind::kBackwardWeight) {
       const int last = End(c) - 1;
       if (c + 1 == in_.chunks() || StageOf(c + 1) == in_.stage || !in_.units[last].backward) return;
       Emit(ActionKind::kRecvGrad, mb, last, -1, StageOf(c + 1),
-           {{"pp", CommOp::kRecv, 0, absl::StrCat("grad ", Name(last), " mb ", mb)}});
+           {{"pp", CommOp::kRecv, in_.units[last].output_bytes, absl::StrCat("grad ", Name(last), " mb ", mb)}});
     }
   }
 
@@ -257,7 +261,7 @@ class Compiler {
       Emit(ActionKind::kForward, mb, u);
       if (u == e - 1 && c + 1 < in_.chunks() && StageOf(c + 1) != in_.stage) {
         Emit(ActionKind::kSendAct, mb, u, -1, StageOf(c + 1),
-             {{"pp", CommOp::kSend, 0, absl::StrCat("act ", Name(u), " mb ", mb)}});
+             {{"pp", CommOp::kSend, in_.units[u].output_bytes, absl::StrCat("act ", Name(u), " mb ", mb)}});
       }
       if (!gathers() || keep() || !in_.reshard_after_forward) continue;
       for (int o : in_.units[u].needs) {
@@ -281,7 +285,7 @@ class Compiler {
            mb, u);
       if (!weight_only && u == b && c > 0 && StageOf(c - 1) != in_.stage && in_.units[b - 1].backward) {
         Emit(ActionKind::kSendGrad, mb, u, -1, StageOf(c - 1),
-             {{"pp", CommOp::kSend, 0, absl::StrCat("grad ", Name(b - 1), " mb ", mb)}});
+             {{"pp", CommOp::kSend, in_.units[b - 1].output_bytes, absl::StrCat("grad ", Name(b - 1), " mb ", mb)}});
       }
       if (gathers() && !keep()) {
         for (int o : in_.units[u].needs) {

@@ -48,6 +48,11 @@ struct ProgramUnit {
   // Stage 3: the AllGather's per-rank input bytes (shard numel x compute
   // dtype size); 0 for a unit without parameters (it is never gathered).
   int64_t gather_bytes = 0;
+  // One micro-batch of its output activations in bytes (the gradient of
+  // that output has as many): what a pipeline transfer across the boundary
+  // after this unit carries (SEND_ACT / RECV_ACT, SEND_GRAD / RECV_GRAD).
+  // 0: not known (the program then lists the transfer with 0 bytes).
+  int64_t output_bytes = 0;
   bool persistent = false;    // stage 3: stays gathered for the whole step
   bool checkpointed = false;  // RECOMPUTE before its BACKWARD
   // false: no BACKWARD (a leading run of units with only frozen

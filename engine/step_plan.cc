@@ -122,8 +122,10 @@ std::vector<int> StagingSlots(const StepProgram& program, int num_buckets) {
 
 namespace {
 
-// The program builders' view of every unit.
-std::vector<ProgramUnit> ProgramUnits(const StepPlan& plan, const EngineOptions& options) {
+// The program builders' view of every unit; output_bytes from `model`'s
+// estimates where `micro_batch` is known.
+std::vector<ProgramUnit> ProgramUnits(const StepPlan& plan, const EngineOptions& options, const Model* model = nullptr,
+                                      const MicroBatchShape& micro_batch = {}) {
   const int L = static_cast<int>(plan.units.size());
   const int64_t c = static_cast<int64_t>(DTypeSize(options.compute_dtype));
   std::vector<ProgramUnit> units(L);
@@ -138,6 +140,12 @@ std::vector<ProgramUnit> ProgramUnits(const StepPlan& plan, const EngineOptions&
     p.persistent = plan.layouts[u].numel() < options.gather.persistence_threshold;
     p.checkpointed = plan.units[u].checkpointed;
     p.backward = plan.units[u].backward;
+    if (model != nullptr && micro_batch.rows > 0) {
+      const int64_t bytes = model->units[u]->EstimateOutputActivationBytes(micro_batch.rows, micro_batch.sequence_length,
+                                                                           options.compute_dtype);
+      const int64_t split = options.tensor.sequence_parallel ? options.tensor.size : 1;
+      p.output_bytes = bytes > 0 ? bytes / split : 0;
+    }
   }
   return units;
 }
@@ -343,7 +351,8 @@ absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOp
   return plan;
 }
 
-absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOptions& options, int dp_size, int stage) {
+absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOptions& options, int dp_size, int stage,
+                                          const MicroBatchShape& micro_batch) {
   RETURN_IF_ERROR(model.Validate(options.tensor.size));
   StepPlan plan;
   RETURN_IF_ERROR(DescribeUnits(model, dp_size, options.tensor.size, options.sharding.alignment, &plan));
@@ -392,7 +401,7 @@ absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOption
   for (UnitPlan& u : plan.units) u.tied = u.tied && u.held;
   plan.buckets = HeldBuckets(plan, options);
   PipelineProgramInput in;
-  in.units = ProgramUnits(plan, options);
+  in.units = ProgramUnits(plan, options, &model, micro_batch);
   in.buckets = ProgramBuckets(plan, options);
   in.chunk_begin = plan.chunk_begin;
   in.stage = stage;

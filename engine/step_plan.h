@@ -78,13 +78,25 @@ std::vector<int> StagingSlots(const StepProgram& program, int num_buckets);
 // a layout cannot be made.
 absl::StatusOr<StepPlan> PlanDataParallelStep(const Model& model, const EngineOptions& options, int dp_size);
 
+// A micro-batch's shape, when the planner knows it: `rows` of
+// `sequence_length` tokens (rows 0: not known).
+struct MicroBatchShape {
+  int64_t rows = 0;
+  int64_t sequence_length = 1;
+};
+
 // The plan of pipeline stage `stage` (options.pipeline.stages > 1, or
 // virtual stages): chunks from options.pipeline.partition or by cost, the
 // stage's units and mirrors, and its pipeline step programs. Also
 // kInvalidArgument for a partition that does not fit the model, or a unit
 // borrowing from another stage unless it is the last stage borrowing from
-// the first (the embedding group's tie).
-absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOptions& options, int dp_size, int stage);
+// the first (the embedding group's tie). With `micro_batch` known, each
+// transfer lists the bytes of the activation (or its gradient) it carries,
+// the unit's EstimateOutputActivationBytes (a tp rank's rows of it under
+// sequence parallelism); otherwise, or where the unit does not estimate,
+// 0 bytes.
+absl::StatusOr<StepPlan> PlanPipelineStep(const Model& model, const EngineOptions& options, int dp_size, int stage,
+                                          const MicroBatchShape& micro_batch = {});
 
 // PlanDataParallelStep or PlanPipelineStep, as options ask.
 // The bytes per optimizer-region element the NVMe tier streams (4 for the

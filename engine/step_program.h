@@ -264,7 +264,7 @@ struct StepProgram {
 //   GATHER unit=h.3 bytes=12544
 //   FORWARD mb=0 unit=h.3
 //   REDUCE bucket=h.2..h.3 bytes=6272
-//   RECV_ACT mb=1 unit=h.4 peer=0 bytes=0
+//   RECV_ACT mb=1 unit=h.4 peer=0 bytes=16384
 //   LOAD unit=h.0 chunk=3 slot=1
 std::string FormatAction(const StepProgram& program, const Action& action);
 // One FormatAction per line; the optimizer phase headed by a line "OPTIMIZER:".
