@@ -174,6 +174,7 @@ void CheckRuntime(const EngineConfig& e, ConfigChecker& c) {
   c.AtLeast("engine.device.threads_per_rank", e.device().threads_per_rank(), 0);
   c.AtLeast("engine.checkpoint.interval", e.checkpoint().interval(), 0);
   c.AtLeast("engine.checkpoint.keep_last", e.checkpoint().keep_last(), 0);
+  c.Positive("engine.checkpoint.preempt_deadline_s", e.checkpoint().preempt_deadline_s());
   c.AtLeast("engine.logging.interval", e.logging().interval(), 1);
   c.AtLeast("engine.logging.trace_steps", e.logging().trace_steps(), 0);
 }

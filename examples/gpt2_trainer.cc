@@ -31,6 +31,7 @@
 #include "engine/metrics_writer.h"
 #include "engine/shard_group.h"
 #include "engine/straggler.h"
+#include "examples/preemption.h"
 #include "kernels/context.h"
 #include "models/gpt2/gpt2.h"
 #include "models/gpt2/gpt2_model_config.h"
@@ -195,7 +196,7 @@ class SlowRank : public EngineObserver {
 
 }  // namespace
 
-absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
+absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, TrainerOutcome* outcome) {
   RETURN_IF_ERROR(EnsureMpiInitialized());
   int world_size = 1, world_rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -356,6 +357,10 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
   const int log_interval = engine_config.logging().interval();
   std::optional<float> last_loss;
   const SaveOptions save_options = SaveOptionsFromConfig(config.engine());
+  // With checkpoints on, SIGTERM/SIGUSR1 on any rank stop the job at the
+  // next step boundary after a checkpoint (docs/resilience.md).
+  std::optional<PreemptionSignals> preemption;
+  if (!config.engine().checkpoint().dir().empty()) preemption.emplace();
   bool trace_written = false;
   while (step < total_steps) {
     {
@@ -420,12 +425,39 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out) {
         out << std::endl;
       }
     }
-    if (CheckpointDue(config.engine(), total_steps, step)) {
+    bool preempted = false;
+    if (preemption.has_value() && !last) {
+      ASSIGN_OR_RETURN(preempted, preemption->AgreePreempted(*world_ptr));
+    }
+    std::optional<PreemptDeadline> deadline;
+    SaveOptions step_save_options = save_options;
+    if (preempted) {
+      const int64_t signal_ns = PreemptionSignals::SignalTimeNs();
+      deadline.emplace(config.engine().checkpoint().preempt_deadline_s(),
+                       signal_ns != 0 ? signal_ns
+                                      : std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::steady_clock::now().time_since_epoch()).count(),
+                       absl::StrCat("the preemption checkpoint of step ", step));
+      // Rank 0 judges the deadline once more right before the commit's rename.
+      step_save_options.fault_hook = [&deadline](absl::string_view phase) {
+        if (phase == "before_commit") deadline->ExitIfPassed();
+      };
+    }
+    if (preempted || CheckpointDue(config.engine(), total_steps, step)) {
       const DataPosition data{step * config.data().batch_size(), config.data().shuffle_seed()};
       TraceScope span(engine->timeline(), "checkpoint", "save checkpoint");
       RETURN_IF_ERROR(
-          SaveCheckpoint(*engine, config.engine().checkpoint().dir(), step, run_record, data, save_options));
+          SaveCheckpoint(*engine, config.engine().checkpoint().dir(), step, run_record, data, step_save_options));
       if (leader) out << "zeroshard: saved " << config.engine().checkpoint().dir() << "/step_" << step << std::endl;
+    }
+    if (preempted) {
+      deadline->Disarm();
+      if (leader) {
+        out << "zeroshard: preempted at step " << step << " of " << total_steps
+            << "; resume with --resume (exit " << kExitPreempted << ")" << std::endl;
+      }
+      if (outcome != nullptr) outcome->preempted = true;
+      break;
     }
     last_loss = r.loss;
     if (engine->trace_due()) {

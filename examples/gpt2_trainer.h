@@ -29,7 +29,14 @@ struct TrainerFlags {
 // Collective over MPI_COMM_WORLD. Errors that every rank sees alike (a bad
 // config, a missing token file) come back on every rank; progress and the
 // final summary go to `out` on rank 0.
-absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out);
+// How a training job that returned OK ended.
+struct TrainerOutcome {
+  // A preemption signal stopped the job before its last step, after its
+  // checkpoint committed (exit kExitPreempted, examples/preemption.h).
+  bool preempted = false;
+};
+
+absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, TrainerOutcome* outcome = nullptr);
 
 }  // namespace zeroshard
 

@@ -7,13 +7,16 @@
 // N), --resume (from engine.checkpoint.dir's latest), --init_from PATH (a
 // checkpoint dir or a .safetensors file), --eval_only. Testing only:
 // --testing_slow_rank R:MS makes world rank R compute MS milliseconds more
-// per step (the straggler report's test).
+// per step (the straggler report's test). Exit codes: 0 done, 1 failed, 2
+// bad usage or config, 75 preempted after a checkpoint (resumable;
+// docs/resilience.md).
 #include <iostream>
 
 #include "absl/strings/numbers.h"
 #include "core/args.h"
 #include "comm/mpi_env.h"
 #include "examples/gpt2_trainer.h"
+#include "examples/preemption.h"
 
 namespace {
 
@@ -64,7 +67,8 @@ int Main(int argc, char** argv) {
     flags.slow_rank_ms = ms;
   }
 
-  absl::Status status = zeroshard::RunGpt2Training(flags, std::cout);
+  zeroshard::TrainerOutcome outcome;
+  absl::Status status = zeroshard::RunGpt2Training(flags, std::cout, &outcome);
   // An error every rank hits is printed once, by the rank it came from.
   const bool report = zeroshard::ShouldReportError(status);
   zeroshard::FinalizeMpi();
@@ -72,7 +76,7 @@ int Main(int argc, char** argv) {
     if (report) std::cerr << "train_gpt2: " << status.message() << "\n";
     return status.code() == absl::StatusCode::kInvalidArgument || status.code() == absl::StatusCode::kNotFound ? 2 : 1;
   }
-  return 0;
+  return outcome.preempted ? zeroshard::kExitPreempted : 0;
 }
 
 }  // namespace
