@@ -48,6 +48,7 @@ line=$(grep "^zeroshard run: restart " "$tmp/supervised.log")
 restarted=$?
 grep -q "^zeroshard: resumed from $ck/step_[0-9]* at step [0-9]* (resharded from dp 4 tp 1 pp 1)" "$tmp/supervised.log"
 resharded=$?
+echo "measured: $line"
 record_case shrinks_to_dp2_after_a_lost_host $((rc_whole == 0 && rc == 0 && restarted == 0 && resharded == 0)) \
   "rc $rc_whole $rc: $line $(grep -v '^step ' "$tmp/supervised.log" | tail -20)"
 
