@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/crc32c.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/testing/checkpoint_fixture.h"
 #include "core/file_io.h"
@@ -156,6 +157,41 @@ TEST(CheckpointReaderTest, TruncatedAndMissingFiles) {
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_NE(s.message().find("shard file of dp rank 0 is missing"), std::string::npos) << s;
   EXPECT_EQ(CheckpointReader::Open(JoinPath(w.root, "nope")).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A header that is self-consistent (checksummed in the manifest, tensors
+// tiling the file) but names its tensors otherwise than the manifest:
+// refused naming both, not read under the wrong names.
+TEST(CheckpointReaderTest, HeaderThatDisagreesWithTheManifestIsRefusedNamingBoth) {
+  Written w = Write("reader_header_disagrees", 2);
+  absl::StatusOr<std::string> manifest_text = ReadFileToString(JoinPath(w.dir, kManifestFileName));
+  ASSERT_TRUE(manifest_text.ok());
+  absl::StatusOr<CheckpointManifest> m = DecodeManifest(*manifest_text, "manifest");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_GT(m->files_size(), 0);
+  CheckpointFile* f = m->mutable_files(0);
+  const std::string path = JoinPath(w.dir, f->path());
+  absl::StatusOr<std::string> bytes = ReadFileToString(path);
+  ASSERT_TRUE(bytes.ok());
+  std::string header = bytes->substr(0, static_cast<size_t>(8 + f->header_bytes()));
+  // Swap the names of two tensors of equal length in the header.
+  const size_t a = header.find("\"unit.0.master\""), b = header.find("\"unit.1.master\"");
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  header.replace(a, 15, "\"unit.1.master\"");
+  header.replace(b, 15, "\"unit.0.master\"");
+  ASSERT_TRUE(WriteFileDurably(path, {header, absl::string_view(*bytes).substr(header.size())}).ok());
+  f->set_header_crc32c(Crc32c(header));
+  ASSERT_TRUE(WriteFileDurably(JoinPath(w.dir, kManifestFileName), {EncodeManifest(*m)}).ok());
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(w.dir);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const absl::Status s = reader->VerifyFile(0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  const CheckpointTensor& t0 = f->tensors(0);
+  const std::string swapped = t0.name() == "unit.0.master" ? "unit.1.master" : "unit.0.master";
+  EXPECT_EQ(s.message(), absl::StrCat("'", path, "': tensor 0 in the header is '", swapped, "' at [", t0.data_begin(), ", ", t0.data_end(), "), the manifest says '",
+                                      t0.name(), "' at [", t0.data_begin(), ", ", t0.data_end(), ")"))
+      << s;
 }
 
 }  // namespace

@@ -128,7 +128,8 @@ absl::Status CommitStepDirectory(const std::string& root, const std::string& tmp
   return absl::OkStatus();
 }
 
-absl::Status PruneCheckpoints(const std::string& root, int keep_last, const std::string& keep_tmp) {
+absl::Status PruneCheckpoints(const std::string& root, int keep_last, const std::string& keep_tmp,
+                              int64_t also_keep) {
   if (!IsDirectory(root)) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(root));
   for (const std::string& n : names) {
@@ -143,7 +144,7 @@ absl::Status PruneCheckpoints(const std::string& root, int keep_last, const std:
   if (resolved.ok()) latest = *resolved;
   for (size_t i = 0; i + keep_last < steps.size(); ++i) {
     const std::string dir = JoinPath(root, StepDirName(steps[i]));
-    if (dir == latest) continue;
+    if (dir == latest || steps[i] == also_keep) continue;
     RETURN_IF_ERROR(RemoveTree(dir));
   }
   return absl::OkStatus();

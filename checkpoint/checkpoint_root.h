@@ -47,9 +47,12 @@ absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& root
 absl::Status CommitStepDirectory(const std::string& root, const std::string& tmp_dir, int64_t step);
 
 // Deletes all but the newest keep_last step directories (never the one
-// `latest` names) and abandoned .tmp_step_* directories other than
-// `keep_tmp`. keep_last <= 0 keeps every step (temporaries are still removed).
-absl::Status PruneCheckpoints(const std::string& root, int keep_last, const std::string& keep_tmp = "");
+// `latest` names, nor step `also_keep` when >= 0) and abandoned .tmp_step_*
+// directories other than `keep_tmp`. keep_last <= 0 keeps every step
+// (temporaries are still removed). Verification-aware retention is
+// PruneCheckpointsKeepingVerified (checkpoint/retention.h).
+absl::Status PruneCheckpoints(const std::string& root, int keep_last, const std::string& keep_tmp = "",
+                              int64_t also_keep = -1);
 
 }  // namespace zeroshard
 

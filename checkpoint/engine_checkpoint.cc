@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_root.h"
 #include "checkpoint/manifest.h"
+#include "checkpoint/retention.h"
 #include "comm/status_agreement.h"
 #include "checkpoint/safetensors_file.h"
 #include "checkpoint/shard_file.h"
@@ -391,8 +392,9 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
     return CommitStepDirectory(root, tmp_dir, step);
   }));
   // Committed: a failure here no longer abandons the step.
-  return AgreeAcrossRanksSharingError(dp, dp.rank() == 0 ? PruneCheckpoints(root, options.keep_last) : absl::OkStatus(),
-                                      "removing old checkpoints");
+  return AgreeAcrossRanksSharingError(
+      dp, dp.rank() == 0 ? PruneCheckpointsKeepingVerified(root, options.keep_last) : absl::OkStatus(),
+      "removing old checkpoints");
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std::string& dir_or_root,
@@ -402,7 +404,28 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
   const int tp_rank = engine.coordinates().tp_rank;
   const Device device = engine.options().device;
   Communicator& dp = engine.control();
-  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(dir_or_root);
+  // A root: rank 0 picks the newest step that verifies and every rank reads
+  // that one (FindResumeCheckpoint, checkpoint/retention.h).
+  std::string dir = dir_or_root;
+  std::string fallback_warning;
+  if (!PathExists(JoinPath(dir_or_root, kManifestFileName))) {
+    int32_t step_words[2] = {0, 0};
+    absl::Status found;
+    if (dp.rank() == 0) {
+      absl::StatusOr<ResumePoint> point = FindResumeCheckpoint(dir_or_root);
+      found = point.status();
+      if (point.ok()) {
+        step_words[0] = static_cast<int32_t>(point->step & 0x7fffffff);
+        step_words[1] = static_cast<int32_t>(point->step >> 31);
+        fallback_warning = point->FallbackWarning();
+      }
+    }
+    RETURN_IF_ERROR(AgreeAcrossRanksSharingError(dp, found, "choosing the checkpoint to resume from"));
+    RETURN_IF_ERROR(dp.Broadcast(step_words, 2, DType::kI32, 0)->Wait());
+    const int64_t step = (int64_t{step_words[1]} << 31) | step_words[0];
+    dir = JoinPath(dir_or_root, StepDirName(step));
+  }
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(dir);
   const std::vector<std::string> kinds =
       options.weights_only ? std::vector<std::string>{kKindMaster} : CheckpointKinds(engine.options().optimizer);
   RETURN_IF_ERROR(Agreed(dp, "opening the checkpoint", [&]() -> absl::Status {
@@ -460,6 +483,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std
   RETURN_IF_ERROR(AgreeAcrossRanks(dp, view.Commit(), "publishing the loaded parameters"));
   LoadedCheckpoint loaded;
   loaded.dir = reader->dir();
+  loaded.fallback_warning = fallback_warning;
   loaded.step = m.step();
   loaded.optimizer_steps = m.optimizer_steps();
   loaded.saved_dp = m.topology().dp();

@@ -89,6 +89,10 @@ struct LoadOptions {
 
 struct LoadedCheckpoint {
   std::string dir;               // the step directory read
+  // On control rank 0, given a root whose `latest` fails verification: the
+  // steps passed over with their problems and the one read
+  // (ResumePoint::FallbackWarning); empty otherwise.
+  std::string fallback_warning;
   int64_t step = 0;              // the trainer's step to continue from
   int64_t optimizer_steps = 0;   // restored into the engine (unless weights_only)
   int saved_dp = 0;              // dp of the saving job; != engine dp means resharded
@@ -100,9 +104,10 @@ struct LoadedCheckpoint {
   uint64_t seed = 0;
 };
 
-// Loads `dir_or_root` (a step directory, or a root whose `latest` is
-// followed) into the engine, saved at any (dp, tp, pp): each rank reads the
-// ranges of the saved shard files that cover its own region of each unit
+// Loads `dir_or_root` (a step directory, or a root: the step `latest`
+// names when it verifies, else the newest earlier one that verifies,
+// FindResumeCheckpoint in checkpoint/retention.h) into the engine, saved at
+// any (dp, tp, pp): each rank reads the ranges of the saved shard files that cover its own region of each unit
 // (checksums checked) — at the saving tp with the same slices, its own tp
 // coordinate's files; otherwise whole tensors, cut to its slice — then
 // parameters are published from the master weights. Errors, with the same

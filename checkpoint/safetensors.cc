@@ -160,11 +160,24 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::string_view prefi
   }
   absl::string_view text = prefix.substr(8, static_cast<size_t>(header.header_bytes));
   if (text[0] != '{') return absl::DataLossError("safetensors header does not start with '{'");
-  Json json = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  // JSON keeps the last of two equal keys; a tensor defined twice is
+  // ambiguous, so the parser sees every top-level key.
+  std::set<std::string> seen;
+  std::string duplicate;
+  const Json::parser_callback_t on_key = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (depth == 1 && event == Json::parse_event_t::key && parsed.is_string() &&
+        !seen.insert(parsed.get<std::string>()).second && duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  Json json = Json::parse(text.begin(), text.end(), on_key, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::DataLossError("safetensors header is not a valid JSON object");
   }
-  std::set<std::string> seen;
+  if (!duplicate.empty()) {
+    return absl::DataLossError(absl::StrCat("safetensors header defines '", duplicate, "' twice"));
+  }
   for (auto it = json.begin(); it != json.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it.value().is_object()) return absl::DataLossError("safetensors __metadata__ is not an object");

@@ -177,6 +177,13 @@ TEST(SafetensorsTest, ParserRejectsMalformedHeadersWithDataLoss) {
               "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}") +
            data,
        "expected 8"},
+      {"tensor defined twice",
+       Header("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}") +
+           data,
+       "safetensors header defines 'a' twice"},
+      {"metadata twice", Header("{\"__metadata__\":{},\"__metadata__\":{}}"),
+       "safetensors header defines '__metadata__' twice"},
       {"missing offsets", Header("{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}") + data, "data_offsets"},
       {"bad metadata", Header("{\"__metadata__\":{\"k\":1}}"), "is not a string"},
       {"huge shape",

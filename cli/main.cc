@@ -7,6 +7,7 @@
 #include "cli/check_config.h"
 #include "cli/comm_bench.h"
 #include "cli/ckpt.h"
+#include "cli/run.h"
 #include "cli/schedule.h"
 #include "cli/subcommand.h"
 #include "cli/trace.h"
@@ -19,6 +20,7 @@ const std::vector<const Subcommand*>& Subcommands() {
       &kCheckConfig,
       &kCommBench,
       &kCkpt,
+      &kRun,
       &kSchedule,
       &kTrace,
   };

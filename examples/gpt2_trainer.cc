@@ -277,6 +277,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
           " (shuffle seed ", config.data().shuffle_seed(), "); resume with the saving run's batch size and seed"));
     }
     step = ck.step;
+    if (!ck.fallback_warning.empty()) out << "zeroshard: warning: " << ck.fallback_warning << "\n";
     if (leader) {
       out << "zeroshard: resumed from " << ck.dir << " at step " << step
           << (ck.saved_dp != par.dp() || ck.saved_tp != par.tp() || ck.saved_pp != par.pp()

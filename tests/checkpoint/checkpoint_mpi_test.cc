@@ -501,7 +501,14 @@ TEST(CheckpointMpiTest, ErrorsAreReturnedOnEveryRank) {
     ASSERT_TRUE(WriteFileDurably(path, {bytes}).ok());
   }
   WorldBarrier();
-  absl::StatusOr<LoadedCheckpoint> corrupt = LoadCheckpoint(*run.engine, root);
+  // The root: rank 0 finds no step that verifies (checkpoint/retention.h).
+  absl::StatusOr<LoadedCheckpoint> none = LoadCheckpoint(*run.engine, root);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kDataLoss) << none.status();
+  EXPECT_NE(none.status().message().find(World().rank() == 0 ? "no checkpoint under '" : "failed on dp rank 0"),
+            std::string::npos)
+      << none.status();
+  // The step directory itself: read as given, the reading rank names the file.
+  absl::StatusOr<LoadedCheckpoint> corrupt = LoadCheckpoint(*run.engine, JoinPath(root, "step_1"));
   EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss) << corrupt.status();
   if (World().rank() == dp - 1) {
     EXPECT_NE(corrupt.status().message().find(ShardFileName(0, dp - 1, 0)), std::string::npos) << corrupt.status();

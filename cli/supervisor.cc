@@ -1,0 +1,255 @@
+#include "cli/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/retention.h"
+#include "cli/run_config.h"
+#include "core/status_macros.h"
+
+extern char** environ;
+
+namespace zeroshard::cli {
+namespace {
+
+// The decimal number at text[pos] (spaces skipped), or -1.
+int64_t NumberAt(const std::string& text, size_t pos) {
+  while (pos < text.size() && text[pos] == ' ') ++pos;
+  size_t end = pos;
+  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+  int64_t v = -1;
+  if (end == pos || !absl::SimpleAtoi(text.substr(pos, end - pos), &v)) return -1;
+  return v;
+}
+
+struct Attempt {
+  int exit_code = 0;  // -1 when killed by a signal
+  int signal = 0;
+  std::string output;  // its last bytes
+};
+
+// Spawns argv in a process group of its own, copies its output to ours and
+// keeps the tail; once the output names a failure, the group gets a grace
+// period to end before it is killed. The group is always killed at the end,
+// so no rank outlives its attempt.
+absl::StatusOr<Attempt> RunAttempt(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (::pipe(fds) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawn_file_actions_addclose(&actions, fds[1]);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[1]);
+  if (spawned != 0) {
+    ::close(fds[0]);
+    return absl::NotFoundError(absl::StrCat("cannot start '", argv[0], "': ", std::strerror(spawned)));
+  }
+  using Clock = std::chrono::steady_clock;
+  constexpr size_t kTail = 1 << 16;
+  Attempt attempt;
+  bool exited = false, eof = false, failure_seen = false;
+  Clock::time_point deadline = Clock::time_point::max();
+  int status = 0;
+  while (!eof || !exited) {
+    if (!eof) {
+      pollfd p{fds[0], POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        char buf[4096];
+        const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+        if (n <= 0) {
+          eof = true;
+        } else {
+          std::cout.write(buf, n);
+          std::cout.flush();
+          attempt.output.append(buf, static_cast<size_t>(n));
+          if (attempt.output.size() > 2 * kTail) attempt.output.erase(0, attempt.output.size() - kTail);
+        }
+      }
+    } else {
+      ::usleep(50 * 1000);
+    }
+    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      // Ranks still holding the pipe get a moment, then end with the group.
+      deadline = std::min(deadline, Clock::now() + std::chrono::seconds(2));
+    }
+    if (!failure_seen && !ScanTrainerOutput(attempt.output).cause.empty()) {
+      failure_seen = true;
+      deadline = std::min(deadline, Clock::now() + std::chrono::seconds(10));
+    }
+    if (Clock::now() > deadline) {
+      ::kill(-pid, SIGKILL);
+      if (exited) break;
+      deadline = Clock::time_point::max();
+    }
+  }
+  ::kill(-pid, SIGKILL);
+  ::close(fds[0]);
+  if (!exited) ::waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) {
+    attempt.exit_code = -1;
+    attempt.signal = WTERMSIG(status);
+  } else {
+    attempt.exit_code = WEXITSTATUS(status);
+  }
+  return attempt;
+}
+
+// engine.checkpoint.dir's newest verified step, or -1 with none.
+int64_t ResumeStep(const std::string& root, std::ostream& log) {
+  absl::StatusOr<ResumePoint> point = FindResumeCheckpoint(root);
+  if (!point.ok()) return -1;
+  if (!point->rejected.empty()) log << "zeroshard run: warning: " << point->FallbackWarning() << "\n";
+  return point->step;
+}
+
+}  // namespace
+
+absl::StatusOr<Layout> LayoutForRanks(int dp, int tp, int pp, int accumulation, int available, int min_np) {
+  for (int d = dp; d >= 1; --d) {
+    if (dp % d != 0 || d * tp * pp > available) continue;
+    if (d * tp * pp < min_np) break;
+    return Layout{d, accumulation * (dp / d), d * tp * pp};
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      available, " ranks available hold no layout of at least --min-np ", min_np,
+      " ranks (dp dividing ", dp, ", tp ", tp, ", pp ", pp, ")"));
+}
+
+AttemptReport ScanTrainerOutput(const std::string& output) {
+  AttemptReport report;
+  // Progress lines: "step    20/50 | loss ...".
+  for (size_t at = output.find("step "); at != std::string::npos; at = output.find("step ", at + 1)) {
+    if (at > 0 && output[at - 1] != '\n' && output[at - 1] != ' ') continue;
+    size_t pos = at + 5;
+    while (pos < output.size() && output[pos] == ' ') ++pos;
+    const int64_t s = NumberAt(output, pos);
+    size_t end = pos;
+    while (end < output.size() && std::isdigit(static_cast<unsigned char>(output[end]))) ++end;
+    if (s >= 0 && end < output.size() && output[end] == '/') report.last_step = s;
+  }
+  // Open MPI: "process rank R with PID P on node H exited on signal S (Name)."
+  const size_t sig = output.find("exited on signal ");
+  const size_t rank_at = output.find("process rank ");
+  // "Process name: [[J,1],R]" then "Exit code:    C".
+  const size_t name_at = output.find("Process name: [[");
+  std::string by_signal, by_exit;
+  if (sig != std::string::npos && rank_at != std::string::npos && rank_at < sig) {
+    const size_t s_at = sig + std::strlen("exited on signal ");
+    size_t close = output.find(')', s_at);
+    size_t open = output.find('(', s_at);
+    by_signal = absl::StrCat("rank ", NumberAt(output, rank_at + std::strlen("process rank ")), " signal ",
+                             NumberAt(output, s_at));
+    if (open != std::string::npos && close != std::string::npos && open < close && open < s_at + 6) {
+      absl::StrAppend(&by_signal, " ", output.substr(open, close - open + 1));
+    }
+  }
+  if (name_at != std::string::npos) {
+    const size_t comma = output.find("],", name_at);
+    const size_t code_at = output.find("Exit code:", name_at);
+    if (comma != std::string::npos && code_at != std::string::npos) {
+      const int64_t code = NumberAt(output, code_at + std::strlen("Exit code:"));
+      by_exit = absl::StrCat("rank ", NumberAt(output, comma + 2), " exit code ", code,
+                             code == kPreemptedExitCode ? " (preempted)" : "");
+    }
+  }
+  if (!by_signal.empty() && (by_exit.empty() || sig < name_at)) {
+    report.cause = by_signal;
+  } else {
+    report.cause = by_exit;
+  }
+  return report;
+}
+
+std::string FailureCause(const AttemptReport& report, int exit_code, int signal) {
+  if (!report.cause.empty()) return report.cause;
+  if (exit_code < 0) return absl::StrCat("launcher signal ", signal);
+  return absl::StrCat("exit code ", exit_code, exit_code == kPreemptedExitCode ? " (preempted)" : "");
+}
+
+std::vector<std::string> LaunchCommand(const SupervisorArgs& args, int np, int cores, bool root, bool slurm,
+                                       const std::vector<std::string>& trainer) {
+  std::vector<std::string> argv;
+  if (slurm) {
+    argv = {"srun", "-n", absl::StrCat(np)};
+  } else {
+    argv = {"mpirun", "-np", absl::StrCat(np)};
+    if (!args.hostfile.empty()) argv.insert(argv.end(), {"--hostfile", args.hostfile});
+    if (root) argv.push_back("--allow-run-as-root");
+    if (np > cores) argv.push_back("--oversubscribe");
+  }
+  argv.insert(argv.end(), trainer.begin(), trainer.end());
+  return argv;
+}
+
+absl::Status Supervise(const SupervisorArgs& args, std::ostream& log) {
+  ASSIGN_OR_RETURN(RunConfig config, LoadRunConfig(args.config_path, args.overrides, -1));
+  const std::string root = config.engine.checkpoint().dir();
+  if (root.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        args.config_path, ": engine.checkpoint.dir is empty; a supervised run restarts from checkpoints"));
+  }
+  const ParallelConfig& par = config.engine.parallel();
+  const int accumulation = config.engine.gradient_accumulation_steps();
+  const int cores = static_cast<int>(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  const bool slurm = std::getenv("SLURM_JOB_ID") != nullptr;
+  Layout layout{par.dp(), accumulation, args.np};
+  int64_t resume = ResumeStep(root, log);
+  for (int restarts = 0;; ++restarts) {
+    std::vector<std::string> trainer = args.trainer;
+    if (resume >= 0) trainer.push_back("--resume");
+    if (layout.dp != par.dp()) {
+      // Appended: the last --set of a field wins.
+      trainer.insert(trainer.end(), {"--set", absl::StrCat("engine.parallel.dp=", layout.dp), "--set",
+                                     absl::StrCat("engine.gradient_accumulation_steps=", layout.accumulation)});
+    }
+    ASSIGN_OR_RETURN(Attempt attempt,
+                     RunAttempt(LaunchCommand(args, layout.world, cores, ::geteuid() == 0, slurm, trainer)));
+    if (attempt.exit_code == 0) return absl::OkStatus();
+    const AttemptReport report = ScanTrainerOutput(attempt.output);
+    const std::string cause = FailureCause(report, attempt.exit_code, attempt.signal);
+    const std::string at_step = report.last_step >= 0 ? absl::StrCat(report.last_step) : "unknown";
+    if (restarts >= args.max_restarts) {
+      return absl::AbortedError(absl::StrCat("giving up after ", restarts, " restarts: last failure ", cause,
+                                             " at step ", at_step));
+    }
+    int available = args.np;
+    if (!args.hostfile.empty()) {
+      ASSIGN_OR_RETURN(int slots, HostfileSlots(args.hostfile));
+      available = std::min(available, slots);
+    }
+    ASSIGN_OR_RETURN(layout, LayoutForRanks(par.dp(), par.tp(), par.pp(), accumulation, available, args.min_np));
+    resume = ResumeStep(root, log);
+    log << "zeroshard run: restart " << restarts + 1 << "/" << args.max_restarts << " after " << cause
+        << " at step " << at_step << "; resuming from step " << std::max<int64_t>(resume, 0) << " with dp "
+        << layout.dp << std::endl;
+  }
+}
+
+}  // namespace zeroshard::cli
