@@ -13,7 +13,7 @@ bin=$1 config=$2 corpus=$3 zeroshard=$4 cluster=$5
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 timeout_s=3
 cases=(checkpoint_committed_then_link_cut job_fails_within_the_watchdogs_time watchdog_names_collective_rank_and_host
-  committed_checkpoint_verifies resumes_on_a_fresh_cluster)
+  committed_checkpoint_verifies resumes_on_a_fresh_cluster slow_link_shows_as_waits_not_compute)
 
 if ! reason=$("$cluster" check 2>&1); then
   for c in "${cases[@]}"; do skip_case "$c" "$reason"; done
@@ -28,9 +28,10 @@ trap '"$cluster" down >/dev/null 2>&1' EXIT
 "$cluster" up --hosts 2 --slots 2 --link 1gbit >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; exit 1; }
 
 # Rank 0 sleeps 100 ms per step so the run is still going when the link goes.
-common=(--config "$config" --set "data.train_path=$corpus" --set "data.val_path=$corpus" --set engine.parallel.dp=4
-  --set engine.logging.interval=1 --set data.batch_size=8 --set "engine.checkpoint.dir=$tmp/ck"
-  --set engine.checkpoint.interval=2 --set "engine.comm.timeout_s=$timeout_s")
+base=(--config "$config" --set "data.train_path=$corpus" --set "data.val_path=$corpus" --set engine.parallel.dp=4
+  --set engine.logging.interval=1 --set data.batch_size=8)
+common=("${base[@]}" --set "engine.checkpoint.dir=$tmp/ck" --set engine.checkpoint.interval=2
+  --set "engine.comm.timeout_s=$timeout_s")
 log=$tmp/cut.log
 timeout 120 "$cluster" run --np 4 -- "$bin" "${common[@]}" --steps 400 --testing_slow_rank 0:100 >"$log" 2>&1 &
 job=$!
@@ -85,4 +86,42 @@ grep -qx "zeroshard: resumed from $last at step $last_step" "$tmp/resume.log"
 st=$?
 record_case resumes_on_a_fresh_cluster $((fresh == 0 && rc == 0 && st == 0)) \
   "fresh cluster $fresh, rc $rc, want 'zeroshard: resumed from $last at step $last_step': $(tail -5 "$tmp/resume.log")"
+
+# Links at 100mbit, zs-h1's cut to 10mbit once step 30 is done; every step
+# is a logging step, so each row carries the straggler report.
+"$cluster" slow zs-h0 100mbit >/dev/null && "$cluster" slow zs-h1 100mbit >/dev/null
+slow_log=$tmp/slow.log
+timeout 180 "$cluster" run --np 4 -- "$bin" "${base[@]}" --steps 80 \
+  --set "engine.logging.metrics_path=$tmp/slow.jsonl" >"$slow_log" 2>&1 &
+job=$!
+for _ in $(seq 1 1200); do
+  grep -q "step    30/80" "$slow_log" && break
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.05
+done
+"$cluster" slow zs-h1 10mbit >"$tmp/slowcmd.log" 2>&1
+slowed=$?
+slowed_at=$(grep -o "step *[0-9]*/80" "$slow_log" | tail -1 | sed 's/^step *//; s/\/80$//')
+wait "$job"
+rc=$?
+# Before: steps 5..slowed_at; after: from two steps past the cut. Step time
+# must grow at least 3x and the median rank's compute account for under a
+# fifth of the growth.
+cmp=$(python3 - "$tmp/slow.jsonl" "${slowed_at:-0}" <<'PY'
+import json, statistics as st, sys
+rows = [json.loads(l) for l in open(sys.argv[1])][1:]
+cut = int(sys.argv[2])
+before = [r for r in rows if 5 <= r["step"] <= cut]
+after = [r for r in rows if r["step"] >= cut + 3]
+if len(before) < 5 or len(after) < 10:
+    print(f"too few steps: {len(before)} before, {len(after)} after the slow-down at step {cut}"); sys.exit(1)
+m = lambda rs, f: st.median(f(r) for r in rs)
+step_b, step_a = m(before, lambda r: r["step_ms"]), m(after, lambda r: r["step_ms"])
+comp_b, comp_a = m(before, lambda r: r["straggler"]["median_ms"]), m(after, lambda r: r["straggler"]["median_ms"])
+print(f"slowed after step {cut}: step_ms median {step_b:.1f} -> {step_a:.1f}, compute (straggler median_ms) {comp_b:.1f} -> {comp_a:.1f}")
+sys.exit(0 if step_a >= 3 * step_b and comp_a - comp_b < 0.2 * (step_a - step_b) else 1)
+PY
+)
+st=$?
+record_case slow_link_shows_as_waits_not_compute $((rc == 0 && slowed == 0 && st == 0)) "rc $rc slow rc $slowed: $cmp"
 finish_cases
