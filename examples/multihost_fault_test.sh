@@ -123,5 +123,6 @@ sys.exit(0 if step_a >= 3 * step_b and comp_a - comp_b < 0.2 * (step_a - step_b)
 PY
 )
 st=$?
+echo "$cmp"
 record_case slow_link_shows_as_waits_not_compute $((rc == 0 && slowed == 0 && st == 0)) "rc $rc slow rc $slowed: $cmp"
 finish_cases
