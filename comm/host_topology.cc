@@ -7,10 +7,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "comm/mpi_env.h"
 #include "core/status_macros.h"
 
 namespace zeroshard {
+
+namespace {
+
+absl::Mutex detected_mu(absl::kConstInit);
+// Host name of each world rank, from the last DetectHostTopology.
+std::vector<std::string>* detected_names ABSL_GUARDED_BY(detected_mu) = nullptr;
+
+}  // namespace
 
 int HostTopology::ranks_per_host() const {
   if (ranks_on_host.empty()) return 0;
@@ -78,7 +87,20 @@ absl::StatusOr<HostTopology> DetectHostTopology() {
     const char* p = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
     names[r] = std::string(p, strnlen(p, MPI_MAX_PROCESSOR_NAME));
   }
-  return HostTopologyFromKeys(keys, names);
+  HostTopology topology = HostTopologyFromKeys(keys, names);
+  {
+    absl::MutexLock lock(&detected_mu);
+    if (detected_names == nullptr) detected_names = new std::vector<std::string>();
+    detected_names->clear();
+    for (int r = 0; r < size; ++r) detected_names->push_back(topology.host_names[topology.host_of_rank[r]]);
+  }
+  return topology;
+}
+
+std::string DetectedHostName(int world_rank) {
+  absl::MutexLock lock(&detected_mu);
+  if (detected_names == nullptr || world_rank < 0 || world_rank >= static_cast<int>(detected_names->size())) return "";
+  return (*detected_names)[world_rank];
 }
 
 std::string TpSpansHostsWarning(const HostTopology& topology, int tp) {

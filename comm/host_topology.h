@@ -33,8 +33,14 @@ struct HostTopology {
 // DetectHostTopology); names[r] is rank r's processor name.
 HostTopology HostTopologyFromKeys(const std::vector<int>& key_of_rank, const std::vector<std::string>& names);
 
-// Collective over MPI_COMM_WORLD (MPI must be initialised).
+// Collective over MPI_COMM_WORLD (MPI must be initialised). Also records the
+// table for DetectedHostName.
 absl::StatusOr<HostTopology> DetectHostTopology();
+
+// World rank r's host name from this process's last DetectHostTopology; ""
+// before it ran or for a rank outside the table. Thread-safe (the watchdog
+// names hosts with it).
+std::string DetectedHostName(int world_rank);
 
 // "" when every group of `tp` neighbouring world ranks runs on one host; else
 // a warning naming the first tp group that spans hosts.

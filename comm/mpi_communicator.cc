@@ -20,6 +20,7 @@
 #include "comm/async_work.h"
 #include "comm/collective_checker.h"
 #include "comm/fingerprint.h"
+#include "comm/host_topology.h"
 #include "comm/watchdog.h"
 #include "core/status_macros.h"
 
@@ -291,8 +292,24 @@ class MpiCommunicator : public Communicator, public InlineExecutor {
     const absl::Duration bound = ArrivalQueryBound(options_.timeout);
     watchdog_ = std::make_unique<CollectiveWatchdog>(
         name_, size_, options_.timeout, [](const std::string& msg) { AbortJob(msg); },
-        [probe = probe_.get(), bound] { return probe->QueryStarted(bound); });
+        [probe = probe_.get(), bound] { return probe->QueryStarted(bound); },
+        [world = WorldRanks()](int r) {
+          return r >= 0 && r < static_cast<int>(world.size()) ? DetectedHostName(world[r]) : std::string();
+        });
     progress_thread_ = std::thread([this] { ProgressLoop(); });
+  }
+
+  // World rank of each rank of comm_ (the watchdog names their hosts).
+  std::vector<int> WorldRanks() const {
+    std::vector<int> mine(size_), world(size_, MPI_UNDEFINED);
+    for (int r = 0; r < size_; ++r) mine[r] = r;
+    MPI_Group group, world_group;
+    MPI_Comm_group(comm_, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    MPI_Group_translate_ranks(group, size_, mine.data(), world_group, world.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world_group);
+    return world;
   }
 
   absl::Status CheckBuffers(int64_t count, DType dtype, int count_multiplier, std::vector<const void*> bufs) const {

@@ -9,14 +9,31 @@ namespace zeroshard {
 
 namespace {
 
+// "1,3", or with hosts "2,3 on zs-h1" / "1 on zs-h0, 3 on zs-h1" (runs of
+// ranks on one host); a rank whose host is unknown is listed bare.
+std::string RankList(const std::vector<int>& ranks, const RankHostFn& host_of_rank) {
+  if (!host_of_rank) return JoinRanks(ranks);
+  std::string out;
+  size_t i = 0;
+  while (i < ranks.size()) {
+    const std::string host = host_of_rank(ranks[i]);
+    std::vector<int> run;
+    while (i < ranks.size() && host_of_rank(ranks[i]) == host) run.push_back(ranks[i++]);
+    absl::StrAppend(&out, out.empty() ? "" : ", ", JoinRanks(run), host.empty() ? "" : " on ", host);
+  }
+  return out;
+}
+
 // "rank that never arrived: 3" / "ranks that never arrived: 1,3".
-std::string NeverArrived(const std::vector<int>& ranks) {
-  return absl::StrCat(ranks.size() == 1 ? "rank that never arrived: " : "ranks that never arrived: ", JoinRanks(ranks));
+std::string NeverArrived(const std::vector<int>& ranks, const RankHostFn& host_of_rank) {
+  return absl::StrCat(ranks.size() == 1 ? "rank that never arrived: " : "ranks that never arrived: ",
+                      RankList(ranks, host_of_rank));
 }
 
 }  // namespace
 
-std::string DescribeArrivals(int64_t seq, const std::vector<std::optional<int64_t>>& started) {
+std::string DescribeArrivals(int64_t seq, const std::vector<std::optional<int64_t>>& started,
+                             const RankHostFn& host_of_rank) {
   std::vector<int> missing, silent;
   for (int r = 0; r < static_cast<int>(started.size()); ++r) {
     if (!started[r].has_value()) {
@@ -27,21 +44,22 @@ std::string DescribeArrivals(int64_t seq, const std::vector<std::optional<int64_
   }
   if (missing.empty() && silent.empty()) return "every rank arrived, the transfer itself stalled";
   std::string out;
-  if (!missing.empty()) out = NeverArrived(missing);
+  if (!missing.empty()) out = NeverArrived(missing, host_of_rank);
   if (!silent.empty()) {
-    absl::StrAppend(&out, out.empty() ? "" : "; ", silent.size() == 1 ? "rank " : "ranks ", JoinRanks(silent),
+    absl::StrAppend(&out, out.empty() ? "" : "; ", silent.size() == 1 ? "rank " : "ranks ", RankList(silent, host_of_rank),
                     " did not answer (dead or stuck)");
   }
   return out;
 }
 
 CollectiveWatchdog::CollectiveWatchdog(std::string group, int group_size, absl::Duration timeout, AbortFn abort,
-                                       PeerQueryFn query)
+                                       PeerQueryFn query, RankHostFn host_of_rank)
     : group_(std::move(group)),
       group_size_(group_size),
       timeout_(timeout),
       abort_(std::move(abort)),
-      query_(std::move(query)) {
+      query_(std::move(query)),
+      host_of_rank_(std::move(host_of_rank)) {
   if (timeout_ > absl::ZeroDuration() && timeout_ != absl::InfiniteDuration()) {
     thread_ = std::thread([this] { Loop(); });
   }
@@ -101,9 +119,9 @@ std::string CollectiveWatchdog::BuildMessage(const Snapshot& s) const {
     for (int r = 0; r < group_size_; ++r) {
       if (!s.arrived[r]) missing.push_back(r);
     }
-    absl::StrAppend(&msg, missing.empty() ? "every rank arrived, the transfer itself stalled" : NeverArrived(missing));
+    absl::StrAppend(&msg, missing.empty() ? "every rank arrived, the transfer itself stalled" : NeverArrived(missing, host_of_rank_));
   } else if (query_) {
-    absl::StrAppend(&msg, DescribeArrivals(s.fp.seq, query_()));
+    absl::StrAppend(&msg, DescribeArrivals(s.fp.seq, query_(), host_of_rank_));
   } else {
     absl::StrAppend(&msg, "ranks that never arrived: unknown (enable comm.debug_checks to find them)");
   }

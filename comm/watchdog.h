@@ -36,7 +36,12 @@ namespace zeroshard {
 // ranks below `seq` never arrived. E.g. "rank that never arrived: 3",
 // "ranks that never arrived: 1,3; rank 2 did not answer (dead or stuck)",
 // "every rank arrived, the transfer itself stalled".
-std::string DescribeArrivals(int64_t seq, const std::vector<std::optional<int64_t>>& started);
+// With `host_of_rank` (group rank -> host name, "" when unknown) each list
+// names the ranks' hosts: "ranks 2,3 on zs-h1 did not answer (dead or
+// stuck)", "rank that never arrived: 1 on zs-h0, 3 on zs-h1".
+using RankHostFn = std::function<std::string(int rank)>;
+std::string DescribeArrivals(int64_t seq, const std::vector<std::optional<int64_t>>& started,
+                             const RankHostFn& host_of_rank = nullptr);
 
 class CollectiveWatchdog {
  public:
@@ -48,9 +53,10 @@ class CollectiveWatchdog {
   // `abort` runs on the watchdog thread at most once per operation; in
   // production it does not return. A zero or infinite timeout starts no thread.
   // `query` (may be empty) runs on the watchdog thread before `abort` when
-  // arrivals are not tracked.
+  // arrivals are not tracked. `host_of_rank` (may be empty) names the hosts
+  // of the ranks the message lists.
   CollectiveWatchdog(std::string group, int group_size, absl::Duration timeout, AbortFn abort,
-                     PeerQueryFn query = nullptr);
+                     PeerQueryFn query = nullptr, RankHostFn host_of_rank = nullptr);
   ~CollectiveWatchdog();
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
@@ -85,6 +91,7 @@ class CollectiveWatchdog {
   const absl::Duration timeout_;
   const AbortFn abort_;
   const PeerQueryFn query_;
+  const RankHostFn host_of_rank_;
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -118,6 +118,18 @@ TEST(DescribeArrivalsTest, SilentRanksAreNamedApart) {
             "ranks that never arrived: 0,1; ranks 2,4 did not answer (dead or stuck)");
 }
 
+// Ranks 0,1 on zs-h0, 2,3 on zs-h1, rank 4's host unknown.
+std::string TwoHosts(int rank) { return rank < 2 ? "zs-h0" : rank < 4 ? "zs-h1" : ""; }
+
+TEST(DescribeArrivalsTest, HostsNamedWithTheirRanks) {
+  EXPECT_EQ(DescribeArrivals(9, Started{9, 9, std::nullopt, std::nullopt}, TwoHosts),
+            "ranks 2,3 on zs-h1 did not answer (dead or stuck)");
+  EXPECT_EQ(DescribeArrivals(9, Started{9, 8, 9, 8}, TwoHosts), "ranks that never arrived: 1 on zs-h0, 3 on zs-h1");
+  EXPECT_EQ(DescribeArrivals(9, Started{8, 9, 9, 9, std::nullopt}, TwoHosts),
+            "rank that never arrived: 0 on zs-h0; rank 4 did not answer (dead or stuck)");
+  EXPECT_EQ(DescribeArrivals(9, Started{9, 9, 9, 9}, TwoHosts), "every rank arrived, the transfer itself stalled");
+}
+
 // Counts peer queries and answers with a fixed table.
 class FakePeers {
  public:
@@ -185,6 +197,29 @@ TEST(WatchdogTest, SilentPeerNamedInTheAbortMessage) {
   EXPECT_EQ(messages[0],
             "collective #3 AllGather(f32, 8) in group pp did not finish within 30ms; rank 1 did not "
             "answer (dead or stuck)");
+}
+
+TEST(WatchdogTest, AbortMessageNamesTheHostsOfTheRanks) {
+  RecordingAbort abort;
+  FakePeers peers(Started{5, 5, std::nullopt, std::nullopt});
+  CollectiveWatchdog dog("dp", 4, absl::Milliseconds(30), abort.Fn(), peers.Fn(), TwoHosts);
+  dog.Begin(Collective(5, CommOp::kReduceScatter, 64), false);
+  // Wait for the abort (bounded: a loaded machine delays the watchdog thread).
+  for (int i = 0; i < 500 && abort.messages().empty(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  dog.End();
+  const auto messages = abort.messages();
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0],
+            "collective #5 ReduceScatter(f32, 64) in group dp did not finish within 30ms; ranks 2,3 on zs-h1 did "
+            "not answer (dead or stuck)");
+  // Tracked arrivals name hosts too.
+  dog.Begin(Collective(6, CommOp::kBarrier, 0), true);
+  dog.MarkArrived(0);
+  dog.MarkArrived(1);
+  dog.MarkArrived(3);
+  EXPECT_EQ(dog.TimeoutMessage(),
+            "collective #6 Barrier() in group dp did not finish within 30ms; rank that never arrived: 2 on zs-h1");
+  dog.End();
 }
 
 }  // namespace
