@@ -6,8 +6,9 @@
 #   * a rank SIGKILLed before_shard_file, after_shard_file or before_commit
 #     of the step-6 save leaves `latest` at step_5, which verifies and
 #     resumes to step 10 bitwise as the uninterrupted run;
-#   * a resume from a corrupt shard fails on all 8 ranks (DATA_LOSS, the
-#     reading rank naming the file and tensor), promptly.
+#   * a resume from a corrupt shard fails on all 8 ranks (DATA_LOSS: from
+#     the step directory the reading rank names the file and tensor, from
+#     the root rank 0's verification does), promptly.
 # Usage: layout_fault_test.sh DRIVER CHECK ZEROSHARD
 # The data seed (also the corruption sample's) is fixed and printed; ZS_TEST_SEED=random or =N
 # (bazel --test_env) draws a fresh one or replays one.
@@ -103,7 +104,8 @@ for phase in before_shard_file after_shard_file before_commit; do
 done
 
 # A resume from a corrupt shard (one data byte of stage 1's dp 1 tp 0
-# file, world rank 6) fails on every rank.
+# file, world rank 6) fails on every rank: from the step directory, rank 6
+# names what it read; from the root, rank 0's verification does.
 root=$tmp/corrupt
 cp -r "$tmp/half" "$root"
 file=$root/step_5/shard_pp001_dp00001_tp000.safetensors
@@ -115,7 +117,7 @@ with open(path, "r+b") as f:
     f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0xFF]))
 PY
 t=$SECONDS
-run "$tmp/corrupt.log" "$layout:$root:10:$root"
+run "$tmp/corrupt.log" "$layout:$root:10:$root/step_5"
 elapsed=$((SECONDS - t))
 [ "$rc" = 1 ] && [ "$elapsed" -lt 30 ]
 check corrupt_resume_fails_promptly $? "rc=$rc after $elapsed s; $(tail -10 "$tmp/corrupt.log")"
@@ -130,5 +132,12 @@ check corrupt_resume_names_the_file_and_tensor $? "$(grep error "$tmp/corrupt.lo
 check corrupt_resume_other_ranks_name_rank_6 $? "$(grep error "$tmp/corrupt.log")"
 ! grep -q '^job 0 loss' "$tmp/corrupt.log"
 check corrupt_resume_trains_no_step $? "$(grep loss "$tmp/corrupt.log")"
+# Given the root, rank 0 verifies before any rank reads: with no earlier
+# step to fall back to, every rank reports its verdict naming file and tensor.
+run "$tmp/corrupt_root.log" "$layout:$root:10:$root"
+[ "$rc" = 1 ]
+check corrupt_root_resume_fails $? "rc=$rc; $(tail -10 "$tmp/corrupt_root.log")"
+[ "$(grep -c "^\[rank [0-7]\] error: DATA_LOSS: choosing the checkpoint to resume from failed on world rank 0: no checkpoint under '$root' verifies: .*'$file': tensor 'unit\.[0-9]*\.master' .*has crc32c" "$tmp/corrupt_root.log")" = 8 ]
+check corrupt_root_resume_names_the_file_and_tensor_on_every_rank $? "$(grep error "$tmp/corrupt_root.log")"
 echo "total: $((SECONDS - start)) s"
 finish_cases
