@@ -15,14 +15,8 @@ timeout_s=3
 cases=(checkpoint_committed_then_link_cut job_fails_within_the_watchdogs_time watchdog_names_collective_rank_and_host
   committed_checkpoint_verifies resumes_on_a_fresh_cluster slow_link_shows_as_waits_not_compute)
 
-if ! reason=$("$cluster" check 2>&1); then
-  for c in "${cases[@]}"; do skip_case "$c" "$reason"; done
-  finish_cases
-fi
-if [ -e /run/zeroshard-cluster ] || ip netns list | grep -q '^zs-'; then
-  for c in "${cases[@]}"; do skip_case "$c" "a zeroshard cluster is already up on this machine (tools/cluster down)"; done
-  finish_cases
-fi
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/cluster_test_guard.sh"
+skip_unless_cluster_free "$cluster" "${cases[@]}"
 
 trap '"$cluster" down >/dev/null 2>&1' EXIT
 "$cluster" up --hosts 2 --slots 2 --link 1gbit >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; exit 1; }

@@ -15,14 +15,8 @@ cases=(down_is_idempotent trains_bitwise_as_one_host_stage0 trains_bitwise_as_on
   trains_bitwise_as_one_host_stage2 trains_bitwise_as_one_host_stage3 per_host_is_shard_group_of_one_host
   hosts_reported per_host_refuses_uneven_hosts cluster_down_leaves_nothing)
 
-if ! reason=$("$cluster" check 2>&1); then
-  for c in "${cases[@]}"; do skip_case "$c" "$reason"; done
-  finish_cases
-fi
-if [ -e /run/zeroshard-cluster ] || ip netns list | grep -q '^zs-'; then
-  for c in "${cases[@]}"; do skip_case "$c" "a zeroshard cluster is already up on this machine (tools/cluster down)"; done
-  finish_cases
-fi
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-zeroshard}/bazel/cluster_test_guard.sh"
+skip_unless_cluster_free "$cluster" "${cases[@]}"
 
 "$cluster" down >"$tmp/down0.log" 2>&1 && "$cluster" down >>"$tmp/down0.log" 2>&1
 record_case down_is_idempotent $(($? == 0)) "$(cat "$tmp/down0.log")"
