@@ -433,11 +433,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
     std::optional<PreemptDeadline> deadline;
     SaveOptions step_save_options = save_options;
     if (preempted) {
-      const int64_t signal_ns = PreemptionSignals::SignalTimeNs();
-      deadline.emplace(config.engine().checkpoint().preempt_deadline_s(),
-                       signal_ns != 0 ? signal_ns
-                                      : std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                            std::chrono::steady_clock::now().time_since_epoch()).count(),
+      deadline.emplace(config.engine().checkpoint().preempt_deadline_s(), PreemptionSignals::DeadlineStartNs(),
                        absl::StrCat("the preemption checkpoint of step ", step));
       // Rank 0 judges the deadline once more right before the commit's rename.
       step_save_options.fault_hook = [&deadline](absl::string_view phase) {

@@ -52,6 +52,11 @@ PreemptionSignals::~PreemptionSignals() {
 
 int64_t PreemptionSignals::SignalTimeNs() { return g_signal_time_ns.load(); }
 
+int64_t PreemptionSignals::DeadlineStartNs() {
+  const int64_t signal_ns = SignalTimeNs();
+  return signal_ns != 0 ? signal_ns : NowNs();
+}
+
 absl::StatusOr<bool> PreemptionSignals::AgreePreempted(Communicator& world) const {
   int32_t flag = SignalTimeNs() != 0 ? 1 : 0;
   RETURN_IF_ERROR(world.AllReduce(&flag, 1, DType::kI32, ReduceOp::kMax)->Wait());

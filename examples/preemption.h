@@ -33,6 +33,9 @@ class PreemptionSignals {
 
   // steady_clock nanoseconds when this rank got its first signal; 0: none.
   static int64_t SignalTimeNs();
+  // Where a preemption's deadline counts from: the first signal on this
+  // rank, or now on a rank that learned of it only through the agreement.
+  static int64_t DeadlineStartNs();
 };
 
 // The preemption save's deadline: a watchdog thread ends the process with
