@@ -61,9 +61,15 @@ HostTopology HostTopologyFromKeys(const std::vector<int>& key_of_rank, const std
 }
 
 absl::StatusOr<HostTopology> DetectHostTopology() {
+  ASSIGN_OR_RETURN(const LaunchEnvironment launch, ReadLaunchEnvironment());
+  return DetectHostTopology(launch);
+}
+
+absl::StatusOr<HostTopology> DetectHostTopology(const LaunchEnvironment& launch) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  RETURN_IF_ERROR(CheckWorldMatchesLauncher(launch, rank, size));
   MPI_Comm node = MPI_COMM_NULL;
   // Keyed by world rank: the node's rank 0 is its lowest world rank.
   RETURN_IF_ERROR(MpiStatus(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
@@ -77,7 +83,11 @@ absl::StatusOr<HostTopology> DetectHostTopology() {
                             "MPI_Allgather of the host keys"));
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int len = 0;
-  MPI_Get_processor_name(name, &len);
+  if (launch.launcher == Launcher::kSrun) {
+    launch.node.copy(name, MPI_MAX_PROCESSOR_NAME - 1);
+  } else {
+    MPI_Get_processor_name(name, &len);
+  }
   std::vector<char> all(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME);
   RETURN_IF_ERROR(MpiStatus(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
                                           MPI_CHAR, MPI_COMM_WORLD),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "comm/launch_environment.h"
 
 namespace zeroshard {
 
@@ -16,7 +17,8 @@ struct HostTopology {
   std::vector<int> host_of_rank;
   // ranks_on_host[h]: how many world ranks host h runs.
   std::vector<int> ranks_on_host;
-  // host_names[h]: MPI_Get_processor_name of host h's lowest rank.
+  // host_names[h]: MPI_Get_processor_name of host h's lowest rank (under
+  // srun its SLURMD_NODENAME).
   std::vector<std::string> host_names;
 
   int hosts() const { return static_cast<int>(ranks_on_host.size()); }
@@ -34,8 +36,14 @@ struct HostTopology {
 HostTopology HostTopologyFromKeys(const std::vector<int>& key_of_rank, const std::vector<std::string>& names);
 
 // Collective over MPI_COMM_WORLD (MPI must be initialised). Also records the
-// table for DetectedHostName.
+// table for DetectedHostName. Under srun (`launch`, read from the process
+// environment by the first form) a host is named by Slurm's node name
+// (SLURMD_NODENAME, what sinfo and scontrol call it), and a world that is not
+// the step's task count is refused before any collective
+// (CheckWorldMatchesLauncher); the environment's own errors come back as
+// they are.
 absl::StatusOr<HostTopology> DetectHostTopology();
+absl::StatusOr<HostTopology> DetectHostTopology(const LaunchEnvironment& launch);
 
 // World rank r's host name from this process's last DetectHostTopology; ""
 // before it ran or for a rank outside the table. Thread-safe (the watchdog

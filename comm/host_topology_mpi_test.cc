@@ -1,0 +1,66 @@
+// DetectHostTopology under a faked srun environment: hosts are named by
+// Slurm's node name, and a world that is not the step is refused on every
+// rank before any collective.
+#include <mpi.h>
+
+#include "comm/host_topology.h"
+#include "gtest/gtest.h"
+
+namespace zeroshard {
+namespace {
+
+LaunchEnvironment SrunStep(int tasks) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  LaunchEnvironment launch;
+  launch.launcher = Launcher::kSrun;
+  launch.task = rank % tasks;
+  launch.tasks = tasks;
+  launch.node = "slurm-node-7";
+  launch.job_id = "12";
+  launch.step_id = "0";
+  return launch;
+}
+
+TEST(HostTopologyMpiTest, SrunHostIsSlurmsNodeName) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  auto topology = DetectHostTopology(SrunStep(size));
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  EXPECT_EQ(topology->Describe(), "hosts 1 x " + std::to_string(size) + " ranks");
+  EXPECT_EQ(topology->host_names, std::vector<std::string>{"slurm-node-7"});
+  EXPECT_EQ(DetectedHostName(size - 1), "slurm-node-7");
+}
+
+TEST(HostTopologyMpiTest, MpirunHostIsTheProcessorName) {
+  LaunchEnvironment mpirun;
+  mpirun.launcher = Launcher::kMpirun;
+  auto topology = DetectHostTopology(mpirun);
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  EXPECT_EQ(topology->host_names, std::vector<std::string>{std::string(name, len)});
+}
+
+TEST(HostTopologyMpiTest, WorldThatIsNotTheStepIsRefused) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  auto topology = DetectHostTopology(SrunStep(size + 2));
+  ASSERT_FALSE(topology.ok());
+  EXPECT_EQ(topology.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(topology.status().message(),
+            "srun task " + std::to_string(rank) + " of " + std::to_string(size + 2) +
+                " (job 12 step 0, node slurm-node-7) is MPI rank " + std::to_string(rank) + " of a world of " +
+                std::to_string(size) + ": srun's MPI plugin did not join the step's " + std::to_string(size + 2) +
+                " tasks into one MPI job; launch with srun --mpi=pmix (or MpiDefault=pmix in slurm.conf)");
+  // No rank entered a collective: the world still works.
+  int one = 1, sum = 0;
+  ASSERT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  EXPECT_EQ(sum, size);
+}
+
+}  // namespace
+}  // namespace zeroshard
