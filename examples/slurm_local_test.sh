@@ -40,7 +40,7 @@ ZS_SLURM_UP_TIMEOUT_S=0 "$slurm" up >"$tmp/up_fail.log" 2>&1
 rc=$?
 left="$(daemons)$(ls -d /run/zeroshard-slurm 2>/dev/null)"
 record_case failed_up_cleans_after_itself \
-  $((rc == 1 && ${#left} == 0 && $(grep -c "up failed; stopping what it started" "$tmp/up_fail.log") == 1)) \
+  $((rc == 1 && ${#left} == 0 && $(grep -c "up failed; stopped what it started" "$tmp/up_fail.log") == 1)) \
   "rc $rc; left: $left; $(head -3 "$tmp/up_fail.log")"
 
 "$slurm" up >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; exit 1; }
