@@ -3,7 +3,8 @@
 # starts 4 tasks as one MPI job of 4 ranks; 20 steps with checkpoints, then
 # a resume continues bit for bit as an uninterrupted run; zeroshard run
 # inside an allocation (it launches srun) restarts after a preemption signal
-# (exit 75) and ends on the same weights. Slurm comes down on every exit.
+# (exit 75) and ends on the same weights; mpirun inside an allocation uses
+# its slots. Slurm comes down on every exit.
 # Needs root, slurm-wlm and munge, and no other Slurm on the machine; skips
 # each case with the reason otherwise.
 set -u
@@ -14,7 +15,8 @@ export PATH=$PATH:/usr/sbin:/sbin
 # Ranks that wait in MPI yield: 4 of them share this machine's cores.
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl=self,vader
 cases=(down_is_idempotent failed_up_cleans_after_itself up_shows_node_idle srun_has_pmix
-  trains_20_steps_on_4_tasks resume_continues_bitwise zeroshard_run_in_allocation_resumes_after_preemption
+  trains_20_steps_on_4_tasks resume_continues_bitwise mpirun_in_allocation_takes_its_slots
+  zeroshard_run_in_allocation_resumes_after_preemption
   down_leaves_nothing)
 
 # Slurm's daemons and step daemons that run (zombies not counted: they wait
@@ -98,6 +100,17 @@ st=$?
 record_case resume_continues_bitwise \
   $((rc_r == 0 && rc_a == 0 && st_diff == 0 && st == 0 && $(grep -c "^zeroshard: resumed from $tmp/ckR/step_20 at step 20$" "$tmp/resumed.log") == 1)) \
   "rc $rc_r/$rc_a diff $st_diff: $cmp $(tail -3 "$tmp/diff.log") $(tail -3 "$tmp/resumed.log")"
+
+# mpirun inside an allocation, without -np: Open MPI's ras/slurm reads the
+# allocation's 4 slots (no --oversubscribe on this 2-core machine).
+root=()
+if [ "$(id -u)" = 0 ]; then root=(--allow-run-as-root); fi
+timeout 120 salloc -n 4 mpirun "${root[@]}" --bind-to none "$bin" "${common[@]}" --steps 2 >"$tmp/alloc_mpirun.log" 2>&1
+rc=$?
+grep -q "^zeroshard: GPT-2 .* | world 4 = dp 4 x tp 1 x pp 1 | hosts 1 x 4 ranks | " "$tmp/alloc_mpirun.log"
+st_line=$?
+record_case mpirun_in_allocation_takes_its_slots $((rc == 0 && st_line == 0)) \
+  "rc $rc line $st_line: $(grep -v '^step' "$tmp/alloc_mpirun.log" | tail -8)"
 
 # zeroshard run inside an allocation launches `srun -n 4` (MpiDefault=pmix).
 # `scancel --signal=TERM` sends the job's tasks what `--signal=TERM@T` sends
