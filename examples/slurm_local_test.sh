@@ -27,6 +27,14 @@ if ! reason=$("$slurm" check 2>&1); then
   for c in "${cases[@]}"; do skip_case "$c" "$reason"; done
   finish_cases
 fi
+# One such test at a time on this machine (from any worktree): the lock is
+# held until the test exits.
+mkdir -p /run/lock
+exec 9>/run/lock/zeroshard-slurm-test.lock
+if ! flock -n 9; then
+  for c in "${cases[@]}"; do skip_case "$c" "another Slurm test runs on this machine (/run/lock/zeroshard-slurm-test.lock)"; done
+  finish_cases
+fi
 if [ -e /run/zeroshard-slurm ] || [ -n "$(daemons)" ]; then
   for c in "${cases[@]}"; do
     skip_case "$c" "a Slurm is already up on this machine ($(daemons | tr '\n' ' ')); tools/slurm-local down"
@@ -37,7 +45,6 @@ fi
 "$slurm" down >"$tmp/down0.log" 2>&1 && "$slurm" down >>"$tmp/down0.log" 2>&1
 record_case down_is_idempotent $(($? == 0)) "$(cat "$tmp/down0.log")"
 
-trap '"$slurm" down >/dev/null 2>&1' EXIT
 ZS_SLURM_UP_TIMEOUT_S=0 "$slurm" up >"$tmp/up_fail.log" 2>&1
 rc=$?
 left="$(daemons)$(ls -d /run/zeroshard-slurm 2>/dev/null)"
@@ -45,7 +52,10 @@ record_case failed_up_cleans_after_itself \
   $((rc == 1 && ${#left} == 0 && $(grep -c "up failed; stopped what it started" "$tmp/up_fail.log") == 1)) \
   "rc $rc; left: $left; $(head -3 "$tmp/up_fail.log")"
 
+# Down on every exit from here, and only the Slurm this test brought up (a
+# failed up has already taken itself down).
 "$slurm" up >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; exit 1; }
+trap '"$slurm" down >/dev/null 2>&1' EXIT
 export SLURM_CONF=/run/zeroshard-slurm/slurm.conf
 node=$(sinfo -h -o '%N %T %c')
 record_case up_shows_node_idle $([ "$node" = "$(hostname -s) idle 8" ] && echo 1 || echo 0) \
