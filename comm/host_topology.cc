@@ -3,12 +3,14 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/mpi_env.h"
+#include "comm/status_agreement.h"
 #include "core/status_macros.h"
 
 namespace zeroshard {
@@ -60,16 +62,28 @@ HostTopology HostTopologyFromKeys(const std::vector<int>& key_of_rank, const std
   return t;
 }
 
-absl::StatusOr<HostTopology> DetectHostTopology() {
-  ASSIGN_OR_RETURN(const LaunchEnvironment launch, ReadLaunchEnvironment());
-  return DetectHostTopology(launch);
+namespace {
+
+// Collective: `local` on a rank whose launcher environment is wrong, a
+// relayed error naming the lowest such rank on the others, OK when none is
+// (so no rank goes on to a collective that another never joins).
+absl::Status AgreeOnLaunch(const absl::Status& local, int rank) {
+  const int none = std::numeric_limits<int>::max();
+  int mine = local.ok() ? none : rank, lowest = none;
+  RETURN_IF_ERROR(MpiStatus(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+                            "MPI_Allreduce of the launcher checks"));
+  if (!local.ok() || lowest == none) return local;
+  return RelayedError(absl::StatusCode::kFailedPrecondition,
+                      absl::StrCat("the launcher's environment is wrong on world rank ", lowest,
+                                   " (see its error); this rank (", rank, ") was fine"));
 }
 
-absl::StatusOr<HostTopology> DetectHostTopology(const LaunchEnvironment& launch) {
+absl::StatusOr<HostTopology> Detect(const absl::StatusOr<LaunchEnvironment>& read) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  RETURN_IF_ERROR(CheckWorldMatchesLauncher(launch, rank, size));
+  RETURN_IF_ERROR(AgreeOnLaunch(read.ok() ? CheckWorldMatchesLauncher(*read, rank, size) : read.status(), rank));
+  const LaunchEnvironment& launch = *read;
   MPI_Comm node = MPI_COMM_NULL;
   // Keyed by world rank: the node's rank 0 is its lowest world rank.
   RETURN_IF_ERROR(MpiStatus(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
@@ -106,6 +120,12 @@ absl::StatusOr<HostTopology> DetectHostTopology(const LaunchEnvironment& launch)
   }
   return topology;
 }
+
+}  // namespace
+
+absl::StatusOr<HostTopology> DetectHostTopology() { return Detect(ReadLaunchEnvironment()); }
+
+absl::StatusOr<HostTopology> DetectHostTopology(const LaunchEnvironment& launch) { return Detect(launch); }
 
 std::string DetectedHostName(int world_rank) {
   absl::MutexLock lock(&detected_mu);

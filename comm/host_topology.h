@@ -39,9 +39,10 @@ HostTopology HostTopologyFromKeys(const std::vector<int>& key_of_rank, const std
 // table for DetectedHostName. Under srun (`launch`, read from the process
 // environment by the first form) a host is named by Slurm's node name
 // (SLURMD_NODENAME, what sinfo and scontrol call it), and a world that is not
-// the step's task count is refused before any collective
-// (CheckWorldMatchesLauncher); the environment's own errors come back as
-// they are.
+// the step's task count is refused (CheckWorldMatchesLauncher), as is a
+// malformed srun environment (ReadLaunchEnvironment), on every rank
+// together: a rank whose check passed returns a relayed error naming the
+// lowest rank whose check failed (comm/status_agreement.h).
 absl::StatusOr<HostTopology> DetectHostTopology();
 absl::StatusOr<HostTopology> DetectHostTopology(const LaunchEnvironment& launch);
 

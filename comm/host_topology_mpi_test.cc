@@ -1,9 +1,11 @@
 // DetectHostTopology under a faked srun environment: hosts are named by
 // Slurm's node name, and a world that is not the step is refused on every
-// rank before any collective.
+// rank together.
 #include <mpi.h>
 
 #include "comm/host_topology.h"
+#include "absl/strings/match.h"
+#include "comm/status_agreement.h"
 #include "gtest/gtest.h"
 
 namespace zeroshard {
@@ -56,7 +58,32 @@ TEST(HostTopologyMpiTest, WorldThatIsNotTheStepIsRefused) {
                 " (job 12 step 0, node slurm-node-7) is MPI rank " + std::to_string(rank) + " of a world of " +
                 std::to_string(size) + ": srun's MPI plugin did not join the step's " + std::to_string(size + 2) +
                 " tasks into one MPI job; launch with srun --mpi=pmix (or MpiDefault=pmix in slurm.conf)");
-  // No rank entered a collective: the world still works.
+  // Every rank stopped at the same point: the world still works.
+  int one = 1, sum = 0;
+  ASSERT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  EXPECT_EQ(sum, size);
+}
+
+TEST(HostTopologyMpiTest, OneRanksWrongLauncherStopsEveryRank) {
+  int size = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (size < 2) GTEST_SKIP() << "needs 2 ranks: one with a wrong launcher environment, one without";
+  LaunchEnvironment mpirun;
+  mpirun.launcher = Launcher::kMpirun;
+  // The last rank thinks it is a task of a larger srun step.
+  auto topology = DetectHostTopology(rank == size - 1 ? SrunStep(size + 1) : mpirun);
+  ASSERT_FALSE(topology.ok());
+  EXPECT_EQ(topology.status().code(), absl::StatusCode::kFailedPrecondition);
+  if (rank == size - 1) {
+    EXPECT_FALSE(IsRelayedError(topology.status()));
+    EXPECT_TRUE(absl::StartsWith(topology.status().message(), "srun task ")) << topology.status();
+  } else {
+    EXPECT_TRUE(IsRelayedError(topology.status()));
+    EXPECT_EQ(topology.status().message(), "the launcher's environment is wrong on world rank " +
+                                               std::to_string(size - 1) + " (see its error); this rank (" +
+                                               std::to_string(rank) + ") was fine");
+  }
   int one = 1, sum = 0;
   ASSERT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   EXPECT_EQ(sum, size);
