@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/dtype.h"
+#include "core/local_ranks.h"
 #include "core/status_macros.h"
 #include "engine/optimizer_program.h"
 #include "sharding/optimizer_registry.h"
@@ -491,18 +492,7 @@ absl::Status CheckOffloadDirectory(const MemoryPlan& plan, const std::string& di
   return absl::OkStatus();
 }
 
-int RanksOnHost(int fallback) {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}) {
-    const char* v = std::getenv(var);
-    if (v == nullptr) continue;
-    // SLURM may write "4(x2)": the leading count.
-    std::string text(v);
-    text = text.substr(0, text.find('('));
-    int n = 0;
-    if (absl::SimpleAtoi(text, &n) && n >= 1) return n;
-  }
-  return std::max(1, fallback);
-}
+int RanksOnHost(int fallback) { return LocalRanksFromEnvironment().value_or(std::max(1, fallback)); }
 
 namespace {
 

@@ -183,8 +183,8 @@ absl::Status CheckMemoryPlan(const MemoryPlan& plan, int64_t limit_bytes);
 absl::Status CheckOffloadDirectory(const MemoryPlan& plan, const std::string& dir, const FilesystemInfo& fs,
                                    int ranks_on_host);
 
-// Ranks of this job on this host: OMPI_COMM_WORLD_LOCAL_SIZE, else
-// SLURM_NTASKS_PER_NODE, else `fallback` (at least 1).
+// Ranks of this job on this host, from the launcher's environment
+// (core/local_ranks.h), else `fallback` (at least 1).
 int RanksOnHost(int fallback = 1);
 
 // The limit each rank is planned against: options.memory_limit_bytes when

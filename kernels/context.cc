@@ -11,20 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/local_ranks.h"
 
 namespace zeroshard::kernels {
 namespace {
-
-int LocalRanksFromEnv() {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    const char* v = std::getenv(var);
-    if (v != nullptr) {
-      int n = std::atoi(v);
-      if (n > 0) return n;
-    }
-  }
-  return 1;
-}
 
 // 0 until configured; then the count applied to OpenBLAS too.
 std::atomic<int> g_cpu_threads{0};
@@ -41,7 +31,7 @@ int DefaultCpuThreads() {
     const int allowed = CPU_COUNT(&mask);
     if (allowed >= 1 && allowed < cores) return allowed;
   }
-  int n = cores / LocalRanksFromEnv();
+  int n = cores / LocalRanksFromEnvironment().value_or(1);
   return n < 1 ? 1 : n;
 }
 

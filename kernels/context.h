@@ -43,7 +43,7 @@ struct KernelContext {
 };
 
 // Cores / ranks on this host: std::thread::hardware_concurrency() divided by
-// OMPI_COMM_WORLD_LOCAL_SIZE (or MPI_LOCALNRANKS) when set, at least 1. When
+// the launcher's ranks on this host (core/local_ranks.h) when it says, at least 1. When
 // the process is bound to fewer CPUs than the host has (a launcher binding
 // ranks to cores), the number of CPUs it may run on instead.
 int DefaultCpuThreads();
