@@ -95,4 +95,26 @@ record_case failed_write_leaves_latest_untouched \
 [ "$(cat "$tmp/ckF/latest" 2>/dev/null)" = step_4 ]
 record_case failed_write_keeps_step_4_as_latest $((! $?)) "latest '$(cat "$tmp/ckF/latest" 2>/dev/null)'"
 
+# SIGTERM with a save every step: the save in flight commits first, then the
+# preempted step saves synchronously; exit 75 with it as latest.
+rm -f "$tmp/pre.pid."*
+timeout 300 mpirun "${mpirun_flags[@]}" -np 2 sh -c 'echo $$ > "$0.$OMPI_COMM_WORLD_RANK"; exec "$@"' \
+  "$tmp/pre.pid" "$bin" "${common[@]}" --set steps=60 --set engine.checkpoint.interval=1 \
+  --set "engine.checkpoint.dir=$tmp/ckP" --set engine.checkpoint.async_save=true --testing_slow_rank 0:100 \
+  >"$tmp/pre.log" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do
+  grep -q "step     3/60" "$tmp/pre.log" 2>/dev/null && [ -s "$tmp/pre.pid.1" ] && break
+  sleep 0.1
+done
+kill -TERM "$(cat "$tmp/pre.pid.1")"
+wait "$job"
+rc=$?
+n=$(sed -n 's/^zeroshard: preempted at step \([0-9]*\) of 60; resume with --resume (exit 75)$/\1/p' "$tmp/pre.log")
+prev=$((${n:-1} - 1))
+record_case preemption_commits_the_async_save_then_saves_its_step \
+  $(([ "$rc" = 75 ] && [ -n "$n" ] && [ "$(cat "$tmp/ckP/latest")" = "step_$n" ] && [ -d "$tmp/ckP/step_$prev" ] &&
+     grep -q "^zeroshard: saved .*/ckP/step_$prev$" "$tmp/pre.log") && echo 1 || echo 0) \
+  "rc=$rc step '$n': $(ls -a "$tmp/ckP") $(grep -v '^step' "$tmp/pre.log" | tail -5)"
+
 finish_cases
