@@ -81,6 +81,7 @@ absl::Status CommitCheckpointSnapshot(Engine& engine, const CheckpointSnapshot& 
 // thread. Every rank calls Begin and Finish at the same steps.
 class AsyncCheckpointer {
  public:
+  static constexpr int kWriterNice = 10;
   explicit AsyncCheckpointer(SaveOptions options) : options_(std::move(options)) {}
   // Waits for a running write; a save not finished is left as its
   // temporary directory, which the next save's pruning removes.
@@ -110,7 +111,9 @@ class AsyncCheckpointer {
   const SaveOptions options_;
   std::unique_ptr<CheckpointSnapshot> snapshot_;
   int64_t peak_bytes_ = 0;
-  BackgroundWriter writer_;  // after snapshot_: joined before the snapshot goes
+  // After snapshot_: joined before the snapshot goes. Niced so that the
+  // ranks' compute threads go first when the host's cores are busy.
+  BackgroundWriter writer_{kWriterNice};
 };
 
 }  // namespace zeroshard

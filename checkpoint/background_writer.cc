@@ -1,5 +1,11 @@
 #include "checkpoint/background_writer.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <utility>
 
 namespace zeroshard {
@@ -18,6 +24,12 @@ absl::Status BackgroundWriter::Start(Job job) {
   in_flight_ = true;
   result_.reset();
   thread_ = std::thread([this, job = std::move(job)] {
+    if (nice_ != 0) {
+      const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+      errno = 0;
+      const int base = getpriority(PRIO_PROCESS, tid);
+      if (errno == 0) (void)setpriority(PRIO_PROCESS, tid, base + nice_);
+    }
     absl::StatusOr<CheckpointFile> r = job();
     std::lock_guard<std::mutex> lock(mu_);
     result_.emplace(std::move(r));

@@ -19,7 +19,10 @@ class BackgroundWriter {
  public:
   using Job = std::function<absl::StatusOr<CheckpointFile>()>;
 
-  BackgroundWriter() = default;
+  // `nice`: the job thread's niceness relative to the process (Linux
+  // setpriority on the thread; > 0 lets compute threads go first on a busy
+  // host; ignored where it cannot be set).
+  explicit BackgroundWriter(int nice = 0) : nice_(nice) {}
   // Waits for a running job; a result not taken is dropped.
   ~BackgroundWriter();
   BackgroundWriter(const BackgroundWriter&) = delete;
@@ -37,6 +40,7 @@ class BackgroundWriter {
   absl::StatusOr<CheckpointFile> Wait();
 
  private:
+  const int nice_;
   mutable std::mutex mu_;
   std::thread thread_;
   bool in_flight_ = false;
