@@ -19,6 +19,7 @@
 #include "checkpoint/retention.h"
 #include "comm/status_agreement.h"
 #include "checkpoint/safetensors_file.h"
+#include "checkpoint/save_steps.h"
 #include "checkpoint/shard_file.h"
 #include "core/device.h"
 #include "core/file_io.h"
@@ -30,81 +31,6 @@
 
 namespace zeroshard {
 namespace {
-
-// Unit u's layout as checkpoints store it: over all dp ranks. Under hybrid
-// sharding the engine's layout is over the shard group with its alignment
-// multiplied by the replica count, so each of its shards is `replicas`
-// consecutive shards of this one.
-FlatParamLayout CheckpointLayout(const Engine& engine, int u) {
-  const FlatParamLayout& l = engine.layout(u);
-  const EngineCoordinates at = engine.coordinates();
-  if (at.replicas == 1) return l;
-  std::vector<FlatParamDecl> decls;
-  for (const FlatParamInfo& p : l.params()) decls.push_back({p.name, p.shape});
-  // Cannot fail: the same parameters as a layout that exists.
-  return FlatParamLayout::Create(l.unit_name(), l.unit_index(), std::move(decls), at.dp_size,
-                                 l.alignment() / at.replicas)
-      .value();
-}
-
-std::vector<FlatParamLayout> EngineLayouts(const Engine& engine) {
-  std::vector<FlatParamLayout> layouts;
-  for (int u = 0; u < engine.num_units(); ++u) layouts.push_back(CheckpointLayout(engine, u));
-  return layouts;
-}
-
-// The units whose shards this rank saves: those its pipeline stage computes
-// (a mirror of another stage's unit is saved there, once).
-std::vector<FlatParamLayout> SavedLayouts(const Engine& engine) {
-  std::vector<FlatParamLayout> layouts;
-  for (int u = 0; u < engine.num_units(); ++u) {
-    if (engine.plan().units[u].computed) layouts.push_back(CheckpointLayout(engine, u));
-  }
-  return layouts;
-}
-
-// Unit u's region of checkpoint kind `kind` ("master" or an optimizer
-// kind's checkpoint name) on this rank, through the state view: the
-// master's region ([0, P) under stage 0, the rank's shard otherwise). Not
-// present for the optimizer state of a unit that has none (frozen): it is
-// saved as zeros and not read back.
-StateRegion RegionOf(const EngineStateView& view, int u, absl::string_view kind) {
-  const int k = view.FindKind(kind);
-  return k < 0 ? StateRegion() : view.region(u, k);
-}
-
-// Rank 0's nonce, shared so every rank writes into the same directory.
-absl::StatusOr<std::string> SharedNonce(Communicator& dp) {
-  int32_t words[2] = {0, 0};
-  if (dp.rank() == 0) {
-    std::random_device rd;
-    words[0] = static_cast<int32_t>(rd() & 0x7fffffff);
-    words[1] = static_cast<int32_t>(rd() & 0x7fffffff);
-  }
-  RETURN_IF_ERROR(dp.Broadcast(words, 2, DType::kI32, 0)->Wait());
-  return absl::StrFormat("%08x%08x", words[0], words[1]);
-}
-
-// Every rank's serialized CheckpointFile, gathered on every rank.
-absl::StatusOr<std::vector<CheckpointFile>> GatherFileRecords(Communicator& dp, const CheckpointFile& mine) {
-  const int n = dp.size();
-  const std::string bytes = mine.SerializeAsString();
-  std::vector<int32_t> lengths(static_cast<size_t>(n), 0);
-  lengths[dp.rank()] = static_cast<int32_t>(bytes.size());
-  RETURN_IF_ERROR(dp.AllReduce(lengths.data(), n, DType::kI32, ReduceOp::kMax)->Wait());
-  const int32_t words = (*std::max_element(lengths.begin(), lengths.end()) + 3) / 4;
-  std::vector<int32_t> send(static_cast<size_t>(words), 0), all(static_cast<size_t>(words) * n, 0);
-  std::memcpy(send.data(), bytes.data(), bytes.size());
-  if (words > 0) RETURN_IF_ERROR(dp.AllGather(send.data(), all.data(), words, DType::kI32)->Wait());
-  std::vector<CheckpointFile> files(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    const char* p = reinterpret_cast<const char*>(all.data() + static_cast<size_t>(r) * words);
-    if (!files[r].ParseFromArray(p, lengths[r])) {
-      return absl::InternalError(absl::StrCat("cannot parse dp rank ", r, "'s shard file record"));
-    }
-  }
-  return files;
-}
 
 // The checkpoint holds this model: the same units with the same
 // parameters, each of the shape users see (the logical shape: equal slices
@@ -221,21 +147,6 @@ absl::Status Agreed(Communicator& dp, absl::string_view what, F body) {
   return AgreeAcrossRanks(dp, body(), what);
 }
 
-// After a save phase failed (agreed, so no rank writes any more): rank 0
-// removes the temporary directory with whatever partial shards it holds, and
-// the ranks agree once more so that none returns before it is gone. Returns
-// `error`, extended when the removal failed too.
-absl::Status AbandonSave(Communicator& dp, const std::string& tmp_dir, int64_t step, const absl::Status& error) {
-  absl::Status removed;
-  if (dp.rank() == 0 && PathExists(tmp_dir)) removed = RemoveTree(tmp_dir);
-  removed = AgreeAcrossRanksSharingError(dp, removed, "removing the temporary directory");
-  std::string message = absl::StrCat(error.message(), "; step ", step, " was not saved");
-  if (!removed.ok()) absl::StrAppend(&message, "; ", removed.message());
-  absl::Status out(error.code(), message);
-  error.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> CheckpointKinds(const OptimizerOptions& options) {
@@ -265,37 +176,21 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
   const EngineCoordinates at = engine.coordinates();
   const Device device = engine.options().device;
   Communicator& dp = engine.control();
-  const int rank = dp.rank();
   const auto hook = [&](absl::string_view phase) {
     if (options.fault_hook) options.fault_hook(phase);
   };
-  ASSIGN_OR_RETURN(const std::string nonce, SharedNonce(dp));
-  const std::string tmp_name = TempStepDirName(step, nonce);
-  const std::string tmp_dir = JoinPath(root, tmp_name);
   // Every rank gets the failing rank's error, and a failed phase leaves no
   // temporary directory behind.
-  const auto phase = [&](absl::string_view what, auto body) -> absl::Status {
-    absl::Status s = AgreeAcrossRanksSharingError(dp, body(), what);
-    return s.ok() ? s : AbandonSave(dp, tmp_dir, step, s);
-  };
-  RETURN_IF_ERROR(phase("creating the checkpoint directory", [&]() -> absl::Status {
-    if (step < 0) return absl::InvalidArgumentError(absl::StrCat("checkpoint step ", step, " is negative"));
-    if (rank == 0) {
-      RETURN_IF_ERROR(MakeDirectories(root));
-      RETURN_IF_ERROR(MakeDirectories(tmp_dir));
-    }
-    return absl::OkStatus();
-  }));
+  ASSIGN_OR_RETURN(const std::string tmp_dir, CreateSaveDirectory(dp, root, step));
 
   const std::vector<FlatParamLayout> layouts = EngineLayouts(engine);
   const std::vector<FlatParamLayout> saved = SavedLayouts(engine);
   const std::vector<std::string> kinds = CheckpointKinds(engine.options().optimizer);
-  const int stage = engine.options().zero.stage();
   // Under hybrid sharding this rank writes shard dp_rank of the dp-wide
   // layout: the part of its shard-group shard its replica rank picks.
-  const int dp_rank = at.checkpoint_dp_rank, dp_size = at.dp_size, pp_rank = at.stage;
+  const int dp_rank = at.checkpoint_dp_rank, pp_rank = at.stage;
   CheckpointFile mine;
-  RETURN_IF_ERROR(phase("writing a shard file", [&]() -> absl::Status {
+  const absl::Status wrote = [&]() -> absl::Status {
     hook("before_shard_file");
     std::vector<float> zeros;  // a frozen unit's optimizer state
     // Named by this rank's (pp, dp, tp) coordinates; its index in the
@@ -328,73 +223,12 @@ absl::Status SaveCheckpoint(Engine& public_engine, const std::string& root, int6
                                           }));
     hook("after_shard_file");
     return absl::OkStatus();
-  }));
-  absl::StatusOr<std::vector<CheckpointFile>> gathered = GatherFileRecords(dp, mine);
-  if (!gathered.ok()) return AbandonSave(dp, tmp_dir, step, gathered.status());
-  std::vector<CheckpointFile> files = std::move(gathered).value();
-  // The manifest lists files in (pp, dp, tp) order, which is world-rank order
-  // except under hybrid sharding (dp_rank above is not the grid's).
-  std::stable_sort(files.begin(), files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
-    return std::make_tuple(a.pp_rank(), a.dp_rank(), a.tp_rank()) <
-           std::make_tuple(b.pp_rank(), b.dp_rank(), b.tp_rank());
-  });
-
-  RETURN_IF_ERROR(phase("committing the checkpoint", [&]() -> absl::Status {
-    if (rank != 0) return absl::OkStatus();
-    CheckpointManifest m;
-    m.set_format_version(kManifestFormatVersion);
-    m.set_step(step);
-    m.set_optimizer_steps(engine.stats().step);
-    m.set_skipped_steps(engine.stats().skipped_steps);
-    CheckpointTopology* topo = m.mutable_topology();
-    topo->set_dp(dp_size);
-    if (at.replicas > 1) topo->set_shard_group_size(at.shard_size);
-    topo->set_tp(at.tp_size);
-    topo->set_pp(engine.plan().stages);
-    topo->set_zero_stage(stage);
-    topo->set_alignment(layouts.empty() ? kDefaultShardAlignment : layouts[0].alignment());
-    *m.mutable_config() = run;
-    for (const std::string& k : kinds) m.add_kinds(k);
-    std::vector<std::vector<std::string>> borrowed;
-    for (const auto& unit : engine.model().units) borrowed.push_back(unit->borrowed_params());
-    SetManifestUnits(layouts, borrowed, &m);
-    if (engine.plan().stages > 1) {
-      topo->set_schedule(PipelineScheduleName(engine.options().pipeline.schedule));
-      topo->set_virtual_stages(engine.options().pipeline.virtual_stages);
-    }
-    for (int u = 0; u < m.units_size(); ++u) {
-      m.mutable_units(u)->set_stage(engine.plan().units[u].stage);
-      // The manifest's shapes are one tp rank's slices; every split
-      // parameter records the whole tensor and how it is cut (at tp 1 too,
-      // so the checkpoint can be split later), a padded one its logical shape.
-      const std::vector<ParamSpec>& specs = engine.model().units[u]->params();
-      for (int p = 0; p < m.units(u).params_size(); ++p) RecordParamSpec(specs[p], m.mutable_units(u)->mutable_params(p));
-    }
-    for (CheckpointFile& f : files) *m.add_files() = std::move(f);
-    *m.mutable_loss_scaler() = options.loss_scaler;
-    const LossScaler& scaler = engine.loss_scaler();
-    if (!m.loss_scaler().has_scale() && scaler.options().type != LossScaleType::kNone) {
-      m.mutable_loss_scaler()->set_scale(scaler.scale());
-      m.mutable_loss_scaler()->set_growth_tracker(scaler.clean_streak());
-      m.mutable_loss_scaler()->set_hysteresis_left(scaler.hysteresis_left());
-      m.mutable_loss_scaler()->set_skipped_steps(scaler.overflows());
-    }
-    m.mutable_rng()->set_seed(engine.options().seed);
-    m.mutable_rng()->set_data_shuffle_seed(data.shuffle_seed);
-    m.mutable_data()->set_step(step);
-    m.mutable_data()->set_sequences_consumed(data.sequences_consumed);
-    m.set_optimizer(engine.options().optimizer.name);
-    m.set_producer("zeroshard SaveCheckpoint");
-    RETURN_IF_ERROR(ValidateManifest(m));
-    const std::string text = EncodeManifest(m);
-    RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp_dir, kManifestFileName), {text}));
-    hook("before_commit");
-    return CommitStepDirectory(root, tmp_dir, step);
-  }));
-  // Committed: a failure here no longer abandons the step.
-  return AgreeAcrossRanksSharingError(
-      dp, dp.rank() == 0 ? PruneCheckpointsKeepingVerified(root, options.keep_last) : absl::OkStatus(),
-      "removing old checkpoints");
+  }();
+  RETURN_IF_ERROR(AgreeOnSavePhase(dp, tmp_dir, step, "writing a shard file", wrote));
+  return CommitShardFiles(dp, root, tmp_dir, step,
+                          dp.rank() == 0 ? ManifestWithoutFiles(engine, step, run, data, options)
+                                         : CheckpointManifest(),
+                          mine, options);
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Engine& public_engine, const std::string& dir_or_root,

@@ -55,6 +55,10 @@ struct SaveOptions {
   // "after_shard_file" and, on rank 0, "before_commit" (the manifest is
   // written, the directory not yet renamed). A test kills the process here.
   std::function<void(absl::string_view phase)> fault_hook;
+  // Test-only: called by an asynchronous save's writer thread
+  // (checkpoint/async_checkpoint.h) before it writes the shard file of
+  // `step`; an error fails that write as an I/O error would.
+  std::function<absl::Status(int64_t step)> async_write_fault;
 };
 
 // Whether a trainer saves after completing `step` (1-based) under

@@ -175,6 +175,13 @@ void CheckRuntime(const EngineConfig& e, ConfigChecker& c) {
   c.AtLeast("engine.checkpoint.interval", e.checkpoint().interval(), 0);
   c.AtLeast("engine.checkpoint.keep_last", e.checkpoint().keep_last(), 0);
   c.Positive("engine.checkpoint.preempt_deadline_s", e.checkpoint().preempt_deadline_s());
+  if (e.checkpoint().async_save() && e.checkpoint().dir().empty()) {
+    c.Add("engine.checkpoint.async_save: true needs engine.checkpoint.dir (empty: checkpoints are off)");
+  }
+  if (e.checkpoint().async_save() && e.checkpoint().interval() == 0) {
+    c.Add("engine.checkpoint.async_save: true with engine.checkpoint.interval 0 saves only at the end, with no "
+          "training to overlap; expected engine.checkpoint.interval > 0, or async_save false");
+  }
   c.AtLeast("engine.logging.interval", e.logging().interval(), 1);
   c.AtLeast("engine.logging.trace_steps", e.logging().trace_steps(), 0);
 }

@@ -173,6 +173,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   o.offload.buffer_bytes = off.buffer_bytes();
   o.offload.queue_depth = off.queue_depth();
   o.memory_limit_bytes = c.memory_limit_mib() << 20;
+  o.checkpoint_snapshot = c.checkpoint().async_save();
   return o;
 }
 

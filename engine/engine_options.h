@@ -137,6 +137,9 @@ struct EngineOptions {
   // engine.memory_limit_mib in bytes; 0: the host's available memory
   // divided among its ranks (the memory planner resolves it).
   int64_t memory_limit_bytes = 0;
+  // engine.checkpoint.async_save: the memory plan counts the host snapshot
+  // of the rank's checkpointed state (MemoryPlan::checkpoint_snapshot_bytes).
+  bool checkpoint_snapshot = false;
 };
 
 // decay_steps == 0 ("the run's steps") must be resolved by the caller for

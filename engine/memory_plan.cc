@@ -221,6 +221,7 @@ TierBytes MemoryPlan::Totals() const {
     t.host += b.host;
     t.nvme += b.nvme;
   }
+  t.host += checkpoint_snapshot_bytes;
   return t;
 }
 
@@ -315,6 +316,16 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
         bytes[Idx(PlanCategory::kOptimizerState)] += region * Size(k.dtype);
         files[Idx(PlanCategory::kOptimizerState)] += AlignIo(region * Size(k.dtype));
       }
+    }
+  }
+  if (o.checkpoint_snapshot) {
+    // As the shard file stores it: the checkpoint's dp-wide shard (a
+    // 1/replicas part of the shard-group shard) per kind, f32.
+    const int64_t replicas = std::max(1, o.sharding.replicas);
+    for (int u = 0; u < L; ++u) {
+      if (!plan.units[u].computed || plan.layouts[u].numel() == 0) continue;
+      p.checkpoint_snapshot_bytes +=
+          (plan.layouts[u].shard_numel() / replicas) * 4 * (1 + static_cast<int64_t>(kinds.size()));
     }
   }
   bytes[Idx(PlanCategory::kStepGrads)] = StepGradBytes(plan, o);
@@ -572,6 +583,10 @@ std::string FormatMemoryPlan(const MemoryPlan& plan, int64_t limit_bytes) {
     const TierBytes t = plan.ByTier(cat);
     absl::StrAppendFormat(&out, "  %-16s %12d %12d %12d %12d  %s\n", PlanCategoryName(cat), t.total(), t.device,
                           t.host, t.nvme, TierName(plan.tier_of(cat)));
+  }
+  if (plan.checkpoint_snapshot_bytes > 0) {
+    absl::StrAppendFormat(&out, "  %-16s %12d %12d %12d %12d  %s\n", "ckpt_snapshot", plan.checkpoint_snapshot_bytes,
+                          0, plan.checkpoint_snapshot_bytes, 0, "host");
   }
   const TierBytes total = plan.Totals();
   absl::StrAppendFormat(&out, "  %-16s %12d %12d %12d %12d\n", "total", total.total(), total.device, total.host,

@@ -119,6 +119,11 @@ struct MemoryPlan {
   // largest region, f32), both with the staging pool.
   int64_t bounce_bytes = 0;
   int64_t checkpoint_copy_bytes = 0;
+  // engine.checkpoint.async_save: the host snapshot an asynchronous save
+  // holds, every byte the rank's shard file stores (f32 master and each
+  // optimizer kind of the units its stage computes, frozen ones as zeros).
+  // Host memory, counted in Totals() and so in resident_bytes().
+  int64_t checkpoint_snapshot_bytes = 0;
   bool nvme_ram_backed = false;
   bool params_offloadable = false;  // stage 3
   // Stages 2-3 without a pipeline or hybrid sharding: what

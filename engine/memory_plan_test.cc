@@ -335,6 +335,43 @@ TEST(MemoryPlanTest, OffloadStagingIncludesTheBounceBufferAndACheckpointRegionCo
   EXPECT_EQ(m.Usage(MemoryCategory::kOffloadStaging).current, plan->staging_pool_bytes + plan->bounce_bytes);
 }
 
+// engine.checkpoint.async_save: the snapshot holds the shard file's bytes
+// (f32 master and each optimizer kind per unit with parameters), on the host,
+// and the resident total grows by exactly that.
+TEST(MemoryPlanTest, AsyncCheckpointSnapshotIsTheShardFilesBytesOnTheHost) {
+  EngineConfig config = Config(2);
+  config.mutable_checkpoint()->set_dir("/unused");
+  config.mutable_checkpoint()->set_interval(1);
+  auto comms = CreateThreadGroup(1);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::CreateWithCommunicator(config, comms[0].get(), BuildGpt2(TinyGpt2()).value());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::unique_ptr<Model> model = BuildGpt2(TinyGpt2()).value();
+  EngineOptions without = (*engine)->options();
+  without.checkpoint_snapshot = false;
+  EngineOptions with = without;
+  with.checkpoint_snapshot = true;
+  absl::StatusOr<MemoryPlan> a = Plan(without, (*engine)->plan(), *model, kRows, 8);
+  absl::StatusOr<MemoryPlan> b = Plan(with, (*engine)->plan(), *model, kRows, 8);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  int64_t shard_elements = 0;
+  for (int u = 0; u < (*engine)->num_units(); ++u) {
+    if ((*engine)->layout(u).numel() > 0) shard_elements += (*engine)->layout(u).shard_numel();
+  }
+  ASSERT_GT(shard_elements, 0);
+  EXPECT_EQ(a->checkpoint_snapshot_bytes, 0);
+  EXPECT_EQ(b->checkpoint_snapshot_bytes, shard_elements * 4 * 3);  // master, AdamW m and v
+  EXPECT_EQ(b->Totals().host - a->Totals().host, b->checkpoint_snapshot_bytes);
+  EXPECT_EQ(b->resident_bytes() - a->resident_bytes(), b->checkpoint_snapshot_bytes);
+  EXPECT_TRUE(absl::StrContains(FormatMemoryPlan(*b, 0), "ckpt_snapshot")) << FormatMemoryPlan(*b, 0);
+  EXPECT_FALSE(absl::StrContains(FormatMemoryPlan(*a, 0), "ckpt_snapshot"));
+  // The config field sets it.
+  config.mutable_checkpoint()->set_async_save(true);
+  absl::StatusOr<EngineOptions> from_config = EngineOptionsFromConfig(config);
+  ASSERT_TRUE(from_config.ok()) << from_config.status();
+  EXPECT_TRUE(from_config->checkpoint_snapshot);
+}
+
 // buffer_count 2..64 as set; unset (0): half of what the limit leaves
 // beside the rest of the plan, in slots, at most min(64, the chunks).
 TEST(MemoryPlanTest, ChoosesBufferCountFromTheLimitAndTheChunks) {

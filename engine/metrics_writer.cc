@@ -70,6 +70,9 @@ absl::Status MetricsWriter::Write(const StepMetrics& m, const MemoryTracker& mem
     const MemoryUsage u = memory.Usage(category);
     mem[MemoryCategoryName(category)] = {{"current", u.current}, {"peak", u.peak}};
   }
+  if (m.checkpoint_snapshot.has_value()) {
+    mem["checkpoint_snapshot"] = {{"current", m.checkpoint_snapshot->current}, {"peak", m.checkpoint_snapshot->peak}};
+  }
   nlohmann::json j = {
       {"step", m.step},
       {"loss", m.loss},

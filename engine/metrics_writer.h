@@ -57,6 +57,9 @@ struct MetricsHeader {
 };
 
 struct StepMetrics {
+  // engine.checkpoint.async_save: the host snapshot's bytes now and at most
+  // (written as mem's "checkpoint_snapshot"); unset without async saves.
+  std::optional<MemoryUsage> checkpoint_snapshot;
   int64_t step = 0;
   float loss = 0;
   std::optional<float> val_loss;  // present on steps that evaluated

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "checkpoint/async_checkpoint.h"
 #include "checkpoint/engine_checkpoint.h"
 #include "comm/host_topology.h"
 #include "comm/mpi_communicator.h"
@@ -357,7 +358,23 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
                       config.model().seq_len());
   const int log_interval = engine_config.logging().interval();
   std::optional<float> last_loss;
-  const SaveOptions save_options = SaveOptionsFromConfig(config.engine());
+  SaveOptions save_options = SaveOptionsFromConfig(config.engine());
+  if (flags.fail_async_write_rank == world_rank) {
+    const int64_t fail_step = flags.fail_async_write_step;
+    save_options.async_write_fault = [fail_step](int64_t step) {
+      return step == fail_step ? absl::DataLossError("failed by --testing_fail_async_write") : absl::OkStatus();
+    };
+  }
+  const std::string& checkpoint_dir = config.engine().checkpoint().dir();
+  // engine.checkpoint.async_save: saves are snapshotted at the due step and
+  // committed at a later boundary (docs/resilience.md, "Asynchronous saves").
+  std::optional<AsyncCheckpointer> async;
+  if (config.engine().checkpoint().async_save()) async.emplace(save_options);
+  const auto finish_async = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const int64_t committed, async->Finish(*engine));
+    if (leader) out << "zeroshard: saved " << checkpoint_dir << "/step_" << committed << std::endl;
+    return absl::OkStatus();
+  };
   // With checkpoints on, SIGTERM/SIGUSR1 on any rank stop the job at the
   // next step boundary after a checkpoint (docs/resilience.md).
   std::optional<PreemptionSignals> preemption;
@@ -412,6 +429,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
       m.comm_bytes = comm_bytes;
       m.comm_bytes_by_group = comm_bytes_by_group;
       m.io = {r.io.read_bytes, r.io.write_bytes, r.io.busy_seconds * 1e3};
+      if (async.has_value()) m.checkpoint_snapshot = MemoryUsage{async->snapshot_bytes(), async->peak_snapshot_bytes()};
       if (logging) m.memory_plan = StepMetrics::MemoryPlanUse{engine->memory_plan().resident_bytes(), MeasuredPeakRss()};
       RETURN_IF_ERROR(metrics->Write(m, engine->memory()));
     }
@@ -428,7 +446,15 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
     }
     bool preempted = false;
     if (preemption.has_value() && !last) {
-      ASSIGN_OR_RETURN(preempted, preemption->AgreePreempted(*world_ptr));
+      // One all-reduce: preemption, and whether every rank's write of an
+      // asynchronous save in flight has finished; if so it commits now.
+      const bool writing = async.has_value() && async->in_flight() && !async->written();
+      ASSIGN_OR_RETURN(const PreemptionSignals::Boundary agreed, preemption->AgreeAtBoundary(*world_ptr, writing));
+      preempted = agreed.preempted;
+      if (async.has_value() && async->in_flight() && agreed.writes_finished) {
+        TraceScope span(engine->timeline(), "checkpoint", "commit async checkpoint");
+        RETURN_IF_ERROR(finish_async());
+      }
     }
     std::optional<PreemptDeadline> deadline;
     SaveOptions step_save_options = save_options;
@@ -442,10 +468,23 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
     }
     if (preempted || CheckpointDue(config.engine(), total_steps, step)) {
       const DataPosition data{step * config.data().batch_size(), config.data().shuffle_seed()};
-      TraceScope span(engine->timeline(), "checkpoint", "save checkpoint");
-      RETURN_IF_ERROR(
-          SaveCheckpoint(*engine, config.engine().checkpoint().dir(), step, run_record, data, step_save_options));
-      if (leader) out << "zeroshard: saved " << config.engine().checkpoint().dir() << "/step_" << step << std::endl;
+      // At most one asynchronous save in flight: the previous one commits
+      // first (waiting for its writes). A preemption's save is synchronous,
+      // inside its deadline; so is nothing else.
+      if (async.has_value() && async->in_flight()) {
+        TraceScope span(engine->timeline(), "checkpoint", "finish async checkpoint");
+        RETURN_IF_ERROR(finish_async());
+      }
+      if (async.has_value() && !preempted) {
+        TraceScope span(engine->timeline(), "checkpoint", "snapshot checkpoint");
+        RETURN_IF_ERROR(async->Begin(*engine, checkpoint_dir, step, run_record, data));
+        // The job's last save commits before it ends.
+        if (last) RETURN_IF_ERROR(finish_async());
+      } else {
+        TraceScope span(engine->timeline(), "checkpoint", "save checkpoint");
+        RETURN_IF_ERROR(SaveCheckpoint(*engine, checkpoint_dir, step, run_record, data, step_save_options));
+        if (leader) out << "zeroshard: saved " << checkpoint_dir << "/step_" << step << std::endl;
+      }
     }
     if (preempted) {
       deadline->Disarm();
@@ -462,6 +501,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
       trace_written = true;
     }
   }
+  if (async.has_value() && async->in_flight()) RETURN_IF_ERROR(finish_async());
   if (engine->timeline() != nullptr && !trace_written) RETURN_IF_ERROR(WriteTrace(*engine, trace_path, world_size, leader, out));
   if (leader && last_loss.has_value()) out << absl::StrFormat("done: step %d, final train loss %.4f\n", step, *last_loss);
   return absl::OkStatus();

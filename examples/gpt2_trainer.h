@@ -24,6 +24,10 @@ struct TrainerFlags {
   // step's first action (counted as compute; -1: none).
   int slow_rank = -1;
   double slow_rank_ms = 0;
+  // Testing only: world rank fail_async_write_rank's asynchronous write of
+  // step fail_async_write_step fails (-1: none).
+  int fail_async_write_rank = -1;
+  int64_t fail_async_write_step = -1;
 };
 
 // Collective over MPI_COMM_WORLD. Errors that every rank sees alike (a bad

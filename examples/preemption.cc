@@ -63,6 +63,17 @@ absl::StatusOr<bool> PreemptionSignals::AgreePreempted(Communicator& world) cons
   return flag != 0;
 }
 
+absl::StatusOr<PreemptionSignals::Boundary> PreemptionSignals::AgreeAtBoundary(Communicator& world,
+                                                                              bool writing_here) const {
+  // A sum of counts: signalled ranks in the low 16 bits, writing ranks above.
+  int32_t counts = (SignalTimeNs() != 0 ? 1 : 0) + (writing_here ? (1 << 16) : 0);
+  RETURN_IF_ERROR(world.AllReduce(&counts, 1, DType::kI32, ReduceOp::kSum)->Wait());
+  Boundary b;
+  b.preempted = (counts & 0xffff) != 0;
+  b.writes_finished = (counts >> 16) == 0;
+  return b;
+}
+
 PreemptDeadline::PreemptDeadline(double deadline_s, int64_t start_ns, std::string what)
     : deadline_ns_(start_ns + static_cast<int64_t>(deadline_s * 1e9)), deadline_s_(deadline_s), what_(std::move(what)) {
   watchdog_ = std::thread([this] {

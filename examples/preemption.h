@@ -31,6 +31,16 @@ class PreemptionSignals {
   // a signal so far. Every rank gets the same answer.
   absl::StatusOr<bool> AgreePreempted(Communicator& world) const;
 
+  // The same one-i32 all-reduce, also carrying whether this rank's
+  // asynchronous checkpoint write is still running (`writing_here`), so the
+  // ranks learn together whether every write of the save in flight has
+  // finished (checkpoint/async_checkpoint.h). Worlds below 65536 ranks.
+  struct Boundary {
+    bool preempted = false;
+    bool writes_finished = true;  // no rank's write is still running
+  };
+  absl::StatusOr<Boundary> AgreeAtBoundary(Communicator& world, bool writing_here) const;
+
   // steady_clock nanoseconds when this rank got its first signal; 0: none.
   static int64_t SignalTimeNs();
   // Where a preemption's deadline counts from: the first signal on this

@@ -7,7 +7,8 @@
 // N), --resume (from engine.checkpoint.dir's latest), --init_from PATH (a
 // checkpoint dir or a .safetensors file), --eval_only. Testing only:
 // --testing_slow_rank R:MS makes world rank R compute MS milliseconds more
-// per step (the straggler report's test). Exit codes: 0 done, 1 failed, 2
+// per step (the straggler report's test); --testing_fail_async_write R:STEP
+// fails world rank R's asynchronous checkpoint write of STEP. Exit codes: 0 done, 1 failed, 2
 // bad usage or config, 75 preempted after a checkpoint (resumable;
 // docs/resilience.md).
 #include <iostream>
@@ -27,7 +28,7 @@ constexpr char kUsage[] =
 int Main(int argc, char** argv) {
   absl::StatusOr<zeroshard::ParsedArgs> args = zeroshard::ParseArgs(
       argc, argv, 1, {{"config"}, {"set", true, true}, {"steps"}, {"eval_only", false}, {"resume", false},
-                      {"init_from"}, {"testing_slow_rank"}, {"help", false}});
+                      {"init_from"}, {"testing_slow_rank"}, {"testing_fail_async_write"}, {"help", false}});
   if (!args.ok() || !args->positional.empty()) {
     std::cerr << "train_gpt2: " << (args.ok() ? "unexpected argument " + args->positional[0] : std::string(args.status().message()))
               << "\n" << kUsage;
@@ -65,6 +66,19 @@ int Main(int argc, char** argv) {
     }
     flags.slow_rank = rank;
     flags.slow_rank_ms = ms;
+  }
+  if (args->Has("testing_fail_async_write")) {
+    const std::string v = args->Get("testing_fail_async_write");
+    const size_t colon = v.find(':');
+    int rank = -1;
+    int64_t step = -1;
+    if (colon == std::string::npos || !absl::SimpleAtoi(v.substr(0, colon), &rank) ||
+        !absl::SimpleAtoi(v.substr(colon + 1), &step) || rank < 0 || step < 1) {
+      std::cerr << "train_gpt2: --testing_fail_async_write: expected RANK:STEP, got '" << v << "'\n";
+      return 2;
+    }
+    flags.fail_async_write_rank = rank;
+    flags.fail_async_write_step = step;
   }
 
   zeroshard::TrainerOutcome outcome;

@@ -342,6 +342,12 @@ const BadConfig kBadConfigs[] = {
      "PATH: invalid config:\nengine.checkpoint.preempt_deadline_s: 0 is out of range; expected > 0"},
     {"preempt_deadline_negative", "engine { checkpoint { preempt_deadline_s: -5 } }", false, 3,
      "PATH: invalid config:\nengine.checkpoint.preempt_deadline_s: -5 is out of range; expected > 0"},
+    {"async_save_without_dir", "engine { checkpoint { async_save: true interval: 2 } }", false, 3,
+     "PATH: invalid config:\nengine.checkpoint.async_save: true needs engine.checkpoint.dir (empty: checkpoints are "
+     "off)"},
+    {"async_save_interval_zero", "engine { checkpoint { dir: \"/tmp/ck\" async_save: true } }", false, 3,
+     "PATH: invalid config:\nengine.checkpoint.async_save: true with engine.checkpoint.interval 0 saves only at the "
+     "end, with no training to overlap; expected engine.checkpoint.interval > 0, or async_save false"},
     {"named_without_units", "engine { activation_checkpointing { policy: NAMED } }", false, 3,
      "PATH: invalid config:\nengine.activation_checkpointing.units: policy NAMED needs at least one unit name"},
     {"decay_before_warmup", "engine { lr_schedule { type: WARMUP_COSINE warmup_steps: 10 decay_steps: 5 } }", false, 3,
