@@ -13,11 +13,14 @@
 #include <cstring>
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "checkpoint/retention.h"
 #include "cli/run_config.h"
+#include "core/file_io.h"
 #include "core/status_macros.h"
 
 extern char** environ;
@@ -33,6 +36,12 @@ int64_t NumberAt(const std::string& text, size_t pos) {
   int64_t v = -1;
   if (end == pos || !absl::SimpleAtoi(text.substr(pos, end - pos), &v)) return -1;
   return v;
+}
+
+// Where the line holding text[pos] starts.
+size_t LineStart(const std::string& text, size_t pos) {
+  const size_t nl = pos == 0 ? std::string::npos : text.rfind('\n', pos - 1);
+  return nl == std::string::npos ? 0 : nl + 1;
 }
 
 struct Attempt {
@@ -154,35 +163,73 @@ AttemptReport ScanTrainerOutput(const std::string& output) {
     while (end < output.size() && std::isdigit(static_cast<unsigned char>(output[end]))) ++end;
     if (s >= 0 && end < output.size() && output[end] == '/') report.last_step = s;
   }
+  // The failures the output names; the earliest one is the cause.
+  size_t first_at = std::string::npos;
+  const auto offer = [&](size_t at, std::string cause) {
+    if (at < first_at) {
+      first_at = at;
+      report.cause = std::move(cause);
+    }
+  };
   // Open MPI: "process rank R with PID P on node H exited on signal S (Name)."
   const size_t sig = output.find("exited on signal ");
-  const size_t rank_at = output.find("process rank ");
-  // "Process name: [[J,1],R]" then "Exit code:    C".
-  const size_t name_at = output.find("Process name: [[");
-  std::string by_signal, by_exit;
-  if (sig != std::string::npos && rank_at != std::string::npos && rank_at < sig) {
+  const size_t rank_at = output.rfind("process rank ", sig);
+  if (sig != std::string::npos && rank_at != std::string::npos) {
     const size_t s_at = sig + std::strlen("exited on signal ");
     size_t close = output.find(')', s_at);
     size_t open = output.find('(', s_at);
-    by_signal = absl::StrCat("rank ", NumberAt(output, rank_at + std::strlen("process rank ")), " signal ",
-                             NumberAt(output, s_at));
+    std::string by_signal = absl::StrCat("rank ", NumberAt(output, rank_at + std::strlen("process rank ")),
+                                         " signal ", NumberAt(output, s_at));
     if (open != std::string::npos && close != std::string::npos && open < close && open < s_at + 6) {
       absl::StrAppend(&by_signal, " ", output.substr(open, close - open + 1));
     }
+    offer(rank_at, std::move(by_signal));
   }
+  // "Process name: [[J,1],R]" then "Exit code:    C".
+  const size_t name_at = output.find("Process name: [[");
   if (name_at != std::string::npos) {
     const size_t comma = output.find("],", name_at);
     const size_t code_at = output.find("Exit code:", name_at);
     if (comma != std::string::npos && code_at != std::string::npos) {
       const int64_t code = NumberAt(output, code_at + std::strlen("Exit code:"));
-      by_exit = absl::StrCat("rank ", NumberAt(output, comma + 2), " exit code ", code,
-                             code == kPreemptedExitCode ? " (preempted)" : "");
+      offer(name_at, absl::StrCat("rank ", NumberAt(output, comma + 2), " exit code ", code,
+                                  code == kPreemptedExitCode ? " (preempted)" : ""));
     }
   }
-  if (!by_signal.empty() && (by_exit.empty() || sig < name_at)) {
-    report.cause = by_signal;
-  } else {
-    report.cause = by_exit;
+  // The watchdog's abort (comm/mpi_env.cc: AbortJob), before MPI_Abort's
+  // banner: "[rank R] zeroshard: MESSAGE; aborting the job".
+  constexpr char kAborting[] = "; aborting the job";
+  for (size_t end = output.find(kAborting); end != std::string::npos; end = output.find(kAborting, end + 1)) {
+    const size_t line = LineStart(output, end);
+    const absl::string_view text = absl::string_view(output).substr(line, end - line);
+    const size_t tag = text.find("] zeroshard: ");
+    if (!absl::StartsWith(text, "[rank ") || tag == absl::string_view::npos) continue;
+    offer(line, absl::StrCat("rank ", NumberAt(output, line + std::strlen("[rank ")),
+                             " watchdog abort: ", text.substr(tag + std::strlen("] zeroshard: "))));
+    break;
+  }
+  // "MPI_ABORT was invoked on rank R in communicator C\nwith errorcode E."
+  const size_t mpi_abort = output.find("MPI_ABORT was invoked on rank ");
+  if (mpi_abort != std::string::npos) {
+    const size_t code_at = output.find("with errorcode ", mpi_abort);
+    offer(mpi_abort,
+          absl::StrCat("rank ", NumberAt(output, mpi_abort + std::strlen("MPI_ABORT was invoked on rank ")),
+                       " MPI_Abort", code_at == std::string::npos
+                                         ? std::string()
+                                         : absl::StrCat(" error code ",
+                                                        NumberAt(output, code_at + std::strlen("with errorcode ")))));
+  }
+  // A save that failed (SaveCheckpoint: "...; step N was not saved") ended
+  // the attempt: what failed goes with the cause, less the program's name.
+  const size_t unsaved = output.find(" was not saved\n");
+  if (!report.cause.empty() && unsaved != std::string::npos) {
+    const size_t line = LineStart(output, unsaved);
+    absl::string_view text = absl::string_view(output).substr(line, unsaved + std::strlen(" was not saved") - line);
+    const size_t colon = text.find(": ");
+    if (colon != absl::string_view::npos && text.substr(0, colon).find(' ') == absl::string_view::npos) {
+      text.remove_prefix(colon + 2);
+    }
+    absl::StrAppend(&report.cause, " (", text, ")");
   }
   return report;
 }
@@ -191,6 +238,18 @@ std::string FailureCause(const AttemptReport& report, int exit_code, int signal)
   if (!report.cause.empty()) return report.cause;
   if (exit_code < 0) return absl::StrCat("launcher signal ", signal);
   return absl::StrCat("exit code ", exit_code, exit_code == kPreemptedExitCode ? " (preempted)" : "");
+}
+
+absl::StatusOr<std::vector<std::string>> RemoveAbandonedSaves(const std::string& root) {
+  std::vector<std::string> removed;
+  if (!IsDirectory(root)) return removed;
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(root));
+  for (const std::string& n : names) {
+    if (!absl::StartsWith(n, ".tmp_step_")) continue;
+    RETURN_IF_ERROR(RemoveTree(JoinPath(root, n)));
+    removed.push_back(n);
+  }
+  return removed;
 }
 
 std::vector<std::string> LaunchCommand(const SupervisorArgs& args, int np, int cores, bool root, bool slurm,
@@ -222,6 +281,13 @@ absl::Status Supervise(const SupervisorArgs& args, std::ostream& log) {
   Layout layout{par.dp(), accumulation, args.np};
   int64_t resume = ResumeStep(root, log);
   for (int restarts = 0;; ++restarts) {
+    absl::StatusOr<std::vector<std::string>> removed = RemoveAbandonedSaves(root);
+    if (!removed.ok()) {
+      log << "zeroshard run: warning: " << removed.status().message() << "\n";
+    } else if (!removed->empty()) {
+      log << "zeroshard run: removed the unfinished save " << absl::StrJoin(*removed, ", ") << " under " << root
+          << "\n";
+    }
     std::vector<std::string> trainer = args.trainer;
     if (resume >= 0) trainer.push_back("--resume");
     if (layout.dp != par.dp()) {
