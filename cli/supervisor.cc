@@ -1,14 +1,8 @@
 #include "cli/supervisor.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -20,10 +14,9 @@
 #include "absl/strings/string_view.h"
 #include "checkpoint/retention.h"
 #include "cli/run_config.h"
+#include "cli/supervisor_attempt.h"
 #include "core/file_io.h"
 #include "core/status_macros.h"
-
-extern char** environ;
 
 namespace zeroshard::cli {
 namespace {
@@ -42,92 +35,6 @@ int64_t NumberAt(const std::string& text, size_t pos) {
 size_t LineStart(const std::string& text, size_t pos) {
   const size_t nl = pos == 0 ? std::string::npos : text.rfind('\n', pos - 1);
   return nl == std::string::npos ? 0 : nl + 1;
-}
-
-struct Attempt {
-  int exit_code = 0;  // -1 when killed by a signal
-  int signal = 0;
-  std::string output;  // its last bytes
-};
-
-// Spawns argv in a process group of its own, copies its output to ours and
-// keeps the tail; once the output names a failure, the group gets a grace
-// period to end before it is killed. The group is always killed at the end,
-// so no rank outlives its attempt.
-absl::StatusOr<Attempt> RunAttempt(const std::vector<std::string>& argv) {
-  int fds[2];
-  if (::pipe(fds) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  posix_spawn_file_actions_addclose(&actions, fds[1]);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  std::vector<char*> cargv;
-  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  ::close(fds[1]);
-  if (spawned != 0) {
-    ::close(fds[0]);
-    return absl::NotFoundError(absl::StrCat("cannot start '", argv[0], "': ", std::strerror(spawned)));
-  }
-  using Clock = std::chrono::steady_clock;
-  constexpr size_t kTail = 1 << 16;
-  Attempt attempt;
-  bool exited = false, eof = false, failure_seen = false;
-  Clock::time_point deadline = Clock::time_point::max();
-  int status = 0;
-  while (!eof || !exited) {
-    if (!eof) {
-      pollfd p{fds[0], POLLIN, 0};
-      if (::poll(&p, 1, 100) > 0) {
-        char buf[4096];
-        const ssize_t n = ::read(fds[0], buf, sizeof(buf));
-        if (n <= 0) {
-          eof = true;
-        } else {
-          std::cout.write(buf, n);
-          std::cout.flush();
-          attempt.output.append(buf, static_cast<size_t>(n));
-          if (attempt.output.size() > 2 * kTail) attempt.output.erase(0, attempt.output.size() - kTail);
-        }
-      }
-    } else {
-      ::usleep(50 * 1000);
-    }
-    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) {
-      exited = true;
-      // Ranks still holding the pipe get a moment, then end with the group.
-      deadline = std::min(deadline, Clock::now() + std::chrono::seconds(2));
-    }
-    if (!failure_seen && !ScanTrainerOutput(attempt.output).cause.empty()) {
-      failure_seen = true;
-      deadline = std::min(deadline, Clock::now() + std::chrono::seconds(10));
-    }
-    if (Clock::now() > deadline) {
-      ::kill(-pid, SIGKILL);
-      if (exited) break;
-      deadline = Clock::time_point::max();
-    }
-  }
-  ::kill(-pid, SIGKILL);
-  ::close(fds[0]);
-  if (!exited) ::waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) {
-    attempt.exit_code = -1;
-    attempt.signal = WTERMSIG(status);
-  } else {
-    attempt.exit_code = WEXITSTATUS(status);
-  }
-  return attempt;
 }
 
 // engine.checkpoint.dir's newest verified step, or -1 with none.
@@ -296,7 +203,8 @@ absl::Status Supervise(const SupervisorArgs& args, std::ostream& log) {
                                      absl::StrCat("engine.gradient_accumulation_steps=", layout.accumulation)});
     }
     ASSIGN_OR_RETURN(Attempt attempt,
-                     RunAttempt(LaunchCommand(args, layout.world, cores, ::geteuid() == 0, slurm, trainer)));
+                     RunAttempt(LaunchCommand(args, layout.world, cores, ::geteuid() == 0, slurm, trainer),
+                                [](const std::string& out) { return !ScanTrainerOutput(out).cause.empty(); }));
     if (attempt.exit_code == 0) return absl::OkStatus();
     const AttemptReport report = ScanTrainerOutput(attempt.output);
     const std::string cause = FailureCause(report, attempt.exit_code, attempt.signal);
