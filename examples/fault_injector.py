@@ -8,14 +8,16 @@ Two commands:
       and becomes PROGRAM, keeping its pid.
 
   fault_injector.py inject --seed S --log SUPERVISOR_LOG --ckpt DIR --pids PID_DIR
-      --np N --steps T --interval I --watch-pid PID --report OUT.json
+      --np N --steps T --interval I --watch-pid PID --report OUT.json [--metrics M.jsonl]
       [--kills K] [--corrupts C] [--stops 0|1] [--fills 0|1 --fill-dir D] [--terms 0|1]
 
 The seed decides the order of the faults, the step each waits for and the
 rank it hits. Faults fire one at a time: each once the current attempt's
 progress lines (those after the supervisor's last restart line) reach its
 step and every rank has written its pid; the next waits for the restart line
-that the fault causes. The kinds:
+that the fault causes. The step comes from the metrics file when given (rank
+0 flushes it every step), else from the log's progress lines, which reach
+the log a moment later (on a loaded machine, over a second). The kinds:
 
   kill     SIGKILL a rank.
   corrupt  flip a byte in a tensor of the newest committed checkpoint, then
@@ -23,9 +25,9 @@ that the fault causes. The kinds:
   stop     SIGSTOP a rank once: the other ranks' watchdog must abort the job
            (the trainer needs a short engine.comm.timeout_s). The stopped
            process must not outlive its attempt.
-  fill     after the next save commits, fill the checkpoint filesystem with
-           FILL_DIR/fill so the save after it fails; the file is removed
-           once the trainer reports the failed save.
+  fill     once `latest` moves (a save committed), fill the checkpoint
+           filesystem with FILL_DIR/fill so the next save fails; the file
+           is removed as soon as a rank of the failed attempt has exited.
   term     SIGTERM a rank: the job saves, exits 75 and is restarted.
 
 The report (JSON) lists the plan and what fired: kind, rank, pid, the step
@@ -59,8 +61,8 @@ NOT_SAVED = re.compile(r"; step (\d+) was not saved$")
 
 
 class SupervisorLog:
-    """Follows the supervisor's log: restarts so far, and the current
-    attempt's last progress step, saves and failed saves."""
+    """Follows the supervisor's log: restarts and failed saves so far, and
+    the current attempt's last progress step and saves."""
 
     def __init__(self, path):
         self.path = path
@@ -84,13 +86,51 @@ class SupervisorLog:
         for line in lines:
             if RESTART.match(line):
                 self.restarts += 1
-                self.step, self.saves, self.failed_saves = -1, 0, 0
+                self.step, self.saves = -1, 0
             elif m := PROGRESS.match(line):
                 self.step = int(m.group(1))
             elif SAVED.match(line):
                 self.saves += 1
             elif NOT_SAVED.search(line):
                 self.failed_saves += 1
+
+
+class MetricsFile:
+    """Follows the trainer's metrics file (engine.logging.metrics_path, one
+    JSON line per step, flushed by rank 0): the step without the delay of
+    the output's way through mpirun and the supervisor."""
+
+    def __init__(self, path):
+        self.path = path
+        self.offset = 0
+        self.partial = ""
+        self.step = -1
+
+    def poll(self):
+        try:
+            with open(self.path, "r", errors="replace") as f:
+                if os.fstat(f.fileno()).st_size < self.offset:
+                    self.offset, self.partial = 0, ""  # rewritten
+                f.seek(self.offset)
+                text = f.read()
+                self.offset = f.tell()
+        except FileNotFoundError:
+            return
+        lines = (self.partial + text).split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("step"), int):
+                self.step = record["step"]
+
+    def new_attempt(self):
+        """Every line the ended attempt wrote is in the file by the time its
+        restart line is seen: read past them."""
+        self.poll()
+        self.step = -1
 
 
 def alive(pid):
@@ -106,6 +146,8 @@ class Injector:
     def __init__(self, args):
         self.a = args
         self.log = SupervisorLog(args.log)
+        self.metrics = MetricsFile(args.metrics) if args.metrics else None
+        self.seen_restarts = 0
         self.report = {"seed": args.seed, "plan": [], "fired": [], "problems": []}
         self.expected_restarts = 0
         self.t0 = time.monotonic()
@@ -119,9 +161,14 @@ class Injector:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self.log.poll()
+            if self.metrics is not None:
+                if self.log.restarts > self.seen_restarts:
+                    self.metrics.new_attempt()
+                self.metrics.poll()
+            self.seen_restarts = self.log.restarts
             if self.log.restarts > self.expected_restarts:
                 self.report["problems"].append(
-                    f"restart {self.log.restarts} with no fault of ours (at step {self.log.step})")
+                    f"restart {self.log.restarts} with no fault of ours (at step {self.step()})")
                 self.expected_restarts = self.log.restarts
             if condition():
                 return True
@@ -130,6 +177,17 @@ class Injector:
                 return condition()
             time.sleep(0.01)
         return False
+
+    def step(self):
+        """The current attempt's last step (-1 before its first)."""
+        return self.metrics.step if self.metrics is not None else self.log.step
+
+    def latest(self):
+        try:
+            with open(os.path.join(self.a.ckpt, "latest")) as f:
+                return f.read().strip()
+        except FileNotFoundError:
+            return ""
 
     def pids(self):
         out = {}
@@ -208,7 +266,7 @@ class Injector:
             got = {}
 
             def ready():
-                p = self.pids() if self.log.step >= target else None
+                p = self.pids() if self.step() >= target else None
                 if p:
                     got.update(p)
                 return bool(p)
@@ -216,22 +274,24 @@ class Injector:
             if not self.wait(ready, 300):
                 self.report["problems"].append(f"{kind} at step {target}: no attempt reached it")
                 break
-            fired = {"kind": kind, "rank": rank, "pid": got[rank], "step": self.log.step,
+            fired = {"kind": kind, "rank": rank, "pid": got[rank], "step": self.step(), "log_step": self.log.step,
                      "t": round(time.monotonic() - self.t0, 2)}
             pid = got[rank]
             self.expected_restarts += 1  # the restart this fault causes
             want = self.expected_restarts
             if kind == "fill":
-                saves = self.log.saves
-                if not self.wait(lambda: self.log.saves > saves, 120):
+                # Right after a commit: the next save is the one to fail.
+                latest = self.latest()
+                if not self.wait(lambda: self.latest() != latest, 120):
                     self.report["problems"].append("fill: no save came")
                     break
-                fired["filled_at_step"] = self.log.step
+                fired["filled_at_step"] = self.step()
+                failed_before = self.log.failed_saves
                 fill_path = self.fill()
-                if not self.wait(lambda: self.log.failed_saves > 0 or self.log.restarts >= want,
-                                 120):
-                    self.report["problems"].append("fill: the attempt neither failed a save nor ended")
-                fired["failed_save"] = self.log.failed_saves > 0
+                # The save fails and every rank exits: the file goes as soon as
+                # one has (the log says so later), before any restart saves.
+                if not self.wait(lambda: not all(alive(p) for p in got.values()), 120):
+                    self.report["problems"].append("fill: the attempt did not end")
                 os.unlink(fill_path)
             elif kind == "corrupt":
                 fired["corrupted_step"] = self.corrupt_newest(rng)
@@ -241,6 +301,8 @@ class Injector:
             self.clear_pids()
             restarted = self.wait(lambda: self.log.restarts >= want, 120)
             fired["restarted"] = restarted
+            if kind == "fill":
+                fired["failed_save"] = self.log.failed_saves > failed_before
             if kind == "stop":
                 # The supervisor ends every process of a failed attempt.
                 time.sleep(0.5)
@@ -343,6 +405,8 @@ def main():
     p.add_argument("--interval", type=int, required=True)
     p.add_argument("--watch-pid", type=int, required=True)
     p.add_argument("--report", required=True)
+    p.add_argument("--metrics", default="", help="the trainer's engine.logging.metrics_path, off the checkpoint "
+                   "filesystem; without it the step comes from the supervisor's log")
     p.add_argument("--kills", type=int, default=0)
     p.add_argument("--corrupts", type=int, default=0)
     p.add_argument("--stops", type=int, default=0)

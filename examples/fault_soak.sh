@@ -51,11 +51,13 @@ fault_soak() {
   echo "fault soak $name: seed $seed (ZS_TEST_SEED=$seed reruns it)"
   timeout 300 "$zeroshard" run --np "$np" --max-restarts $((kills + stops + fills + terms + 1)) -- \
     python3 "$injector" exec "$dir/pids" "$bin" "${args[@]}" --set "engine.checkpoint.dir=$ck" \
+    --set "engine.logging.metrics_path=$dir/metrics.jsonl" \
     >"$dir/supervised.log" 2>&1 &
   local sup=$!
   _fault_soak_pids+=("$sup")
   python3 "$injector" inject --seed "$seed" --log "$dir/supervised.log" --ckpt "$ck" --pids "$dir/pids" \
     --np "$np" --steps "$steps" --interval "$interval" --watch-pid "$sup" --report "$dir/report.json" \
+    --metrics "$dir/metrics.jsonl" \
     --kills "$kills" --corrupts "$corrupts" --stops "$stops" --fills "$fills" ${fill_dir:+--fill-dir "$fill_dir"} \
     --terms "$terms" >"$dir/injector.log" 2>&1 &
   local inj=$!
