@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -103,28 +105,37 @@ AttemptReport ScanTrainerOutput(const std::string& output) {
                                   code == kPreemptedExitCode ? " (preempted)" : ""));
     }
   }
-  // The watchdog's abort (comm/mpi_env.cc: AbortJob), before MPI_Abort's
-  // banner: "[rank R] zeroshard: MESSAGE; aborting the job".
+  // The watchdog's abort (comm/mpi_env.cc: AbortJob): "[rank R] zeroshard:
+  // MESSAGE; aborting the job", then MPI_Abort. mpirun prints its banner
+  // itself, so it may come before the rank's line: they are one failure,
+  // the earlier of the two, named by the line.
+  std::map<int64_t, std::pair<size_t, std::string>> watchdog;  // world rank -> (line, cause)
   constexpr char kAborting[] = "; aborting the job";
   for (size_t end = output.find(kAborting); end != std::string::npos; end = output.find(kAborting, end + 1)) {
     const size_t line = LineStart(output, end);
     const absl::string_view text = absl::string_view(output).substr(line, end - line);
     const size_t tag = text.find("] zeroshard: ");
     if (!absl::StartsWith(text, "[rank ") || tag == absl::string_view::npos) continue;
-    offer(line, absl::StrCat("rank ", NumberAt(output, line + std::strlen("[rank ")),
-                             " watchdog abort: ", text.substr(tag + std::strlen("] zeroshard: "))));
-    break;
+    const int64_t rank = NumberAt(output, line + std::strlen("[rank "));
+    watchdog.emplace(rank, std::make_pair(line, absl::StrCat("rank ", rank, " watchdog abort: ",
+                                                             text.substr(tag + std::strlen("] zeroshard: ")))));
   }
+  for (const auto& [rank, found] : watchdog) offer(found.first, found.second);
   // "MPI_ABORT was invoked on rank R in communicator C\nwith errorcode E."
   const size_t mpi_abort = output.find("MPI_ABORT was invoked on rank ");
   if (mpi_abort != std::string::npos) {
+    const int64_t rank = NumberAt(output, mpi_abort + std::strlen("MPI_ABORT was invoked on rank "));
     const size_t code_at = output.find("with errorcode ", mpi_abort);
-    offer(mpi_abort,
-          absl::StrCat("rank ", NumberAt(output, mpi_abort + std::strlen("MPI_ABORT was invoked on rank ")),
-                       " MPI_Abort", code_at == std::string::npos
-                                         ? std::string()
-                                         : absl::StrCat(" error code ",
-                                                        NumberAt(output, code_at + std::strlen("with errorcode ")))));
+    const auto by_watchdog = watchdog.find(rank);
+    if (by_watchdog != watchdog.end()) {
+      offer(mpi_abort, by_watchdog->second.second);
+    } else {
+      offer(mpi_abort, absl::StrCat("rank ", rank, " MPI_Abort",
+                                    code_at == std::string::npos
+                                        ? std::string()
+                                        : absl::StrCat(" error code ",
+                                                       NumberAt(output, code_at + std::strlen("with errorcode ")))));
+    }
   }
   // A save that failed (SaveCheckpoint: "...; step N was not saved") ended
   // the attempt: what failed goes with the cause, less the program's name.

@@ -96,6 +96,18 @@ TEST(SupervisorTest, NamesTheWatchdogAbortAndItsMessage) {
             "rank 0 watchdog abort: collective #393 AllGather(f32, 6352) in group dp did not finish within 3s; rank 1 "
             "on vm did not answer (dead or stuck)");
   EXPECT_EQ(r.last_step, 39);
+  // mpirun's banner first, then the aborting rank's line (forwarded later),
+  // then the stopped rank's own, once mpirun woke it: rank 1's message.
+  const std::string banner_first =
+      "step    18/60 | loss 3.6\n"
+      "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\nwith errorcode 70.\n\n"
+      "[rank 1] zeroshard: collective #61 AllGather(f32, 4608) in group dp did not finish within 3s; rank 0 on vm "
+      "did not answer (dead or stuck); aborting the job\n"
+      "[rank 0] zeroshard: collective #28 AllGather(i32, 9) in group dp.control did not finish within 3s; rank 1 on "
+      "vm did not answer (dead or stuck); aborting the job\n";
+  EXPECT_EQ(ScanTrainerOutput(banner_first).cause,
+            "rank 1 watchdog abort: collective #61 AllGather(f32, 4608) in group dp did not finish within 3s; rank 0 "
+            "on vm did not answer (dead or stuck)");
   // Another program's MPI_Abort, without the watchdog's line.
   EXPECT_EQ(ScanTrainerOutput("MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\nwith errorcode 3.\n")
                 .cause,
