@@ -20,8 +20,9 @@ that the fault causes. The step comes from the metrics file when given (rank
 the log a moment later (on a loaded machine, over a second). The kinds:
 
   kill     SIGKILL a rank.
-  corrupt  flip a byte in a tensor of the newest committed checkpoint, then
-           SIGKILL a rank (one of the K kills): the restart must pass over it.
+  corrupt  once `latest` moves (a save committed), flip a byte in a tensor
+           of that checkpoint, then SIGKILL a rank (one of the K kills):
+           the restart must pass over it.
   stop     SIGSTOP a rank once: the other ranks' watchdog must abort the job
            (the trainer needs a short engine.comm.timeout_s). The stopped
            process must not outlive its attempt.
@@ -294,6 +295,12 @@ class Injector:
                     self.report["problems"].append("fill: the attempt did not end")
                 os.unlink(fill_path)
             elif kind == "corrupt":
+                # Right after a commit, so that no save in flight commits a
+                # newer step after the kill (rank 0 may finish one alone).
+                latest = self.latest()
+                if not self.wait(lambda: self.latest() != latest, 120):
+                    self.report["problems"].append("corrupt: no save came")
+                    break
                 fired["corrupted_step"] = self.corrupt_newest(rng)
                 os.kill(pid, signal.SIGKILL)
             else:
