@@ -1,26 +1,24 @@
 #include "cli/supervisor.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "checkpoint/retention.h"
 #include "cli/run_config.h"
+#include "cli/supervisor_attempt.h"
+#include "core/file_io.h"
 #include "core/status_macros.h"
-
-extern char** environ;
 
 namespace zeroshard::cli {
 namespace {
@@ -35,90 +33,10 @@ int64_t NumberAt(const std::string& text, size_t pos) {
   return v;
 }
 
-struct Attempt {
-  int exit_code = 0;  // -1 when killed by a signal
-  int signal = 0;
-  std::string output;  // its last bytes
-};
-
-// Spawns argv in a process group of its own, copies its output to ours and
-// keeps the tail; once the output names a failure, the group gets a grace
-// period to end before it is killed. The group is always killed at the end,
-// so no rank outlives its attempt.
-absl::StatusOr<Attempt> RunAttempt(const std::vector<std::string>& argv) {
-  int fds[2];
-  if (::pipe(fds) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  posix_spawn_file_actions_addclose(&actions, fds[1]);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  std::vector<char*> cargv;
-  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  ::close(fds[1]);
-  if (spawned != 0) {
-    ::close(fds[0]);
-    return absl::NotFoundError(absl::StrCat("cannot start '", argv[0], "': ", std::strerror(spawned)));
-  }
-  using Clock = std::chrono::steady_clock;
-  constexpr size_t kTail = 1 << 16;
-  Attempt attempt;
-  bool exited = false, eof = false, failure_seen = false;
-  Clock::time_point deadline = Clock::time_point::max();
-  int status = 0;
-  while (!eof || !exited) {
-    if (!eof) {
-      pollfd p{fds[0], POLLIN, 0};
-      if (::poll(&p, 1, 100) > 0) {
-        char buf[4096];
-        const ssize_t n = ::read(fds[0], buf, sizeof(buf));
-        if (n <= 0) {
-          eof = true;
-        } else {
-          std::cout.write(buf, n);
-          std::cout.flush();
-          attempt.output.append(buf, static_cast<size_t>(n));
-          if (attempt.output.size() > 2 * kTail) attempt.output.erase(0, attempt.output.size() - kTail);
-        }
-      }
-    } else {
-      ::usleep(50 * 1000);
-    }
-    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) {
-      exited = true;
-      // Ranks still holding the pipe get a moment, then end with the group.
-      deadline = std::min(deadline, Clock::now() + std::chrono::seconds(2));
-    }
-    if (!failure_seen && !ScanTrainerOutput(attempt.output).cause.empty()) {
-      failure_seen = true;
-      deadline = std::min(deadline, Clock::now() + std::chrono::seconds(10));
-    }
-    if (Clock::now() > deadline) {
-      ::kill(-pid, SIGKILL);
-      if (exited) break;
-      deadline = Clock::time_point::max();
-    }
-  }
-  ::kill(-pid, SIGKILL);
-  ::close(fds[0]);
-  if (!exited) ::waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) {
-    attempt.exit_code = -1;
-    attempt.signal = WTERMSIG(status);
-  } else {
-    attempt.exit_code = WEXITSTATUS(status);
-  }
-  return attempt;
+// Where the line holding text[pos] starts.
+size_t LineStart(const std::string& text, size_t pos) {
+  const size_t nl = pos == 0 ? std::string::npos : text.rfind('\n', pos - 1);
+  return nl == std::string::npos ? 0 : nl + 1;
 }
 
 // engine.checkpoint.dir's newest verified step, or -1 with none.
@@ -154,35 +72,82 @@ AttemptReport ScanTrainerOutput(const std::string& output) {
     while (end < output.size() && std::isdigit(static_cast<unsigned char>(output[end]))) ++end;
     if (s >= 0 && end < output.size() && output[end] == '/') report.last_step = s;
   }
+  // The failures the output names; the earliest one is the cause.
+  size_t first_at = std::string::npos;
+  const auto offer = [&](size_t at, std::string cause) {
+    if (at < first_at) {
+      first_at = at;
+      report.cause = std::move(cause);
+    }
+  };
   // Open MPI: "process rank R with PID P on node H exited on signal S (Name)."
   const size_t sig = output.find("exited on signal ");
-  const size_t rank_at = output.find("process rank ");
-  // "Process name: [[J,1],R]" then "Exit code:    C".
-  const size_t name_at = output.find("Process name: [[");
-  std::string by_signal, by_exit;
-  if (sig != std::string::npos && rank_at != std::string::npos && rank_at < sig) {
+  const size_t rank_at = output.rfind("process rank ", sig);
+  if (sig != std::string::npos && rank_at != std::string::npos) {
     const size_t s_at = sig + std::strlen("exited on signal ");
     size_t close = output.find(')', s_at);
     size_t open = output.find('(', s_at);
-    by_signal = absl::StrCat("rank ", NumberAt(output, rank_at + std::strlen("process rank ")), " signal ",
-                             NumberAt(output, s_at));
+    std::string by_signal = absl::StrCat("rank ", NumberAt(output, rank_at + std::strlen("process rank ")),
+                                         " signal ", NumberAt(output, s_at));
     if (open != std::string::npos && close != std::string::npos && open < close && open < s_at + 6) {
       absl::StrAppend(&by_signal, " ", output.substr(open, close - open + 1));
     }
+    offer(rank_at, std::move(by_signal));
   }
+  // "Process name: [[J,1],R]" then "Exit code:    C".
+  const size_t name_at = output.find("Process name: [[");
   if (name_at != std::string::npos) {
     const size_t comma = output.find("],", name_at);
     const size_t code_at = output.find("Exit code:", name_at);
     if (comma != std::string::npos && code_at != std::string::npos) {
       const int64_t code = NumberAt(output, code_at + std::strlen("Exit code:"));
-      by_exit = absl::StrCat("rank ", NumberAt(output, comma + 2), " exit code ", code,
-                             code == kPreemptedExitCode ? " (preempted)" : "");
+      offer(name_at, absl::StrCat("rank ", NumberAt(output, comma + 2), " exit code ", code,
+                                  code == kPreemptedExitCode ? " (preempted)" : ""));
     }
   }
-  if (!by_signal.empty() && (by_exit.empty() || sig < name_at)) {
-    report.cause = by_signal;
-  } else {
-    report.cause = by_exit;
+  // The watchdog's abort (comm/mpi_env.cc: AbortJob): "[rank R] zeroshard:
+  // MESSAGE; aborting the job", then MPI_Abort. mpirun prints its banner
+  // itself, so it may come before the rank's line: they are one failure,
+  // the earlier of the two, named by the line.
+  std::map<int64_t, std::pair<size_t, std::string>> watchdog;  // world rank -> (line, cause)
+  constexpr char kAborting[] = "; aborting the job";
+  for (size_t end = output.find(kAborting); end != std::string::npos; end = output.find(kAborting, end + 1)) {
+    const size_t line = LineStart(output, end);
+    const absl::string_view text = absl::string_view(output).substr(line, end - line);
+    const size_t tag = text.find("] zeroshard: ");
+    if (!absl::StartsWith(text, "[rank ") || tag == absl::string_view::npos) continue;
+    const int64_t rank = NumberAt(output, line + std::strlen("[rank "));
+    watchdog.emplace(rank, std::make_pair(line, absl::StrCat("rank ", rank, " watchdog abort: ",
+                                                             text.substr(tag + std::strlen("] zeroshard: ")))));
+  }
+  for (const auto& [rank, found] : watchdog) offer(found.first, found.second);
+  // "MPI_ABORT was invoked on rank R in communicator C\nwith errorcode E."
+  const size_t mpi_abort = output.find("MPI_ABORT was invoked on rank ");
+  if (mpi_abort != std::string::npos) {
+    const int64_t rank = NumberAt(output, mpi_abort + std::strlen("MPI_ABORT was invoked on rank "));
+    const size_t code_at = output.find("with errorcode ", mpi_abort);
+    const auto by_watchdog = watchdog.find(rank);
+    if (by_watchdog != watchdog.end()) {
+      offer(mpi_abort, by_watchdog->second.second);
+    } else {
+      offer(mpi_abort, absl::StrCat("rank ", rank, " MPI_Abort",
+                                    code_at == std::string::npos
+                                        ? std::string()
+                                        : absl::StrCat(" error code ",
+                                                       NumberAt(output, code_at + std::strlen("with errorcode ")))));
+    }
+  }
+  // A save that failed (SaveCheckpoint: "...; step N was not saved") ended
+  // the attempt: what failed goes with the cause, less the program's name.
+  const size_t unsaved = output.find(" was not saved\n");
+  if (!report.cause.empty() && unsaved != std::string::npos) {
+    const size_t line = LineStart(output, unsaved);
+    absl::string_view text = absl::string_view(output).substr(line, unsaved + std::strlen(" was not saved") - line);
+    const size_t colon = text.find(": ");
+    if (colon != absl::string_view::npos && text.substr(0, colon).find(' ') == absl::string_view::npos) {
+      text.remove_prefix(colon + 2);
+    }
+    absl::StrAppend(&report.cause, " (", text, ")");
   }
   return report;
 }
@@ -191,6 +156,18 @@ std::string FailureCause(const AttemptReport& report, int exit_code, int signal)
   if (!report.cause.empty()) return report.cause;
   if (exit_code < 0) return absl::StrCat("launcher signal ", signal);
   return absl::StrCat("exit code ", exit_code, exit_code == kPreemptedExitCode ? " (preempted)" : "");
+}
+
+absl::StatusOr<std::vector<std::string>> RemoveAbandonedSaves(const std::string& root) {
+  std::vector<std::string> removed;
+  if (!IsDirectory(root)) return removed;
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(root));
+  for (const std::string& n : names) {
+    if (!absl::StartsWith(n, ".tmp_step_")) continue;
+    RETURN_IF_ERROR(RemoveTree(JoinPath(root, n)));
+    removed.push_back(n);
+  }
+  return removed;
 }
 
 std::vector<std::string> LaunchCommand(const SupervisorArgs& args, int np, int cores, bool root, bool slurm,
@@ -222,6 +199,13 @@ absl::Status Supervise(const SupervisorArgs& args, std::ostream& log) {
   Layout layout{par.dp(), accumulation, args.np};
   int64_t resume = ResumeStep(root, log);
   for (int restarts = 0;; ++restarts) {
+    absl::StatusOr<std::vector<std::string>> removed = RemoveAbandonedSaves(root);
+    if (!removed.ok()) {
+      log << "zeroshard run: warning: " << removed.status().message() << "\n";
+    } else if (!removed->empty()) {
+      log << "zeroshard run: removed the unfinished save " << absl::StrJoin(*removed, ", ") << " under " << root
+          << "\n";
+    }
     std::vector<std::string> trainer = args.trainer;
     if (resume >= 0) trainer.push_back("--resume");
     if (layout.dp != par.dp()) {
@@ -230,7 +214,8 @@ absl::Status Supervise(const SupervisorArgs& args, std::ostream& log) {
                                      absl::StrCat("engine.gradient_accumulation_steps=", layout.accumulation)});
     }
     ASSIGN_OR_RETURN(Attempt attempt,
-                     RunAttempt(LaunchCommand(args, layout.world, cores, ::geteuid() == 0, slurm, trainer)));
+                     RunAttempt(LaunchCommand(args, layout.world, cores, ::geteuid() == 0, slurm, trainer),
+                                [](const std::string& out) { return !ScanTrainerOutput(out).cause.empty(); }));
     if (attempt.exit_code == 0) return absl::OkStatus();
     const AttemptReport report = ScanTrainerOutput(attempt.output);
     const std::string cause = FailureCause(report, attempt.exit_code, attempt.signal);

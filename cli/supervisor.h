@@ -32,7 +32,9 @@ struct Layout {
 absl::StatusOr<Layout> LayoutForRanks(int dp, int tp, int pp, int accumulation, int available, int min_np);
 
 // What mpirun's output says about an attempt: the first failure it names
-// ("rank 1 exit code 2", "rank 1 signal 9 (Killed)"; empty when none), and
+// ("rank 1 exit code 2", "rank 1 signal 9 (Killed)", "rank 0 watchdog abort:
+// MESSAGE", "rank 2 MPI_Abort error code 3"; empty when none), followed by
+// "(... step N was not saved)" when a failed checkpoint save ended it, and
 // the last training step the trainer's progress lines reached (-1: none).
 struct AttemptReport {
   std::string cause;
@@ -49,6 +51,12 @@ std::string FailureCause(const AttemptReport& report, int exit_code, int signal)
 // when np exceeds `cores`; then the trainer.
 std::vector<std::string> LaunchCommand(const SupervisorArgs& args, int np, int cores, bool root, bool slurm,
                                        const std::vector<std::string>& trainer);
+
+// Removes the `.tmp_step_*` directories under root (checkpoint/checkpoint_root.h:
+// a save that its attempt's end cut short) and returns their names. Between
+// attempts only, when no rank writes: a leftover would hold its space until
+// the next commit, which on a nearly full disk then fails every attempt.
+absl::StatusOr<std::vector<std::string>> RemoveAbandonedSaves(const std::string& root);
 
 // Runs the job to its end: OK when an attempt exits 0; kAborted naming the
 // last cause after max_restarts restarts; restarts are logged to `log`,
