@@ -318,6 +318,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
     if (zero.shard_group_size() > 0 && zero.shard_group_size() < par.dp()) h.shard_group_size = zero.shard_group_size();
     if (zero.weight_quantization() == ZeroConfig::INT8) h.quantized.push_back("weights");
     if (zero.gradient_quantization() == ZeroConfig::INT8) h.quantized.push_back("gradients");
+    if (zero.replica_quantization() == ZeroConfig::INT8) h.quantized.push_back("replicas");
     const TierBytes tiers = engine->memory_plan().Totals();
     h.memory_plan = MetricsHeader::MemoryPlanSummary{tiers.device, tiers.host, tiers.nvme,
                                                      engine->memory_plan().resident_bytes(), engine->memory_limit()};
@@ -347,7 +348,9 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
     if (zero.gradient_quantization() == ZeroConfig::INT8) {
       absl::StrAppend(&line, " | int8 gradient reductions", zero.error_feedback() ? " with error feedback" : "");
     }
-    if (zero.weight_quantization() == ZeroConfig::INT8 || zero.gradient_quantization() == ZeroConfig::INT8) {
+    if (zero.replica_quantization() == ZeroConfig::INT8) absl::StrAppend(&line, " | int8 replica reductions");
+    if (zero.weight_quantization() == ZeroConfig::INT8 || zero.gradient_quantization() == ZeroConfig::INT8 ||
+        zero.replica_quantization() == ZeroConfig::INT8) {
       absl::StrAppend(&line, " (blocks of ", zero.quantization_block(), ")");
     }
     if (!line.empty()) out << "zeroshard: data parallelism" << line << "\n";
