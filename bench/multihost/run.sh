@@ -49,7 +49,7 @@ load_at() { echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%T
 tools/cluster down >/dev/null
 tools/cluster up --hosts 2 --slots 1 --link "$link" >/dev/null
 comm_ops=(--ops all_gather,reduce_scatter,all_reduce,broadcast --min-bytes 1048576 --max-bytes 16777216 --factor 4
-  --iters 10 --warmup 2)
+  --iters 20 --warmup 2)
 load_comm=$(load_at)
 tools/cluster run --np 2 -- "$comm_bench" "${comm_ops[@]}" >"$tmp/comm.txt"
 load_tuned=$(load_at)
@@ -67,7 +67,7 @@ tools/cluster down >/dev/null
   echo
   echo "busbw (nccl-tests formula: for 2 ranks what each rank sends over its link per second, all_reduce"
   echo "counted as one pass) against the shaped rate $link = $(python3 -c "print(f'{$rate_bps/1e9:.3f}')") GB/s;"
-  echo "median over 10 iterations of the slowest rank."
+  echo "median over 20 iterations of the slowest rank."
   echo
   echo "Fixed rules: $load_comm; tuned rules (\`${tuned[*]}\`): $load_tuned."
   echo
@@ -85,7 +85,11 @@ tools/cluster down >/dev/null
   echo "then a scatter (about a third of the link) and MPI_Allreduce segments a ring (about two thirds);"
   echo "recursive halving and recursive doubling exchange halves and whole buffers in both directions at once."
   echo
+  echo "## Every coll_tuned choice at 16 MiB (\`bench/multihost/coll_sweep.sh\`)"
+  echo
 } >"$out"
+bench/multihost/coll_sweep.sh --link "$link" --iters 10 2>/dev/null | sed 's/^load average/Load average/' >>"$out"
+echo >>"$out"
 
 if [ "$train" = 1 ]; then
   tools/cluster up --hosts 2 --slots 2 --link "$link" >/dev/null
@@ -98,12 +102,13 @@ if [ "$train" = 1 ]; then
   per_host=(--set engine.zero.shard_group=PER_HOST)
   int8=(--set engine.zero.weight_quantization=INT8 --set engine.zero.gradient_quantization=INT8
     --set engine.zero.replica_quantization=INT8)
-  names=(flat per_host int8)
+  names=(flat per_host replica_int8 int8)
   run_layout() {  # run_layout NAME STEPS OUT FLAGS...
     local name=$1 n=$2 out_jsonl=$3; shift 3
     local flags=()
     case $name in
       per_host) flags=("${per_host[@]}") ;;
+      replica_int8) flags=("${per_host[@]}" --set engine.zero.replica_quantization=INT8) ;;
       int8) flags=("${per_host[@]}" "${int8[@]}") ;;
     esac
     env "${tuned[@]}" tools/cluster run --np 4 -- "$trainer" "${common[@]}" "$@" "${flags[@]}" --steps "$n" \
@@ -122,6 +127,7 @@ if [ "$train" = 1 ]; then
     case $name in
       flat) flags=() ;;
       per_host) flags=(--set engine.zero.shard_group_size=2) ;;
+      replica_int8) flags=(--set engine.zero.shard_group_size=2 --set engine.zero.replica_quantization=INT8) ;;
       int8) flags=(--set engine.zero.shard_group_size=2 "${int8[@]}") ;;
     esac
     "$zeroshard" schedule examples/configs/tiny.pbtxt "${common[@]:2}" "${big[@]}" "${flags[@]}" >"$tmp/sched_$name.txt"
@@ -130,7 +136,7 @@ if [ "$train" = 1 ]; then
 import json, os, re, statistics, sys
 tmp, steps = sys.argv[1], int(sys.argv[2])
 names = {"flat": "flat ZeRO-3 (shard over 4)", "per_host": "PER_HOST (shard over 2, replicate over 2)",
-         "int8": "PER_HOST + int8 weights, gradients, replicas"}
+         "replica_int8": "PER_HOST + int8 replicas", "int8": "PER_HOST + int8 weights, gradients, replicas"}
 def load(f):
     lines = [json.loads(l) for l in open(f)]
     return lines[0], lines[1:]
@@ -150,8 +156,10 @@ print(f"{hdr['num_params']/1e6:.1f} M parameters, f32, ZeRO-3, {hdr['tokens_per_
       f"{steps} steps, Open MPI's tuned rules; median over the steps after the first; inter-host bytes of rank 0 "
       "against the step program's bytes on the groups that span hosts (`zeroshard schedule`, docs/metrics.md).")
 print()
-print("| layout | shard group | step (ms) | vs flat | comm bytes per step (MiB) | inter-host bytes per step (MiB) | program's (MiB) | load average after |")
-print("|---|---|---|---|---|---|---|---|")
+print("Compute: the straggler report's median over ranks of TrainStep time minus collective waits (docs/metrics.md).")
+print()
+print("| layout | shard group | step (ms) | vs flat | compute (ms) | comm bytes per step (MiB) | inter-host bytes per step (MiB) | program's (MiB) | load average after |")
+print("|---|---|---|---|---|---|---|---|---|")
 base = None
 for name, title in names.items():
     h, rows = load(os.path.join(tmp, f"{name}.jsonl"))
@@ -159,9 +167,10 @@ for name, title in names.items():
     ms = statistics.median(r["step_ms"] for r in rows)
     by = statistics.median(r["comm_bytes"] for r in rows)
     ih = statistics.median(r["inter_host_bytes"] for r in rows)
+    compute = statistics.median(r["straggler"]["median_ms"] for r in rows if "straggler" in r)
     base = base or ms
     load_after = open(os.path.join(tmp, f"{name}.load")).read().strip()
-    print(f"| {title} | {h.get('shard_group_size', h['dp'])} | {ms:.0f} | {base/ms:.2f}x faster | {by/2**20:.1f} | "
+    print(f"| {title} | {h.get('shard_group_size', h['dp'])} | {ms:.0f} | {base/ms:.2f}x faster | {compute:.0f} | {by/2**20:.1f} | "
           f"{ih/2**20:.2f} | {theory(name)/2**20:.2f} | {load_after} |")
 print()
 print("## Tiny config, loss after the last step (lr 1e-3), same layouts")
