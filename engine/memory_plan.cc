@@ -104,8 +104,8 @@ int64_t PeakGathered(const StepPlan& plan, DType compute) {
 
 // The reducer's staging slots (sharding/grad_reducer.cc): per slot the
 // largest output shard, and the input when a bucket stages it (fused,
-// another dtype, or int8); with int8 replicas the R packed shards and
-// their f32 sum.
+// another dtype, or int8); with int8 replicas the R packed shards and, when
+// the reduce dtype is not f32, their f32 sum.
 int64_t StagingBytes(const StepPlan& plan, const EngineOptions& o, int dp_size) {
   const bool quantized = o.sharding.quantize_gradients;
   const int64_t rs = quantized ? 1 : Size(o.reduce_dtype);
@@ -126,7 +126,7 @@ int64_t StagingBytes(const StepPlan& plan, const EngineOptions& o, int dp_size) 
       for (int u : g.units) layouts.push_back(&plan.layouts[u]);
       replica[s] = std::max(replica[s], MaxPackedBucketPartBytes(layouts, o.sharding.quantization_block) *
                                             o.sharding.replicas);
-      replica_sum[s] = std::max(replica_sum[s], g.shard_numel * 4);
+      if (o.reduce_dtype != DType::kF32) replica_sum[s] = std::max(replica_sum[s], g.shard_numel * 4);
     }
   }
   int64_t total = 0;

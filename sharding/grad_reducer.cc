@@ -148,7 +148,10 @@ absl::Status GradReducer::SetStagingSlots(std::vector<int> slot_of_bucket) {
     Slot& slot = slots_[slot_of_bucket[b]];
     if (quantized_replicas()) {
       slot.replica_numel = std::max(slot.replica_numel, buckets_[b].replica_chunk * reduction_.replica->size());
-      slot.replica_sum_numel = std::max(slot.replica_sum_numel, buckets_[b].shard_numel);
+      // An f32 reduced shard is summed into in place (it is quantized first).
+      if (reduce_dtype_ != DType::kF32) {
+        slot.replica_sum_numel = std::max(slot.replica_sum_numel, buckets_[b].shard_numel);
+      }
     }
     if (quantized()) {
       slot.in_numel = std::max(slot.in_numel, buckets_[b].packed_chunk * n);
@@ -350,22 +353,28 @@ absl::Status GradReducer::CompleteReplica() {
 
 absl::Status GradReducer::LaunchReplicaQuantized(Bucket& b, Slot* slot) {
   const int R = reduction_.replica->size();
+  // Every replica's part, its own included, is dequantized from the
+  // gathered buffer, so an f32 reduced shard can take the sum in place.
+  const bool in_place = reduce_dtype_ == DType::kF32;
   if (slot != nullptr) {
-    if (slot->replica.empty() || slot->replica_sum.empty()) {
+    if (slot->replica.empty() || (!in_place && slot->replica_sum.empty())) {
       return absl::FailedPreconditionError(absl::StrCat("gradient bucket ", b.label,
                                                         ": replica staging not reserved (ReserveStaging)"));
     }
     b.replica_packed = static_cast<char*>(slot->replica.data());
-    b.replica_sum = slot->replica_sum.as<float>();
+    if (!in_place) b.replica_sum = slot->replica_sum.as<float>();
   } else {
     const Device device = dp_->device();
     ASSIGN_OR_RETURN(b.staging_replica, Buffer::AllocateZeroed(tracker_, MemoryCategory::kCommBuffers, device,
                                                                DType::kI8, b.replica_chunk * R));
-    ASSIGN_OR_RETURN(b.staging_replica_sum, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device,
-                                                             DType::kF32, b.shard_numel));
+    if (!in_place) {
+      ASSIGN_OR_RETURN(b.staging_replica_sum, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device,
+                                                               DType::kF32, b.shard_numel));
+      b.replica_sum = b.staging_replica_sum.as<float>();
+    }
     b.replica_packed = static_cast<char*>(b.staging_replica.data());
-    b.replica_sum = b.staging_replica_sum.as<float>();
   }
+  if (in_place) b.replica_sum = static_cast<float*>(b.reduced);
   const int64_t block = reduction_.replica_quantization_block;
   const int64_t size = static_cast<int64_t>(DTypeSize(reduce_dtype_));
   char* mine = b.replica_packed + reduction_.replica->rank() * b.replica_chunk;

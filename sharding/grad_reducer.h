@@ -176,7 +176,7 @@ class GradReducer {
     std::unique_ptr<Work> replica_work;
     // Quantized replica reduction: bytes of one replica's packed shard (the
     // largest over the shard group's ranks), the R packed shards gathered,
-    // and their f32 sum.
+    // and their f32 sum (the reduced shard itself when it is f32).
     int64_t replica_chunk = 0;
     Buffer staging_replica;
     Buffer staging_replica_sum;
@@ -190,7 +190,7 @@ class GradReducer {
     int64_t out_numel = 0;
     int64_t sum_numel = 0;  // quantized only
     int64_t replica_numel = 0;      // quantized replicas: packed bytes x R
-    int64_t replica_sum_numel = 0;  // quantized replicas: f32
+    int64_t replica_sum_numel = 0;  // quantized replicas, reduce dtype not f32: f32
     Buffer in;
     Buffer out;
     Buffer sum;

@@ -43,7 +43,7 @@ constexpr double kLossTolerance = 5e-4;
 int WorldSize() { return MpiWorldSize(); }
 ProcessGrid& Grid() { return CachedGrid({WorldSize(), 1, 1, kShardGroup}); }
 
-TrainConfig MakeConfig(bool int8_replicas, int stage) {
+TrainConfig MakeConfig(bool int8_replicas, int stage, DTypeProto reduce_dtype = F32) {
   TrainConfig t;
   t.mutable_model()->set_n_layer(2);
   t.mutable_model()->set_n_head(2);
@@ -58,6 +58,7 @@ TrainConfig MakeConfig(bool int8_replicas, int stage) {
   e.mutable_zero()->set_bucket_bytes(4096);
   e.mutable_zero()->set_quantization_block(256);
   if (int8_replicas) e.mutable_zero()->set_replica_quantization(ZeroConfig::INT8);
+  if (reduce_dtype != F32) e.mutable_precision()->set_reduce_dtype(reduce_dtype);
   e.set_gradient_accumulation_steps(kAccumulation);
   e.mutable_parallel()->set_dp(WorldSize());
   e.mutable_optimizer()->set_lr(3e-3);
@@ -73,10 +74,10 @@ struct TrainRun {
   std::vector<float> losses;
   int32_t seed = 0;
 
-  static TrainRun Create(bool int8_replicas, int stage, int32_t seed) {
+  static TrainRun Create(bool int8_replicas, int stage, int32_t seed, DTypeProto reduce_dtype = F32) {
     TrainRun r;
     r.seed = seed;
-    auto engine = Engine::Create(MakeConfig(int8_replicas, stage).engine(), &Grid(),
+    auto engine = Engine::Create(MakeConfig(int8_replicas, stage, reduce_dtype).engine(), &Grid(),
                                  std::move(BuildGpt2(TinyGpt2(2))).value());
     EXPECT_TRUE(engine.ok()) << engine.status();
     if (engine.ok()) r.engine = std::move(engine).value();
@@ -166,6 +167,36 @@ TEST(ReplicaQuantizationMpiTest, ReplicaGroupMovesThePackedShardsTheProgramLists
     const ProgramCheck check = CheckStepAgainstProgram(*run.engine, [&] { run.Steps(1); });
     EXPECT_EQ(check.measured, check.predicted) << "stage " << stage;
   }
+}
+
+// A bf16 reduce dtype: the replicas quantize the bf16 reduced shard and
+// sum into an f32 buffer of their own; still repeatable and equal across
+// replicas, and near the f32 run (bf16 rounding: 1e-2 relative).
+TEST(ReplicaQuantizationMpiTest, Bf16ReduceDtypeIsRepeatableAndReplicasAgree) {
+  if (WorldSize() != 4) GTEST_SKIP() << "dp 4 with shard groups of 2 needs 4 ranks";
+  const int32_t seed = SharedTestSeed(Grid().world());
+  TrainRun f32 = TrainRun::Create(false, 2, seed);
+  f32.Steps(4);
+  TrainRun a = TrainRun::Create(true, 2, seed, BF16);
+  a.Steps(4);
+  TrainRun b = TrainRun::Create(true, 2, seed, BF16);
+  b.Steps(4);
+  ASSERT_EQ(a.losses.size(), 4u);
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_EQ(a.losses[i], b.losses[i]) << "step " << i;
+    EXPECT_NEAR(a.losses[i], f32.losses[i], 1e-2 * f32.losses[i]) << "step " << i;
+  }
+  EXPECT_TRUE(BitwiseEqual(GatherWeights(*a.engine), GatherWeights(*b.engine)));
+  const EngineStateView& view = a.engine->state();
+  for (int u = 0; u < view.num_units(); ++u) {
+    int32_t mine = Fingerprint(static_cast<const float*>(view.data(u, EngineStateView::kMaster)),
+                               view.region(u, EngineStateView::kMaster).length);
+    std::vector<int32_t> all(Grid().dp_replica()->size());
+    ASSERT_TRUE(Grid().dp_replica()->AllGather(&mine, all.data(), 1, DType::kI32)->Wait().ok());
+    for (int32_t f : all) EXPECT_EQ(f, all[0]) << "unit " << u;
+  }
+  const ProgramCheck check = CheckStepAgainstProgram(*a.engine, [&] { a.Steps(1); });
+  EXPECT_EQ(check.measured, check.predicted);
 }
 
 }  // namespace
