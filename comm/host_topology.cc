@@ -133,6 +133,28 @@ std::string DetectedHostName(int world_rank) {
   return (*detected_names)[world_rank];
 }
 
+bool SpansHosts(const HostTopology& topology, const std::vector<int>& group) {
+  auto host = [&](int r) {
+    return r >= 0 && r < static_cast<int>(topology.host_of_rank.size()) ? topology.host_of_rank[r] : -1 - r;
+  };
+  for (int r : group) {
+    if (host(r) != host(group.front())) return true;
+  }
+  return false;
+}
+
+int64_t InterHostBytesSent(const HostTopology& topology, const std::map<std::string, int64_t>& bytes_sent,
+                           const std::map<std::string, std::vector<int>>& members) {
+  int64_t total = 0;
+  for (const auto& [group, bytes] : bytes_sent) {
+    const auto it = members.find(group);
+    const bool crosses = it == members.end() || it->second.empty() ? topology.hosts() > 1
+                                                                   : SpansHosts(topology, it->second);
+    if (crosses) total += bytes;
+  }
+  return total;
+}
+
 std::string TpSpansHostsWarning(const HostTopology& topology, int tp) {
   const int n = static_cast<int>(topology.host_of_rank.size());
   if (tp <= 1) return "";

@@ -3,6 +3,8 @@
 #ifndef ZEROSHARD_COMM_HOST_TOPOLOGY_H_
 #define ZEROSHARD_COMM_HOST_TOPOLOGY_H_
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,20 @@ absl::StatusOr<HostTopology> DetectHostTopology(const LaunchEnvironment& launch)
 // before it ran or for a rank outside the table. Thread-safe (the watchdog
 // names hosts with it).
 std::string DetectedHostName(int world_rank);
+
+// Whether the world ranks `group` (a communicator's members) run on more
+// than one host of `topology`. A rank outside the table counts as a host of
+// its own.
+bool SpansHosts(const HostTopology& topology, const std::vector<int>& group);
+
+// Inter-host bytes: the sum of `bytes_sent[g]` over the groups g whose
+// members (`members[g]`, world ranks) span hosts; a group with no members
+// listed is counted whenever there is more than one host. The backend's
+// algorithm decides which peer each byte goes to, so this is every byte
+// (comm/comm_stats.h's ring volume) of collectives that may cross: an upper
+// bound on the rank's link traffic (docs/metrics.md).
+int64_t InterHostBytesSent(const HostTopology& topology, const std::map<std::string, int64_t>& bytes_sent,
+                           const std::map<std::string, std::vector<int>>& members);
 
 // "" when every group of `tp` neighbouring world ranks runs on one host; else
 // a warning naming the first tp group that spans hosts.

@@ -38,5 +38,21 @@ TEST(HostTopologyTest, WarnsWhenTpGroupSpansHosts) {
             "ranks in blocks of a multiple of tp per host (hosts 2 x 3 ranks)");
 }
 
+TEST(HostTopologyTest, InterHostBytesCountGroupsThatSpanHosts) {
+  const HostTopology t = HostTopologyFromKeys({0, 0, 2, 2}, {"a", "a", "b", "b"});
+  EXPECT_FALSE(SpansHosts(t, {0, 1}));
+  EXPECT_FALSE(SpansHosts(t, {3}));
+  EXPECT_TRUE(SpansHosts(t, {1, 3}));
+  EXPECT_TRUE(SpansHosts(t, {0, 1, 2, 3}));
+  EXPECT_TRUE(SpansHosts(t, {3, 7}));  // 7 is outside the table: a host of its own
+  const std::map<std::string, int64_t> bytes = {{"dp_shard", 1000}, {"dp_replica", 30}, {"world", 4}, {"tp", 7}};
+  const std::map<std::string, std::vector<int>> members = {
+      {"dp_shard", {2, 3}}, {"dp_replica", {1, 3}}, {"world", {0, 1, 2, 3}}};
+  // tp lists no members: counted, since there are two hosts.
+  EXPECT_EQ(InterHostBytesSent(t, bytes, members), 30 + 4 + 7);
+  const HostTopology one = HostTopologyFromKeys({0, 0, 0, 0}, {"a", "a", "a", "a"});
+  EXPECT_EQ(InterHostBytesSent(one, bytes, members), 0);
+}
+
 }  // namespace
 }  // namespace zeroshard

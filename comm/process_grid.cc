@@ -73,6 +73,34 @@ absl::Status ValidateGridShape(const GridShape& shape, int world_size) {
   return absl::OkStatus();
 }
 
+std::vector<int> ProcessGrid::WorldRanksOf(const Communicator* group) const {
+  std::vector<int> ranks;
+  const GridShape& s = shape_;
+  const GridCoords& c = coords_;
+  auto at = [&](int dp, int tp, int pp) { return RankOfCoords(s, GridCoords{dp, tp, pp}); };
+  if (group == nullptr) return ranks;
+  if (group == world_.get()) {
+    for (int r = 0; r < s.size(); ++r) ranks.push_back(r);
+  } else if (group == tp_.get()) {
+    for (int t = 0; t < s.tp; ++t) ranks.push_back(at(c.dp, t, c.pp));
+  } else if (group == dp_.get()) {
+    for (int d = 0; d < s.dp; ++d) ranks.push_back(at(d, c.tp, c.pp));
+  } else if (group == pp_.get()) {
+    for (int p = 0; p < s.pp; ++p) ranks.push_back(at(c.dp, c.tp, p));
+  } else if (group == embedding_.get()) {
+    const bool end_stage = c.pp == 0 || c.pp == s.pp - 1;
+    ranks.push_back(end_stage ? at(c.dp, c.tp, 0) : at(c.dp, c.tp, c.pp));
+    if (end_stage && s.pp > 1) ranks.push_back(at(c.dp, c.tp, s.pp - 1));
+  } else if (dp_shard_ != nullptr && group == dp_shard_.get()) {
+    const int S = s.shard_group_size();
+    for (int k = 0; k < S; ++k) ranks.push_back(at(c.dp / S * S + k, c.tp, c.pp));
+  } else if (dp_replica_ != nullptr && group == dp_replica_.get()) {
+    const int S = s.shard_group_size();
+    for (int k = 0; k < s.dp / S; ++k) ranks.push_back(at(c.dp % S + k * S, c.tp, c.pp));
+  }
+  return ranks;
+}
+
 Communicator& ProcessGrid::group(GridAxis axis) const {
   return axis == GridAxis::kDp ? dp() : axis == GridAxis::kTp ? tp() : pp();
 }

@@ -96,6 +96,11 @@ class ProcessGrid {
   Communicator& dp_shard() const { return dp_shard_ != nullptr ? *dp_shard_ : *dp_; }
   Communicator* dp_replica() const { return dp_replica_.get(); }
 
+  // The world ranks of one of this grid's data communicators (world, tp,
+  // dp, pp, embedding, shard, replica), in group-rank order, from the
+  // shape alone; empty for any other communicator.
+  std::vector<int> WorldRanksOf(const Communicator* group) const;
+
   const GridShape& shape() const { return shape_; }
   const GridCoords& coords() const { return coords_; }
   int dp_rank() const { return coords_.dp; }

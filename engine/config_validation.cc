@@ -324,6 +324,16 @@ std::vector<std::string> ZeroShardingErrors(const EngineConfig& e) {
                        " needs engine.zero.stage 3 (stages 0-2 gather no weights); got stage ", z.stage()));
   }
   c.AtLeast("engine.zero.quantization_block", z.quantization_block(), 32);
+  // PER_HOST is checked once resolved to a size (engine/shard_group.h): on
+  // one host it becomes full sharding, with no replica group.
+  const bool no_replicas = z.shard_group_size() == 0 || (dp >= 1 && z.shard_group_size() >= dp);
+  if (z.replica_quantization() != ZeroConfig::NONE && z.shard_group() != ZeroConfig::PER_HOST && no_replicas) {
+    c.Add(absl::StrCat("engine.zero.replica_quantization: ", ZeroConfig::Quantization_Name(z.replica_quantization()),
+                       " needs a replica group, but engine.zero.shard_group_size is ", z.shard_group_size(),
+                       " with engine.parallel.dp = ", dp,
+                       " (one replica); expected a shard group size in (0, dp) or shard_group: PER_HOST on "
+                       "several hosts"));
+  }
   if (z.error_feedback() && z.gradient_quantization() == ZeroConfig::NONE) {
     c.Add("engine.zero.error_feedback: true needs engine.zero.gradient_quantization INT8 (is NONE)");
   }

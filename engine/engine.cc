@@ -20,6 +20,7 @@ namespace zeroshard {
 
 absl::StatusOr<EngineComms> CommsForGrid(const EngineConfig& config, ProcessGrid* grid) {
   EngineComms comms;
+  comms.grid = grid;
   comms.dp = &grid->dp_shard();
   comms.replica = grid->dp_replica();
   if (config.zero().shard_group() == ZeroConfig::PER_HOST) {
@@ -400,6 +401,22 @@ std::map<std::string, CommStats> EngineImpl::comm_stats_by_group() const {
   // The step's few world-wide sums (norm, overflow, loss); when dp is the
   // whole job they travel on dp and are counted there.
   if (res_.comms.world != nullptr && res_.comms.world != res_.comms.dp) out["world"] = res_.comms.world->Stats();
+  return out;
+}
+
+std::map<std::string, std::vector<int>> EngineImpl::comm_group_world_ranks() const {
+  std::map<std::string, std::vector<int>> out;
+  for (const auto& [group, stats] : comm_stats_by_group()) {
+    (void)stats;
+    out[group] = {};
+  }
+  if (res_.comms.grid == nullptr) return out;
+  const ProcessGrid& g = *res_.comms.grid;
+  const std::map<std::string, const Communicator*> comms = {
+      {"dp", res_.comms.dp},      {"dp_shard", res_.comms.dp}, {"dp_replica", res_.comms.replica},
+      {"tp", res_.comms.tp},      {"pp", res_.comms.pp},       {"embed", res_.comms.embedding},
+      {"world", res_.comms.world}};
+  for (auto& [group, ranks] : out) ranks = g.WorldRanksOf(comms.at(group));
   return out;
 }
 

@@ -206,6 +206,12 @@ class Engine {
   // "world" is dp itself and counted there. Control traffic is not counted.
   // A step's comm_bytes is the sum over groups of bytes_sent.
   virtual std::map<std::string, CommStats> comm_stats_by_group() const = 0;
+  // The world ranks of each group comm_stats_by_group names, in group-rank
+  // order (ProcessGrid::WorldRanksOf); empty lists when the engine was made
+  // over one communicator (CreateWithCommunicator). With the host topology
+  // they say which groups' bytes cross hosts (InterHostBytesSent,
+  // comm/host_topology.h).
+  virtual std::map<std::string, std::vector<int>> comm_group_world_ranks() const = 0;
 
   // Timeline trace (engine.logging.trace_path; docs/metrics.md): from
   // Create on, the engine records its first engine.logging.trace_steps

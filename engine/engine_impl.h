@@ -101,6 +101,7 @@ class EngineImpl final : public Engine {
   int64_t memory_limit() const override { return memory_limit_; }
   CommStats comm_stats() const override;
   std::map<std::string, CommStats> comm_stats_by_group() const override;
+  std::map<std::string, std::vector<int>> comm_group_world_ranks() const override;
   Timeline* timeline() override { return res_.timeline.get(); }
   bool trace_due() const override {
     return res_.timeline != nullptr && !trace_written_ && trace_steps_ > 0 && traced_steps_ >= trace_steps_;

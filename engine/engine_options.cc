@@ -41,6 +41,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   o.sharding.quantize_gradients = z.gradient_quantization() == ZeroConfig::INT8;
   o.sharding.quantization_block = z.quantization_block();
   o.sharding.error_feedback = z.error_feedback();
+  o.sharding.quantize_replicas = z.replica_quantization() == ZeroConfig::INT8;
   o.sharding.replicas = z.shard_group_size() > 0 && dp >= 1 ? dp / z.shard_group_size() : 1;
   o.sharding.alignment = kDefaultShardAlignment * o.sharding.replicas;
   o.reduce_mode = z.reduce_mode() == ZeroConfig::DEFER ? ReduceMode::kDefer : ReduceMode::kAccumulate;

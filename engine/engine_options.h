@@ -78,6 +78,7 @@ struct ShardingOptions {
   bool quantize_gradients = false;  // int8 all-to-all gradient reductions
   int64_t quantization_block = 2048;  // elements per f32 scale
   bool error_feedback = false;      // keep and re-add what quantization dropped
+  bool quantize_replicas = false;   // hybrid sharding: int8 replica all-gather
   // dp / shard_group_size: the shard groups that each hold a replica.
   int replicas = 1;
   // Flat-layout shard alignment: kDefaultShardAlignment times `replicas`, so

@@ -32,6 +32,8 @@
 
 namespace zeroshard {
 
+class ProcessGrid;
+
 // The communicators an engine runs on. Data communicators carry tensors:
 // `dp` the gathers and reductions, `world` (every rank of the job) the
 // norm/loss/overflow all-reduce, `pp` the pipeline's activations and
@@ -51,6 +53,7 @@ struct EngineComms {
   Communicator* embedding = nullptr;
   Communicator* tp = nullptr;       // the tensor-parallel group (null: tp 1)
   Communicator* replica = nullptr;  // hybrid sharding's replica group (null: none)
+  const ProcessGrid* grid = nullptr;  // the grid they come from (null: one communicator)
 };
 
 struct EngineResources {

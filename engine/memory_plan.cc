@@ -18,6 +18,7 @@
 #include "core/status_macros.h"
 #include "engine/optimizer_program.h"
 #include "sharding/optimizer_registry.h"
+#include "sharding/quantized_shard.h"
 
 namespace zeroshard {
 namespace {
@@ -104,13 +105,15 @@ int64_t PeakGathered(const StepPlan& plan, DType compute) {
 
 // The reducer's staging slots (sharding/grad_reducer.cc): per slot the
 // largest output shard, and the input when a bucket stages it (fused,
-// another dtype, or int8).
+// another dtype, or int8); with int8 replicas the R packed shards and, when
+// the reduce dtype is not f32, their f32 sum.
 int64_t StagingBytes(const StepPlan& plan, const EngineOptions& o, int dp_size) {
   const bool quantized = o.sharding.quantize_gradients;
   const int64_t rs = quantized ? 1 : Size(o.reduce_dtype);
   int slots = 0;
   for (int s : plan.staging_slots) slots = std::max(slots, s + 1);
-  std::vector<int64_t> out(slots, 0), in(slots, 0), sum(slots, 0);
+  std::vector<int64_t> out(slots, 0), in(slots, 0), sum(slots, 0), replica(slots, 0), replica_sum(slots, 0);
+  const bool quantized_replicas = o.sharding.quantize_replicas && o.sharding.replicas > 1;
   for (size_t b = 0; b < plan.buckets.size(); ++b) {
     const int s = b < plan.staging_slots.size() ? plan.staging_slots[b] : -1;
     if (s < 0) continue;
@@ -119,9 +122,16 @@ int64_t StagingBytes(const StepPlan& plan, const EngineOptions& o, int dp_size) 
     out[s] = std::max(out[s], g.shard_numel * rs * (quantized ? dp_size : 1));
     if (stages_input) in[s] = std::max(in[s], g.shard_numel * rs * dp_size);
     if (quantized) sum[s] = std::max(sum[s], g.shard_numel * 4);
+    if (quantized_replicas) {
+      std::vector<const FlatParamLayout*> layouts;
+      for (int u : g.units) layouts.push_back(&plan.layouts[u]);
+      replica[s] = std::max(replica[s], MaxPackedBucketPartBytes(layouts, o.sharding.quantization_block) *
+                                            o.sharding.replicas);
+      if (o.reduce_dtype != DType::kF32) replica_sum[s] = std::max(replica_sum[s], g.shard_numel * 4);
+    }
   }
   int64_t total = 0;
-  for (int s = 0; s < slots; ++s) total += out[s] + in[s] + sum[s];
+  for (int s = 0; s < slots; ++s) total += out[s] + in[s] + sum[s] + replica[s] + replica_sum[s];
   return total;
 }
 

@@ -84,6 +84,7 @@ absl::Status MetricsWriter::Write(const StepMetrics& m, const MemoryTracker& mem
       {"step_ms", m.step_ms},
       {"comm_bytes", m.comm_bytes},
       {"comm_bytes_by_group", m.comm_bytes_by_group},
+      {"inter_host_bytes", m.inter_host_bytes},
       {"mem", mem},
       {"io", {{"read_bytes", m.io.read_bytes}, {"write_bytes", m.io.write_bytes}, {"busy_ms", m.io.busy_ms}}},
   };

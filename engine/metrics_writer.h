@@ -72,6 +72,9 @@ struct StepMetrics {
   int64_t comm_bytes = 0;  // bytes this rank sent in this step
   // comm_bytes by data group ("dp", "tp", "pp", "embed"; those the layout has).
   std::map<std::string, int64_t> comm_bytes_by_group;
+  // The part of comm_bytes sent in collectives of groups that span hosts
+  // (InterHostBytesSent, comm/host_topology.h); 0 on one host.
+  int64_t inter_host_bytes = 0;
   // Logging steps: the slowest rank's compute over the interval
   // (engine/straggler.h).
   struct Straggler {

@@ -41,6 +41,7 @@ TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
     s.loss = 2.5f;
     s.comm_bytes = 4096;
     s.comm_bytes_by_group = {{"dp", 4000}, {"tp", 96}};
+    s.inter_host_bytes = 4000;
     ASSERT_TRUE((*w)->Write(s, mem).ok());
     s.step = 2;
     s.val_loss = 2.25f;
@@ -70,6 +71,7 @@ TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
   EXPECT_EQ(lines[1]["comm_bytes"], 4096);
   EXPECT_EQ(lines[1]["comm_bytes_by_group"]["dp"], 4000);
   EXPECT_EQ(lines[1]["comm_bytes_by_group"]["tp"], 96);
+  EXPECT_EQ(lines[1]["inter_host_bytes"], 4000);
   EXPECT_FALSE(lines[1].contains("val_loss"));
   EXPECT_EQ(lines[2]["val_loss"], 2.25);
   EXPECT_EQ(lines[1]["mem"]["params"]["current"], 100);

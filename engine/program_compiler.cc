@@ -363,7 +363,7 @@ class Compiler {
       issues.push_back({"dp", bucket.reduce_op, bucket.reduce_bytes, absl::StrCat("grads ", bucket.name)});
     }
     if (bucket.replica_bytes > 0) {
-      issues.push_back({"dp_replica", CommOp::kAllReduce, bucket.replica_bytes,
+      issues.push_back({"dp_replica", bucket.replica_op, bucket.replica_bytes,
                         absl::StrCat("grads ", bucket.name, " over replicas")});
     }
     Emit(ActionKind::kReduce, -1, -1, b, -1, std::move(issues));

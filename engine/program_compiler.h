@@ -70,8 +70,10 @@ struct ProgramBucket {
   std::string name;  // "h.3" or "h.0..h.3"
   CommOp reduce_op = CommOp::kReduceScatter;
   // Hybrid sharding: the AllReduce of the reduced shard over "dp_replica"
-  // (its bytes; 0: none).
+  // (its bytes; 0: none), or with int8 replicas the AllGather of each
+  // replica's packed shard (its per-rank input bytes).
   int64_t replica_bytes = 0;
+  CommOp replica_op = CommOp::kAllReduce;
 };
 
 struct ProgramCompilerInput {

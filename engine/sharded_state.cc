@@ -70,6 +70,7 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
   reduction.replica = replica;
   if (options.sharding.quantize_gradients) reduction.quantization_block = options.sharding.quantization_block;
   reduction.error_feedback = options.sharding.error_feedback;
+  if (options.sharding.quantize_replicas) reduction.replica_quantization_block = options.sharding.quantization_block;
   ASSIGN_OR_RETURN(state->reducer_, GradReducer::Create(with_grads, options.bucket_bytes, dp, tracker,
                                                         options.reduce_dtype, compute.kernels, reduction));
   state->reducer_->set_timeline(timeline);

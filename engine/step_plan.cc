@@ -162,8 +162,15 @@ std::vector<ProgramBucket> ProgramBuckets(const StepPlan& plan, const EngineOpti
       p.reduce_bytes = MaxPackedBucketPartBytes(layouts, options.sharding.quantization_block);
     }
     // The replica all-reduce moves the reduced shard in the reduce dtype
-    // (f32 under int8 gradients, which require it).
+    // (f32 under int8 gradients, which require it); int8 replicas gather
+    // each replica's packed shard instead.
     if (options.sharding.replicas > 1) p.replica_bytes = b.shard_numel * r;
+    if (options.sharding.replicas > 1 && options.sharding.quantize_replicas && b.shard_numel > 0) {
+      std::vector<const FlatParamLayout*> layouts;
+      for (int u : b.units) layouts.push_back(&plan.layouts[u]);
+      p.replica_op = CommOp::kAllGather;
+      p.replica_bytes = MaxPackedBucketPartBytes(layouts, options.sharding.quantization_block);
+    }
     buckets.push_back(std::move(p));
   }
   return buckets;

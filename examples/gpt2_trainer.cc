@@ -319,6 +319,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
     if (zero.shard_group_size() > 0 && zero.shard_group_size() < par.dp()) h.shard_group_size = zero.shard_group_size();
     if (zero.weight_quantization() == ZeroConfig::INT8) h.quantized.push_back("weights");
     if (zero.gradient_quantization() == ZeroConfig::INT8) h.quantized.push_back("gradients");
+    if (zero.replica_quantization() == ZeroConfig::INT8) h.quantized.push_back("replicas");
     const TierBytes tiers = engine->memory_plan().Totals();
     h.memory_plan = MetricsHeader::MemoryPlanSummary{tiers.device, tiers.host, tiers.nvme,
                                                      engine->memory_plan().resident_bytes(), engine->memory_limit()};
@@ -348,7 +349,9 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
     if (zero.gradient_quantization() == ZeroConfig::INT8) {
       absl::StrAppend(&line, " | int8 gradient reductions", zero.error_feedback() ? " with error feedback" : "");
     }
-    if (zero.weight_quantization() == ZeroConfig::INT8 || zero.gradient_quantization() == ZeroConfig::INT8) {
+    if (zero.replica_quantization() == ZeroConfig::INT8) absl::StrAppend(&line, " | int8 replica reductions");
+    if (zero.weight_quantization() == ZeroConfig::INT8 || zero.gradient_quantization() == ZeroConfig::INT8 ||
+        zero.replica_quantization() == ZeroConfig::INT8) {
       absl::StrAppend(&line, " (blocks of ", zero.quantization_block(), ")");
     }
     if (!line.empty()) out << "zeroshard: data parallelism" << line << "\n";
@@ -380,6 +383,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
   std::optional<PreemptionSignals> preemption;
   if (!config.engine().checkpoint().dir().empty()) preemption.emplace();
   bool trace_written = false;
+  const std::map<std::string, std::vector<int>> group_ranks = engine->comm_group_world_ranks();
   while (step < total_steps) {
     {
       TraceScope span(engine->timeline(), "data", "load batch");
@@ -395,6 +399,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
       comm_bytes_by_group[group] = (stats - before.at(group)).Total().bytes_sent;
       comm_bytes += comm_bytes_by_group[group];
     }
+    const int64_t inter_host_bytes = InterHostBytesSent(hosts, comm_bytes_by_group, group_ranks);
     ++step;
 
     std::optional<float> val_loss;
@@ -428,6 +433,7 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
       m.step_ms = step_ms;
       m.comm_bytes = comm_bytes;
       m.comm_bytes_by_group = comm_bytes_by_group;
+      m.inter_host_bytes = inter_host_bytes;
       m.io = {r.io.read_bytes, r.io.write_bytes, r.io.busy_seconds * 1e3};
       if (async.has_value()) m.checkpoint_snapshot = MemoryUsage{async->snapshot_bytes(), async->peak_snapshot_bytes()};
       if (logging) m.memory_plan = StepMetrics::MemoryPlanUse{engine->memory_plan().resident_bytes(), MeasuredPeakRss()};
@@ -437,6 +443,8 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
       ASSIGN_OR_RETURN(auto peaks, MaxPeaks(*world_ptr, engine->memory()));
       if (leader) {
         out << ProgressLine(step, r, total_steps, val_loss, step_ms, tokens_per_s, peaks);
+        // Rank 0's share of the step's traffic between hosts.
+        if (hosts.hosts() > 1) out << " | inter-host " << Bytes(inter_host_bytes);
         if (straggler->Notable()) {
           out << absl::StrFormat(" | slowest rank %d: %.0f ms compute vs median %.0f", straggler->slowest_rank,
                                  straggler->slowest_ms, straggler->median_ms);

@@ -33,7 +33,7 @@ record_case trains_stage3_np2 $((rc == 0)) "rc=$rc: $(tail -5 "$tmp/stage3.log")
 json_check x "header['dp'] == 2 and header['zero_stage'] == 3 and header['world_size'] == 2 and len(rows) == 20 and [r['step'] for r in rows] == list(range(1, 21))" "$tmp/s3.jsonl"
 st=$?
 record_case metrics_header_and_steps $((st == 0)) "$(head -2 "$tmp/s3.jsonl")"
-json_check x "rows[-1]['loss'] < 0.8 * rows[0]['loss'] and all(set(r['mem']) == {'params','master_params','grads','optimizer_state','activations','comm_buffers','workspace','offload_staging'} for r in rows) and all(r['comm_bytes'] > 0 and set(r['comm_bytes_by_group']) == {'dp'} and sum(r['comm_bytes_by_group'].values()) == r['comm_bytes'] for r in rows)" "$tmp/s3.jsonl"
+json_check x "rows[-1]['loss'] < 0.8 * rows[0]['loss'] and all(set(r['mem']) == {'params','master_params','grads','optimizer_state','activations','comm_buffers','workspace','offload_staging'} for r in rows) and all(r['comm_bytes'] > 0 and set(r['comm_bytes_by_group']) == {'dp'} and sum(r['comm_bytes_by_group'].values()) == r['comm_bytes'] and r['inter_host_bytes'] == 0 for r in rows)" "$tmp/s3.jsonl"
 st=$?
 record_case loss_falls_and_memory_reported $((st == 0)) "$(tail -1 "$tmp/s3.jsonl")"
 grep -q "step    20/20 | loss" "$tmp/stage3.log"

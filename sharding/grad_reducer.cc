@@ -74,7 +74,11 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<Uni
   r->bucket_of_.assign(r->units_.size(), -1);
   std::vector<const FlatParamLayout*> layouts;
   for (const UnitShard* u : r->units_) layouts.push_back(u == nullptr ? nullptr : &u->layout());
-  if (r->quantized()) {
+  if (reduction.replica_quantization_block < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("replica quantization block is ",
+                                                   reduction.replica_quantization_block, ", expected >= 0"));
+  }
+  if (r->quantized() || r->quantized_replicas()) {
     r->runs_.resize(r->units_.size());
     for (size_t u = 0; u < r->units_.size(); ++u) {
       if (r->units_[u] == nullptr) continue;
@@ -94,6 +98,13 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(std::vector<Uni
       std::vector<const FlatParamLayout*> bucket_layouts;
       for (int u : b.units) bucket_layouts.push_back(&r->units_[u]->layout());
       b.packed_chunk = MaxPackedBucketPartBytes(bucket_layouts, reduction.quantization_block);
+    }
+    if (r->quantized_replicas()) {
+      // The replicas of a shard have the same shard rank, so the same runs;
+      // the largest over the shard ranks keeps one count for every group.
+      std::vector<const FlatParamLayout*> bucket_layouts;
+      for (int u : b.units) bucket_layouts.push_back(&r->units_[u]->layout());
+      b.replica_chunk = MaxPackedBucketPartBytes(bucket_layouts, reduction.replica_quantization_block);
     }
     r->buckets_.push_back(std::move(b));
   }
@@ -135,6 +146,13 @@ absl::Status GradReducer::SetStagingSlots(std::vector<int> slot_of_bucket) {
   const int n = dp_->size();
   for (int b = 0; b < num_buckets(); ++b) {
     Slot& slot = slots_[slot_of_bucket[b]];
+    if (quantized_replicas()) {
+      slot.replica_numel = std::max(slot.replica_numel, buckets_[b].replica_chunk * reduction_.replica->size());
+      // An f32 reduced shard is summed into in place (it is quantized first).
+      if (reduce_dtype_ != DType::kF32) {
+        slot.replica_sum_numel = std::max(slot.replica_sum_numel, buckets_[b].shard_numel);
+      }
+    }
     if (quantized()) {
       slot.in_numel = std::max(slot.in_numel, buckets_[b].packed_chunk * n);
       slot.out_numel = std::max(slot.out_numel, buckets_[b].packed_chunk * n);
@@ -168,6 +186,15 @@ absl::Status GradReducer::ReserveStaging() {
       ASSIGN_OR_RETURN(slot.sum, allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kF32,
                                           slot.sum_numel));
     }
+    // Packed parts carry padding: zeroed, as above.
+    if (slot.replica.empty() && slot.replica_numel > 0) {
+      ASSIGN_OR_RETURN(slot.replica, Buffer::AllocateZeroed(tracker_, MemoryCategory::kCommBuffers, device, DType::kI8,
+                                                            slot.replica_numel));
+    }
+    if (slot.replica_sum.empty() && slot.replica_sum_numel > 0) {
+      ASSIGN_OR_RETURN(slot.replica_sum, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device, DType::kF32,
+                                                          slot.replica_sum_numel));
+    }
   }
   return absl::OkStatus();
 }
@@ -177,6 +204,8 @@ void GradReducer::FreeStaging() {
     slot.in.Reset();
     slot.out.Reset();
     slot.sum.Reset();
+    slot.replica.Reset();
+    slot.replica_sum.Reset();
   }
 }
 
@@ -279,14 +308,23 @@ absl::Status GradReducer::Finish(int bucket) {
   // In reduce_dtype_ either way (f32 when quantized: Create checks).
   b.reduced = quantized() ? static_cast<void*>(b.sum) : b.out;
   if (s.ok() && replicated()) {
-    b.replica_issued = std::chrono::steady_clock::now();
-    b.replica_work = reduction_.replica->AllReduce(b.reduced, b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
+    if (quantized_replicas()) {
+      Slot* slot = slot_of_bucket_.empty() ? nullptr : &slots_[slot_of_bucket_[bucket]];
+      s = LaunchReplicaQuantized(b, slot);
+      if (!s.ok()) {
+        DropStaging(b);
+        return first.ok() ? s : first;
+      }
+    } else {
+      b.replica_issued = std::chrono::steady_clock::now();
+      b.replica_work = reduction_.replica->AllReduce(b.reduced, b.shard_numel, reduce_dtype_, ReduceOp::kAvg);
+    }
     replica_pending_ = bucket;
     // The pass's last reduction has nothing left to hide behind.
     if (launched_.empty()) s = CompleteReplica();
     return first.ok() ? s : first;
   }
-  if (s.ok()) s = Accumulate(b);
+  if (s.ok()) s = Accumulate(b, b.reduced, reduce_dtype_);
   DropStaging(b);
   return first.ok() ? s : first;
 }
@@ -295,13 +333,86 @@ absl::Status GradReducer::CompleteReplica() {
   if (replica_pending_ < 0) return absl::OkStatus();
   Bucket& b = buckets_[replica_pending_];
   replica_pending_ = -1;
-  absl::Status s = WaitTracedOn(*b.replica_work, kernels_.cuda_stream, timeline_, "allreduce",
-                                "AllReduce grads over replicas", b.label, b.replica_issued,
-                                b.shard_numel * static_cast<int64_t>(DTypeSize(reduce_dtype_)));
-  b.replica_work.reset();
-  if (s.ok()) s = Accumulate(b);
+  absl::Status s;
+  if (quantized_replicas()) {
+    s = WaitTracedOn(*b.replica_work, kernels_.cuda_stream, timeline_, "allgather",
+                     "AllGather int8 grads over replicas", b.label, b.replica_issued,
+                     b.replica_chunk * reduction_.replica->size());
+    b.replica_work.reset();
+    if (s.ok()) s = SumReplicaQuantized(b);
+    if (s.ok()) s = Accumulate(b, b.replica_sum, DType::kF32);
+  } else {
+    s = WaitTracedOn(*b.replica_work, kernels_.cuda_stream, timeline_, "allreduce", "AllReduce grads over replicas",
+                     b.label, b.replica_issued, b.shard_numel * static_cast<int64_t>(DTypeSize(reduce_dtype_)));
+    b.replica_work.reset();
+    if (s.ok()) s = Accumulate(b, b.reduced, reduce_dtype_);
+  }
   DropStaging(b);
   return s;
+}
+
+absl::Status GradReducer::LaunchReplicaQuantized(Bucket& b, Slot* slot) {
+  const int R = reduction_.replica->size();
+  // Every replica's part, its own included, is dequantized from the
+  // gathered buffer, so an f32 reduced shard can take the sum in place.
+  const bool in_place = reduce_dtype_ == DType::kF32;
+  if (slot != nullptr) {
+    if (slot->replica.empty() || (!in_place && slot->replica_sum.empty())) {
+      return absl::FailedPreconditionError(absl::StrCat("gradient bucket ", b.label,
+                                                        ": replica staging not reserved (ReserveStaging)"));
+    }
+    b.replica_packed = static_cast<char*>(slot->replica.data());
+    if (!in_place) b.replica_sum = slot->replica_sum.as<float>();
+  } else {
+    const Device device = dp_->device();
+    ASSIGN_OR_RETURN(b.staging_replica, Buffer::AllocateZeroed(tracker_, MemoryCategory::kCommBuffers, device,
+                                                               DType::kI8, b.replica_chunk * R));
+    if (!in_place) {
+      ASSIGN_OR_RETURN(b.staging_replica_sum, Buffer::Allocate(tracker_, MemoryCategory::kCommBuffers, device,
+                                                               DType::kF32, b.shard_numel));
+      b.replica_sum = b.staging_replica_sum.as<float>();
+    }
+    b.replica_packed = static_cast<char*>(b.staging_replica.data());
+  }
+  if (in_place) b.replica_sum = static_cast<float*>(b.reduced);
+  const int64_t block = reduction_.replica_quantization_block;
+  const int64_t size = static_cast<int64_t>(DTypeSize(reduce_dtype_));
+  char* mine = b.replica_packed + reduction_.replica->rank() * b.replica_chunk;
+  char* dst = mine;
+  const char* src = static_cast<const char*>(b.reduced);
+  for (int u : b.units) {
+    const int64_t S = units_[u]->layout().shard_numel();
+    if (S == 0) continue;
+    const std::vector<int64_t>& runs = runs_[u][dp_->rank()];
+    RETURN_IF_ERROR(QuantizeShard(kernels_, dst, src, reduce_dtype_, runs, block, kernels::NonFiniteInput::kPropagate));
+    dst += PackedShardBytes(runs, block);
+    src += S * size;
+  }
+  b.replica_issued = std::chrono::steady_clock::now();
+  // In place: this replica's part already sits at its place in the output.
+  b.replica_work = reduction_.replica->AllGather(mine, b.replica_packed, b.replica_chunk, DType::kI8);
+  return absl::OkStatus();
+}
+
+absl::Status GradReducer::SumReplicaQuantized(Bucket& b) {
+  const int R = reduction_.replica->size();
+  const int64_t block = reduction_.replica_quantization_block;
+  RETURN_IF_ERROR(DeviceMemset(b.replica_sum, dp_->device(), 0, b.shard_numel * sizeof(float)));
+  // Replica order, then unit order, on every replica: they sum bitwise alike.
+  for (int q = 0; q < R; ++q) {
+    const char* src = b.replica_packed + q * b.replica_chunk;
+    int64_t at = 0;
+    for (int u : b.units) {
+      const int64_t S = units_[u]->layout().shard_numel();
+      if (S == 0) continue;
+      const std::vector<int64_t>& runs = runs_[u][dp_->rank()];
+      RETURN_IF_ERROR(DequantizeShardAccumulate(kernels_, b.replica_sum + at, src, runs, block));
+      src += PackedShardBytes(runs, block);
+      at += S;
+    }
+  }
+  return kernels::ScaleInPlace(kernels_, b.replica_sum, b.shard_numel, DType::kF32, 1.0f / static_cast<float>(R),
+                               nullptr);
 }
 
 absl::Status GradReducer::ReleaseFullGrads(Bucket& b) {
@@ -315,14 +426,14 @@ absl::Status GradReducer::ReleaseFullGrads(Bucket& b) {
   return absl::OkStatus();
 }
 
-absl::Status GradReducer::Accumulate(Bucket& b) {
-  const int64_t out_size = static_cast<int64_t>(DTypeSize(reduce_dtype_));
+absl::Status GradReducer::Accumulate(Bucket& b, const void* reduced, DType dtype) {
+  const int64_t out_size = static_cast<int64_t>(DTypeSize(dtype));
   int64_t at = 0;
   for (int u : b.units) {
     UnitShard* unit = units_[u];
     const int64_t S = unit->layout().shard_numel();
-    const char* src = static_cast<const char*>(b.reduced) + at * out_size;
-    RETURN_IF_ERROR(kernels::AccumulateInto(kernels_, unit->grad_shard(), src, reduce_dtype_, S));
+    const char* src = static_cast<const char*>(reduced) + at * out_size;
+    RETURN_IF_ERROR(kernels::AccumulateInto(kernels_, unit->grad_shard(), src, dtype, S));
     at += S;
   }
   return absl::OkStatus();
@@ -331,8 +442,12 @@ absl::Status GradReducer::Accumulate(Bucket& b) {
 void GradReducer::DropStaging(Bucket& b) {
   b.staging_out.Reset();
   b.staging_sum.Reset();
+  b.staging_replica.Reset();
+  b.staging_replica_sum.Reset();
   b.in = b.out = b.reduced = nullptr;
   b.sum = nullptr;
+  b.replica_packed = nullptr;
+  b.replica_sum = nullptr;
 }
 
 absl::Status GradReducer::LaunchQuantized(Bucket& b) {

@@ -27,6 +27,12 @@
 // compute and the next bucket reduces, and its staging stays in use until
 // then (engine/step_plan.cc plans the staging slots to match). When no other
 // bucket is in flight (the pass's last Finish) it completes at once.
+// With replica_quantization_block > 0 the replica reduction is instead an
+// int8 AllGather of each replica's packed reduced shard (blocks restart at
+// every parameter, as for int8 gradients); every replica dequantizes the R
+// parts, its own included, and sums them in f32 in replica order, then
+// divides by R: the replicas of a shard get bitwise the same sum, and each
+// summand carries one rounding.
 //
 // Staging: by default each Launch allocates its bucket's staging and Finish
 // frees it. With a slot plan (SetStagingSlots), ReserveStaging allocates one
@@ -96,6 +102,10 @@ struct ReductionOptions {
   // from its full gradient (f32, P elements, counted as kGrads, kept across
   // steps) and adds it to the next reduction's gradient before quantizing.
   bool error_feedback = false;
+  // > 0, with a replica group: the replica reduction moves int8 blocks of
+  // this many elements with f32 scales by one AllGather (see above), from
+  // the reduced shard in any reduce dtype.
+  int64_t replica_quantization_block = 0;
 };
 
 class GradReducer {
@@ -164,6 +174,14 @@ class GradReducer {
     // its replica all-reduce in flight.
     void* reduced = nullptr;
     std::unique_ptr<Work> replica_work;
+    // Quantized replica reduction: bytes of one replica's packed shard (the
+    // largest over the shard group's ranks), the R packed shards gathered,
+    // and their f32 sum (the reduced shard itself when it is f32).
+    int64_t replica_chunk = 0;
+    Buffer staging_replica;
+    Buffer staging_replica_sum;
+    char* replica_packed = nullptr;
+    float* replica_sum = nullptr;
     std::chrono::steady_clock::time_point replica_issued;
     std::string label;
   };
@@ -171,25 +189,35 @@ class GradReducer {
     int64_t in_numel = 0;
     int64_t out_numel = 0;
     int64_t sum_numel = 0;  // quantized only
+    int64_t replica_numel = 0;      // quantized replicas: packed bytes x R
+    int64_t replica_sum_numel = 0;  // quantized replicas, reduce dtype not f32: f32
     Buffer in;
     Buffer out;
     Buffer sum;
+    Buffer replica;
+    Buffer replica_sum;
   };
   GradReducer() = default;
   bool quantized() const { return reduction_.quantization_block > 0; }
   // The dtype of the staging buffers: i8 (packed bytes) when quantized.
   DType staging_dtype() const { return quantized() ? DType::kI8 : reduce_dtype_; }
   bool replicated() const { return reduction_.replica != nullptr && reduction_.replica->size() > 1; }
+  bool quantized_replicas() const { return replicated() && reduction_.replica_quantization_block > 0; }
   // Quantized Launch / Finish halves.
   absl::Status LaunchQuantized(Bucket& b);
   absl::Status SumQuantized(Bucket& b);
+  // Quantizes b.reduced into this replica's part and issues the AllGather;
+  // after it, sums the dequantized parts into b.replica_sum.
+  absl::Status LaunchReplicaQuantized(Bucket& b, Slot* slot);
+  absl::Status SumReplicaQuantized(Bucket& b);
   // Waits for the pending replica all-reduce, if any, and accumulates its
   // bucket.
   absl::Status CompleteReplica();
   // Frees (stages 2-3) or zeroes (0-1) the units' full grads.
   absl::Status ReleaseFullGrads(Bucket& b);
-  // Adds b.reduced into the units' gradient shards.
-  absl::Status Accumulate(Bucket& b);
+  // Adds `reduced` (the bucket's reduced shard in `dtype`) into the units'
+  // gradient shards.
+  absl::Status Accumulate(Bucket& b, const void* reduced, DType dtype);
   // Releases b's own output staging and clears its pointers.
   void DropStaging(Bucket& b);
 

@@ -276,6 +276,84 @@ TEST(GradReducerTest, ReplicaAllReduceLandsAtTheNextFinish) {
 namespace zeroshard {
 namespace {
 
+// int8 replica reduction, 4 ranks as above (replicas {0, 2} and {1, 3},
+// blocks of 32): each shard is the f32 average of the two replicas'
+// dequantized shards — within half a block scale of the exact average over
+// all 4 ranks — the two replicas of a shard hold it bitwise alike, and the
+// replica group moves one int8 AllGather per bucket, landing at the next
+// Finish as the f32 all-reduce does. (ThreadCommunicator reduces f32 only:
+// the bf16 reduce dtype is //tests/engine:replica_quantization_mpi_test's.)
+TEST(GradReducerTest, QuantizedReplicasAverageDequantizedShardsBitwiseAlike) {
+  constexpr int64_t kBlock = 32;
+  const DType reduce_dtype = DType::kF32;
+  std::vector<std::vector<std::unique_ptr<Communicator>>> shard_groups, replica_groups;
+  for (int g = 0; g < 2; ++g) shard_groups.push_back(CreateThreadGroup(2, "dp_shard"));
+  for (int g = 0; g < 2; ++g) replica_groups.push_back(CreateThreadGroup(2, "dp_replica"));
+  std::vector<FlatParamLayout> layouts = Layouts(2);
+  std::vector<std::vector<std::vector<float>>> result(4, std::vector<std::vector<float>>(4));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      Communicator* shard = shard_groups[r / 2][r % 2].get();
+      Communicator* replica = replica_groups[r % 2][r / 2].get();
+      MemoryTracker tracker;
+      std::vector<std::unique_ptr<UnitShard>> shards;
+      std::vector<UnitShard*> raw;
+      for (auto& l : layouts) {
+        shards.push_back(*UnitShard::Create(&l, *ZeroPolicy::ForStage(2), shard, &tracker));
+        raw.push_back(shards.back().get());
+      }
+      ReductionOptions reduction;
+      reduction.replica = replica;
+      reduction.replica_quantization_block = kBlock;
+      auto reducer =
+          GradReducer::Create(raw, 300, shard, &tracker, reduce_dtype, kernels::KernelContext::Cpu(1), reduction);
+      ASSERT_TRUE(reducer.ok()) << reducer.status();
+      for (int u = 0; u < 4; ++u) {
+        ASSERT_TRUE(shards[u]->EnsureFullGrads().ok());
+        float* g = static_cast<float*>(shards[u]->full_grads());
+        // Not on the int8 grid: 0.37 steps, different per rank.
+        for (int64_t i = 0; i < layouts[u].padded_numel(); ++i) g[i] = 0.37f * static_cast<float>(r * 7 + u * 3 + i);
+      }
+      const int buckets = (*reducer)->num_buckets();
+      ASSERT_GE(buckets, 2);
+      // Two in flight at a time, as the step program runs them.
+      ASSERT_TRUE((*reducer)->Launch(0).ok());
+      for (int b = 0; b < buckets; ++b) {
+        if (b + 1 < buckets) {
+          ASSERT_TRUE((*reducer)->Launch(b + 1).ok());
+        }
+        const absl::Status finished = (*reducer)->Finish(b);
+        ASSERT_TRUE(finished.ok()) << DTypeName(reduce_dtype) << ": " << finished;
+      }
+      ASSERT_TRUE((*reducer)->FinishAll().ok());
+      EXPECT_EQ(tracker.Usage(MemoryCategory::kCommBuffers).current, 0);
+      EXPECT_EQ(replica->Stats()[CommOp::kAllGather].calls, buckets);
+      EXPECT_EQ(replica->Stats()[CommOp::kAllReduce].calls, 0);
+      for (int u = 0; u < 4; ++u) {
+        const int64_t S = layouts[u].shard_numel();
+        // The shard group's average is 0.37 (7 (2g + 0.5) + 3u + flat); its
+        // largest value in a block bounds the block's scale: amax / 127.
+        for (int64_t i = 0; i < S; ++i) {
+          const int64_t flat = (r % 2) * S + i;
+          const double exact = 0.37 * (7 * 1.5 + 3 * u + flat);
+          const double amax = 0.37 * (7 * 2.5 + 3 * u + (r % 2) * S + std::min(S, (i / kBlock + 1) * kBlock));
+          EXPECT_NEAR(shards[u]->grad_shard()[i], exact, amax / 127 / 2 + 1e-4)
+              << DTypeName(reduce_dtype) << " rank " << r << " unit " << u;
+        }
+        result[r][u].assign(shards[u]->grad_shard(), shards[u]->grad_shard() + S);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    for (int u = 0; u < 4; ++u) {
+      EXPECT_EQ(result[r][u], result[r + 2][u])
+          << DTypeName(reduce_dtype) << " replicas of shard " << r << ", unit " << u;
+    }
+  }
+}
+
 // int8 reduction over 3 ranks (ThreadCommunicator), fused and single
 // buckets: each shard is the f32 average of the ranks' dequantized parts —
 // within the average of their half scales of the exact average — the

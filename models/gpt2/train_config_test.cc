@@ -117,7 +117,8 @@ TEST(ConfigLoaderTest, AnyMessageParsesAndTakesOverrides) {
   EXPECT_EQ(s.message(), "--set zero.stages=1: no field 'stages' in zero; fields are: stage, prefetch, "
                          "persistence_threshold, reshard_after_forward, bucket_bytes, reduce_mode, shard_group_size, "
                          "shard_group, "
-                         "weight_quantization, gradient_quantization, quantization_block, error_feedback");
+                         "weight_quantization, gradient_quantization, quantization_block, error_feedback, "
+                         "replica_quantization");
   s = ApplyOverride("steps=1", &engine);
   EXPECT_EQ(s.message(), "--set steps=1: no field 'steps' in the config; fields are: zero, precision, optimizer, "
                          "lr_schedule, gradient_accumulation_steps, activation_checkpointing, parallel, comm, "
@@ -222,7 +223,8 @@ TEST(ConfigLoaderTest, BadOverridesNameTheOverride) {
       {"engine.zero.stag=1",
        "--set engine.zero.stag=1: no field 'stag' in engine.zero; fields are: stage, prefetch, persistence_threshold, "
        "reshard_after_forward, bucket_bytes, reduce_mode, shard_group_size, shard_group, weight_quantization, "
-       "gradient_quantization, quantization_block, error_feedback"},
+       "gradient_quantization, quantization_block, error_feedback, "
+                         "replica_quantization"},
       {"engine.zero.stage=two", "--set engine.zero.stage=two: 'two' is not valid for engine.zero.stage; expected a "
                                 "value of type int32"},
       {"engine.precision.compute_dtype=FP8",
@@ -235,7 +237,8 @@ TEST(ConfigLoaderTest, BadOverridesNameTheOverride) {
       {"engine.zero=1",
        "--set engine.zero=1: engine.zero is a section; set one of its fields: stage, prefetch, "
        "persistence_threshold, reshard_after_forward, bucket_bytes, reduce_mode, shard_group_size, shard_group, "
-       "weight_quantization, gradient_quantization, quantization_block, error_feedback"},
+       "weight_quantization, gradient_quantization, quantization_block, error_feedback, "
+                         "replica_quantization"},
       {"steps.x=1", "--set steps.x=1: steps is not a section"},
       {"engine.comm.debug_checks=maybe",
        "--set engine.comm.debug_checks=maybe: 'maybe' is not valid for engine.comm.debug_checks; expected true or "
@@ -394,6 +397,10 @@ const BadConfig kBadConfigs[] = {
      "PATH: invalid config:\nengine.zero.quantization_block: 16 is out of range; expected >= 32"},
     {"error_feedback_without_quantization", "engine { zero { error_feedback: true } }", false, 3,
      "PATH: invalid config:\nengine.zero.error_feedback: true needs engine.zero.gradient_quantization INT8 (is NONE)"},
+    {"replica_quantization_without_replicas", "engine { zero { replica_quantization: INT8 } }", false, 3,
+     "PATH: invalid config:\nengine.zero.replica_quantization: INT8 needs a replica group, but "
+     "engine.zero.shard_group_size is 0 with engine.parallel.dp = 3 (one replica); expected a shard group size in "
+     "(0, dp) or shard_group: PER_HOST on several hosts"},
     {"gradient_quantization_with_reduce_dtype",
      "engine { zero { gradient_quantization: INT8 } precision { compute_dtype: BF16 reduce_dtype: BF16 } }", false, 3,
      "PATH: invalid config:\nengine.precision.reduce_dtype: BF16 is set with engine.zero.gradient_quantization INT8, "
