@@ -50,9 +50,9 @@ std::vector<std::string> EngineModelErrors(const EngineConfig& engine, const Mod
                                       "' is not a unit of the model; expected one of ", absl::StrJoin(names, ", ")));
       } else if (ac.selective() && !model.units[it - names.begin()]->SupportsSelectiveCheckpointing()) {
         errors.push_back(absl::StrCat(
-            "engine.activation_checkpointing.units: '", u, "' has no selective form (selective: true); expected one of ",
-            selective_names.empty() ? std::string("(none: the model has no unit with one)")
-                                    : absl::StrJoin(selective_names, ", ")));
+            "engine.activation_checkpointing.units: '", u, "' has no selective form (selective: true); ",
+            selective_names.empty() ? std::string("no unit of the model has one")
+                                    : absl::StrCat("expected one of ", absl::StrJoin(selective_names, ", "))));
       }
     }
   }
