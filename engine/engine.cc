@@ -365,6 +365,12 @@ std::vector<bool> Engine::checkpointed_units() const {
   return out;
 }
 
+std::vector<bool> Engine::selective_units() const {
+  std::vector<bool> out;
+  for (const UnitPlan& u : plan().units) out.push_back(u.selective);
+  return out;
+}
+
 EngineStats EngineImpl::stats() const {
   EngineStats s;
   s.step = state_->step();

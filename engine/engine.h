@@ -253,6 +253,9 @@ class Engine {
   const StepProgram& eval_program() const { return plan().eval; }
   // Whether each unit's activations are recomputed (activation checkpointing).
   std::vector<bool> checkpointed_units() const;
+  // Whether each unit is checkpointed selectively (keeps its GEMMs' inputs
+  // and outputs, recomputes the rest in its backward).
+  std::vector<bool> selective_units() const;
   virtual EngineCoordinates coordinates() const = 0;
   // The reducer's buckets (units, bytes per reduction), in plan order.
   virtual const GradReducer& reducer() const = 0;

@@ -95,6 +95,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
   }
   o.checkpointing.k = ac.k();
   o.checkpointing.units.assign(ac.units().begin(), ac.units().end());
+  o.checkpointing.selective = ac.selective();
   const ParallelConfig& par = c.parallel();
   if (par.tp() < 1) {
     return absl::InvalidArgumentError(absl::StrCat("engine.parallel.tp: ", par.tp(), " is out of range [1, inf)"));

@@ -50,6 +50,11 @@ struct ActivationCheckpointingOptions {
   CheckpointPolicy policy = CheckpointPolicy::kNone;
   int k = 2;
   std::vector<std::string> units;
+  // engine.activation_checkpointing.selective: the units the policy names
+  // (every unit with policy kNone) keep their GEMMs' inputs and outputs and
+  // recompute the rest inside their backward, instead of being recomputed
+  // whole.
+  bool selective = false;
 };
 
 // Pipeline parallelism (docs/parallelism.md).

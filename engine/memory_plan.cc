@@ -50,7 +50,8 @@ bool AnyNvme(const MemoryPlan& p) {
 }
 
 // Kept activation bytes over the program: FORWARD of a unit that runs
-// backward keeps its saved tensors (a checkpointed unit only its input),
+// backward keeps its saved tensors (a checkpointed unit only its input, a
+// selective one its selective estimate, already in `saved`),
 // RECOMPUTE rebuilds them, its backward (BACKWARD or BACKWARD_WEIGHT)
 // frees both; one unit output is alive beside them at any time.
 int64_t PeakActivations(const StepPlan& plan, const std::vector<int64_t>& saved, const std::vector<int64_t>& output) {
@@ -351,7 +352,9 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     for (int u = 0; u < L; ++u) {
       if (!plan.units[u].computed) continue;
       const Unit& unit = *in.model->units[u];
-      saved[u] = unit.EstimateSavedActivationBytes(in.micro_batch, in.sequence_length, o.compute_dtype);
+      saved[u] = plan.units[u].selective
+                     ? unit.EstimateSelectiveSavedActivationBytes(in.micro_batch, in.sequence_length, o.compute_dtype)
+                     : unit.EstimateSavedActivationBytes(in.micro_batch, in.sequence_length, o.compute_dtype);
       output[u] = unit.EstimateOutputActivationBytes(in.micro_batch, in.sequence_length, o.compute_dtype);
       if (saved[u] < 0 || output[u] < 0) {
         unknown.push_back(unit.name());
@@ -363,6 +366,15 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     } else {
       bytes[Idx(PlanCategory::kActivations)] = PeakActivations(plan, saved, output);
       if (in.tp_size > 1) p.notes.push_back("activations: estimated as at tp 1 (an upper bound)");
+      std::vector<std::string> selective;
+      for (int u = 0; u < L; ++u) {
+        if (plan.units[u].selective && plan.units[u].computed) selective.push_back(in.model->units[u]->name());
+      }
+      if (!selective.empty()) {
+        p.notes.push_back(absl::StrCat("activations: checkpointed selectively (GEMM outputs kept, the rest recomputed "
+                                       "in backward): ",
+                                       absl::StrJoin(selective, ", ")));
+      }
     }
   }
 

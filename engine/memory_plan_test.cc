@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "engine/engine.h"
 #include "engine/engine_options.h"
 #include "engine/engine_resources.h"
@@ -102,9 +103,14 @@ TEST(MemoryPlanTest, EachPipelineStageStateIsExact) {
 }
 
 TEST(MemoryPlanTest, ActivationEstimateIsWithinFivePercentOfAStep) {
-  for (auto policy : {ActivationCheckpointingConfig::NONE, ActivationCheckpointingConfig::EVERY_UNIT}) {
+  const std::vector<std::pair<ActivationCheckpointingConfig::Policy, bool>> modes = {
+      {ActivationCheckpointingConfig::NONE, false},
+      {ActivationCheckpointingConfig::EVERY_UNIT, false},
+      {ActivationCheckpointingConfig::NONE, true}};
+  for (const auto& [policy, selective] : modes) {
     EngineConfig config = Config(0);
     config.mutable_activation_checkpointing()->set_policy(policy);
+    config.mutable_activation_checkpointing()->set_selective(selective);
     auto comms = CreateThreadGroup(1);
     const Gpt2Config gpt = TinyGpt2();
     absl::StatusOr<std::unique_ptr<Engine>> engine =
@@ -122,8 +128,37 @@ TEST(MemoryPlanTest, ActivationEstimateIsWithinFivePercentOfAStep) {
     ASSERT_GT(measured, 0);
     const int64_t planned = plan->bytes_of(PlanCategory::kActivations);
     EXPECT_NEAR(static_cast<double>(planned), static_cast<double>(measured), 0.05 * measured)
-        << "policy " << policy << ": planned " << planned << ", measured " << measured;
+        << "policy " << policy << " selective " << selective << ": planned " << planned << ", measured " << measured;
   }
+}
+
+// Selective checkpointing: each block's planned share is its selective
+// estimate, 6·N·C elements below a full save (ln_1, ln_2 and GELU outputs),
+// and the plan names the selective units.
+TEST(MemoryPlanTest, SelectiveCheckpointingPlansEachBlockWithoutItsRecomputedOutputs) {
+  const Gpt2Config gpt = TinyGpt2();
+  std::unique_ptr<Model> model = BuildGpt2(gpt).value();
+  int64_t planned[2] = {0, 0};
+  std::vector<std::string> notes;
+  for (int selective = 0; selective < 2; ++selective) {
+    EngineConfig config = Config(0);
+    config.mutable_activation_checkpointing()->set_selective(selective == 1);
+    absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config);
+    ASSERT_TRUE(options.ok()) << options.status();
+    absl::StatusOr<StepPlan> step = PlanDataParallelStep(*model, *options, 1);
+    ASSERT_TRUE(step.ok()) << step.status();
+    absl::StatusOr<MemoryPlan> plan = Plan(*options, *step, *model, kRows, gpt.seq_len);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    planned[selective] = plan->bytes_of(PlanCategory::kActivations);
+    notes = plan->notes;
+  }
+  const int64_t n = kRows * gpt.seq_len;
+  EXPECT_EQ(planned[0] - planned[1], gpt.n_layer * 6 * n * gpt.n_embd * 4);
+  EXPECT_NE(std::find(notes.begin(), notes.end(),
+                      "activations: checkpointed selectively (GEMM outputs kept, the rest recomputed in backward): "
+                      "h.0, h.1"),
+            notes.end())
+      << absl::StrJoin(notes, "\n");
 }
 
 TEST(MemoryPlanTest, EngineCreateRefusesAPlanOverTheLimit) {

@@ -38,11 +38,22 @@ std::vector<std::string> EngineModelErrors(const EngineConfig& engine, const Mod
   const ActivationCheckpointingConfig& ac = engine.activation_checkpointing();
   std::vector<std::string> names;
   for (const std::unique_ptr<Unit>& unit : model.units) names.push_back(unit->name());
+  std::vector<std::string> selective_names;
+  for (const std::unique_ptr<Unit>& unit : model.units) {
+    if (unit->SupportsSelectiveCheckpointing()) selective_names.push_back(unit->name());
+  }
   if (ac.policy() == ActivationCheckpointingConfig::NAMED) {
     for (const std::string& u : ac.units()) {
-      if (std::find(names.begin(), names.end(), u) != names.end()) continue;
-      errors.push_back(absl::StrCat("engine.activation_checkpointing.units: '", u,
-                                    "' is not a unit of the model; expected one of ", absl::StrJoin(names, ", ")));
+      const auto it = std::find(names.begin(), names.end(), u);
+      if (it == names.end()) {
+        errors.push_back(absl::StrCat("engine.activation_checkpointing.units: '", u,
+                                      "' is not a unit of the model; expected one of ", absl::StrJoin(names, ", ")));
+      } else if (ac.selective() && !model.units[it - names.begin()]->SupportsSelectiveCheckpointing()) {
+        errors.push_back(absl::StrCat(
+            "engine.activation_checkpointing.units: '", u, "' has no selective form (selective: true); ",
+            selective_names.empty() ? std::string("no unit of the model has one")
+                                    : absl::StrCat("expected one of ", absl::StrJoin(selective_names, ", "))));
+      }
     }
   }
   CheckPipeline(engine.parallel(), static_cast<int>(names.size()), &errors);

@@ -16,6 +16,9 @@ namespace zeroshard {
 // Every engine.activation_checkpointing.units name (policy NAMED) is a unit
 // of `model`; one error per unknown name, listing the model's units:
 //   engine.activation_checkpointing.units: 'h.7' is not a unit of the model; expected one of embed, h.0, h.1, head
+// and, with selective: true, one that has a selective form
+// (Unit::SupportsSelectiveCheckpointing):
+//   engine.activation_checkpointing.units: 'head' has no selective form (selective: true); expected one of h.0, h.1
 // With pp > 1 (docs/parallelism.md): the chunks fit the model's units and
 // an explicit partition covers them exactly:
 //   engine.parallel.pp: 8 exceeds the model's 6 units

@@ -1,7 +1,9 @@
 #include "engine/model_config_validation.h"
 
+#include "engine/testing/tiny_gpt2.h"
 #include "engine/testing/toy_model.h"
 #include "gtest/gtest.h"
+#include "models/gpt2/gpt2.h"
 
 namespace zeroshard {
 namespace {
@@ -26,6 +28,30 @@ TEST(EngineModelErrorsTest, NamedUnitsMustBeUnitsOfTheModel) {
   EXPECT_EQ(errors[1],
             "engine.activation_checkpointing.units: 'blk.2' is not a unit of the model; expected one of embed, "
             "blk.0, blk.1, head");
+}
+
+// With selective: true every named unit needs a selective form (GPT-2: the
+// blocks); the errors list the units that have one.
+TEST(EngineModelErrorsTest, SelectiveNamedUnitsNeedASelectiveForm) {
+  EngineConfig c = Named({"embed", "h.1", "head"});
+  EXPECT_TRUE(EngineModelErrors(c, *BuildGpt2(TinyGpt2()).value()).empty());  // full checkpointing: any unit
+  c.mutable_activation_checkpointing()->set_selective(true);
+  std::vector<std::string> errors = EngineModelErrors(c, *BuildGpt2(TinyGpt2()).value());
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0],
+            "engine.activation_checkpointing.units: 'embed' has no selective form (selective: true); expected one of "
+            "h.0, h.1");
+  EXPECT_EQ(errors[1],
+            "engine.activation_checkpointing.units: 'head' has no selective form (selective: true); expected one of "
+            "h.0, h.1");
+  errors = EngineModelErrors(c, *BuildToyModel(ToyModelConfig()));
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0], "engine.activation_checkpointing.units: 'embed' has no selective form (selective: true); no "
+                       "unit of the model has one");
+  // Policies other than NAMED name no unit: nothing to refuse.
+  c.mutable_activation_checkpointing()->set_policy(ActivationCheckpointingConfig::EVERY_KTH);
+  c.mutable_activation_checkpointing()->clear_units();
+  EXPECT_TRUE(EngineModelErrors(c, *BuildToyModel(ToyModelConfig())).empty());
 }
 
 TEST(EngineModelErrorsTest, OtherPoliciesNameNoUnits) {

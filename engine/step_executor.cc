@@ -217,6 +217,7 @@ UnitContext StepExecutor::ContextFor(const RunContext& run, int micro_batch, int
   ctx.rng_key = UnitRngKey(res_->options.seed, run.training ? state_->attempts() : -1, micro_batch, unit);
   ctx.micro_batch = micro_batch;
   ctx.input_grad = res_->plan.units[unit].input_grad;
+  ctx.selective_checkpoint = run.training && res_->plan.units[unit].selective;
   ctx.parallel.tp = res_->comms.tp;
   ctx.parallel.tp_rank = res_->tp_rank();
   ctx.parallel.tp_size = res_->tp_size();

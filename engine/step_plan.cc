@@ -82,10 +82,24 @@ absl::Status ResolveCheckpointedUnits(const Model& model, const ActivationCheckp
                                                        L > 0 ? model.units[0]->name() : std::string(), "')"));
       }
       checkpointed[found] = true;
+      if (ac.selective && !model.units[found]->SupportsSelectiveCheckpointing()) {
+        return absl::InvalidArgumentError(absl::StrCat("engine.activation_checkpointing.units: '", name,
+                                                       "' has no selective form (selective: true)"));
+      }
     }
   }
-  // A unit without a backward keeps nothing for one.
-  for (int u = 0; u < L; ++u) plan->units[u].checkpointed = checkpointed[u] && plan->units[u].backward;
+  // A unit without a backward keeps nothing for one. Selective: the units
+  // the policy names (every unit under NONE) that have a selective form are
+  // checkpointed selectively instead of fully; the others keep everything.
+  for (int u = 0; u < L; ++u) {
+    UnitPlan& up = plan->units[u];
+    if (!ac.selective) {
+      up.checkpointed = checkpointed[u] && up.backward;
+      continue;
+    }
+    const bool named = ac.policy == CheckpointPolicy::kNone || checkpointed[u];
+    up.selective = named && up.backward && model.units[u]->SupportsSelectiveCheckpointing();
+  }
   return absl::OkStatus();
 }
 

@@ -35,6 +35,10 @@ struct UnitPlan {
   bool backward = true;      // false in a leading run of units that train nothing
   bool input_grad = true;    // whether anything before it needs d/d(its input)
   bool checkpointed = false;  // activations recomputed before its backward
+  // Selectively checkpointed: its forward keeps only what its selective form
+  // keeps (Unit::SupportsSelectiveCheckpointing) and its backward recomputes
+  // the rest; never also `checkpointed`.
+  bool selective = false;
   // Pipeline: this rank runs the unit (it is in one of the stage's chunks);
   // holds its state (runs it, or keeps a mirror copy of a unit on another
   // stage whose parameters one of its units borrows); and whether the

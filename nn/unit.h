@@ -83,6 +83,9 @@ struct UnitContext {
   // false: nothing before this unit needs d(objective)/d(in) (the units
   // before it are frozen); Backward may leave grad_in empty.
   bool input_grad = true;
+  // Training only: keep the selective form's activations
+  // (Unit::SupportsSelectiveCheckpointing); units without one ignore it.
+  bool selective_checkpoint = false;
   ParallelContext parallel;
 };
 
@@ -187,6 +190,18 @@ class Unit {
   // unknown). Without tensor parallelism.
   virtual int64_t EstimateSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const { return -1; }
   virtual int64_t EstimateOutputActivationBytes(int64_t batch, int64_t seq, DType compute) const { return -1; }
+
+  // Selective activation checkpointing (docs/model.md): a unit that returns
+  // true keeps, when UnitContext::selective_checkpoint is set, only its
+  // GEMMs' inputs and outputs and what cannot be rebuilt without a GEMM, and
+  // its Backward (and BackwardInput/BackwardWeight) recomputes the rest from
+  // them with the forward's kernels, so the results are bitwise those of a
+  // full save. EstimateSelectiveSavedActivationBytes is then what Forward
+  // keeps in that mode (default: everything, for units without one).
+  virtual bool SupportsSelectiveCheckpointing() const { return false; }
+  virtual int64_t EstimateSelectiveSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const {
+    return EstimateSavedActivationBytes(batch, seq, compute);
+  }
 
   // Runs the unit on one micro-batch.
   //   params: views in compute dtype of the owned params (params() order)

@@ -1,13 +1,18 @@
 // Activation checkpointing benchmark: peak activation bytes and step time of
-// one rank with policy none / every unit / every 2nd unit, on a deeper GPT-2
+// one rank with policy none / every unit / every 2nd unit / selective
+// (docs/activation_checkpointing.md), on a deeper GPT-2
 // (default 12 layers, C = 384, 6 heads, V = 50257, T = 256, 1 sequence).
 // Runs under `mpirun -np 1` (bench/activation_checkpointing/run.sh), stage 0,
 // f32 (or --compute_dtype bf16). The policies are interleaved step by step
 // after one warm-up each; the table reports the median of --repeats steps.
 // Peak activation bytes are the tracker's kActivations peak during one step
-// (saved tensors, unit outputs, kept inputs, gradients flowing backward).
+// (saved tensors, unit outputs, kept inputs, gradients flowing backward); a
+// second table sets it beside the memory plan's estimate (engine/memory_plan.h)
+// and the tracker's workspace peak (where selective checkpointing's rebuilt
+// tensors live during a block's backward).
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +24,7 @@
 #include "comm/mpi_env.h"
 #include "comm/process_grid.h"
 #include "engine/engine.h"
+#include "engine/memory_plan.h"
 #include "engine/testing/global_batch.h"
 #include "kernels/context.h"
 #include "models/gpt2/gpt2.h"
@@ -46,6 +52,7 @@ struct Policy {
   const char* name;
   ActivationCheckpointingConfig::Policy policy;
   int k;
+  bool selective;
 };
 
 int Main() {
@@ -72,10 +79,13 @@ int Main() {
   std::vector<HostBatch> batches = MicroBatchesForRank(tokens, B, mc.seq_len, 1, 1, 0);
   const std::vector<Batch> views = Views(batches);
 
-  const std::vector<Policy> policies = {{"none", ActivationCheckpointingConfig::NONE, 2},
-                                        {"every unit", ActivationCheckpointingConfig::EVERY_UNIT, 2},
-                                        {"every 2nd unit", ActivationCheckpointingConfig::EVERY_KTH, 2}};
+  const std::vector<Policy> policies = {{"none", ActivationCheckpointingConfig::NONE, 2, false},
+                                        {"every unit", ActivationCheckpointingConfig::EVERY_UNIT, 2, false},
+                                        {"every 2nd unit", ActivationCheckpointingConfig::EVERY_KTH, 2, false},
+                                        {"selective (every block)", ActivationCheckpointingConfig::NONE, 2, true}};
   std::vector<std::unique_ptr<Engine>> engines;
+  std::vector<std::unique_ptr<Model>> plan_models;  // the models the estimates read
+  std::vector<int64_t> estimate;
   for (const Policy& p : policies) {
     EngineConfig c;
     c.mutable_parallel()->set_dp(1);
@@ -84,22 +94,40 @@ int Main() {
     c.mutable_precision()->set_compute_dtype(compute);
     c.mutable_activation_checkpointing()->set_policy(p.policy);
     c.mutable_activation_checkpointing()->set_k(p.k);
+    c.mutable_activation_checkpointing()->set_selective(p.selective);
     auto model = BuildGpt2(mc);
     Check(model.status(), "BuildGpt2");
     auto engine = Engine::Create(c, grid.get(), std::move(model).value());
     Check(engine.status(), "Engine::Create");
+    auto plan_model = BuildGpt2(mc);
+    Check(plan_model.status(), "BuildGpt2");
+    MemoryPlanInputs in;
+    in.options = (*engine)->options();
+    in.plan = &(*engine)->plan();
+    in.model = plan_model->get();
+    in.micro_batch = B;
+    in.sequence_length = mc.seq_len;
+    in.cpu_threads = threads;
+    absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+    Check(plan.status(), "PlanMemory");
+    estimate.push_back(plan->bytes_of(PlanCategory::kActivations));
+    plan_models.push_back(std::move(plan_model).value());
     Check((*engine)->TrainStep(views).status(), "warm-up TrainStep");
     engines.push_back(std::move(engine).value());
   }
   const int repeats = absl::GetFlag(FLAGS_repeats);
-  std::vector<std::vector<double>> times(policies.size()), fwd(policies.size()), bwd(policies.size());
-  std::vector<int64_t> peak(policies.size(), 0);
+  std::vector<std::vector<double>> times(policies.size()), fwd(policies.size()), bwd(policies.size()),
+      cpu(policies.size());
+  std::vector<int64_t> peak(policies.size(), 0), workspace(policies.size(), 0);
   for (int rep = 0; rep < repeats; ++rep) {
     for (size_t i = 0; i < policies.size(); ++i) {
       engines[i]->memory().ResetPeaks();
+      const std::clock_t cpu0 = std::clock();  // the process's CPU time, all threads: steadier than wall time under load
       absl::StatusOr<StepResult> r = engines[i]->TrainStep(views);
+      cpu[i].push_back(static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC);
       Check(r.status(), "TrainStep");
       peak[i] = std::max(peak[i], engines[i]->memory().Usage(MemoryCategory::kActivations).peak);
+      workspace[i] = std::max(workspace[i], engines[i]->memory().Usage(MemoryCategory::kWorkspace).peak);
       times[i].push_back(r->timings.total);
       fwd[i].push_back(r->timings.forward);
       bwd[i].push_back(r->timings.backward);
@@ -120,6 +148,17 @@ int Main() {
     std::printf("| %s | %.1f MB | %.3f | %.0f ms | %.3f | %.0f ms | %.0f ms |\n", policies[i].name, peak[i] / 1e6,
                 static_cast<double>(peak[i]) / peak[0], t * 1e3, t / t0, median(fwd[i]) * 1e3,
                 median(bwd[i]) * 1e3);
+  }
+  std::printf("\n### Peak activation bytes: measured vs the memory plan's estimate; step CPU time\n\n"
+              "| policy | measured | estimate | measured / estimate | estimate vs none | workspace peak | step CPU time "
+              "(all threads) | vs none |\n"
+              "|---|---|---|---|---|---|---|---|\n");
+  const double c0 = median(cpu[0]);
+  for (size_t i = 0; i < policies.size(); ++i) {
+    std::printf("| %s | %.1f MB | %.1f MB | %.3f | %.3f | %.1f MB | %.0f ms | %.3f |\n", policies[i].name,
+                peak[i] / 1e6, estimate[i] / 1e6, static_cast<double>(peak[i]) / estimate[i],
+                static_cast<double>(estimate[i]) / estimate[0], workspace[i] / 1e6, median(cpu[i]) * 1e3,
+                median(cpu[i]) / c0);
   }
   std::fflush(stdout);
   engines.clear();

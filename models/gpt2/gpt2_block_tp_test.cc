@@ -228,6 +228,7 @@ struct RunOptions {
   DType dtype = DType::kF32;
   bool split = false;  // BackwardInput + BackwardWeight instead of Backward
   bool frozen = false;  // every gradient view null
+  bool selective = false;  // UnitContext::selective_checkpoint
 };
 
 class Gpt2BlockTpTest : public ::testing::Test {
@@ -268,6 +269,7 @@ class Gpt2BlockTpTest : public ::testing::Test {
     uctx.parallel.tp_rank = rank;
     uctx.parallel.tp_size = o.tp;
     uctx.parallel.sequence_parallel = o.sp;
+    uctx.selective_checkpoint = o.selective;
     const std::vector<ParamSpec>& specs = block().params();
     std::vector<Buffer> p, g;
     std::vector<TensorView> pv, gv;
@@ -526,6 +528,41 @@ TEST_F(Gpt2BlockTpTest, SplitBackwardIsBitwiseBackward) {
         const int64_t e = static_cast<int64_t>(DTypeSize(dt)), n = N(), c = C(), tp = 2;
         const int64_t want = sp ? (2 * n * c + 9 * n * c / tp) * e : (4 * n * c + 7 * n * c / tp) * e;
         EXPECT_EQ(split[r].weight_inputs_bytes, want);
+      }
+    }
+  }
+}
+
+// Selective checkpointing at tp 2, with and without sequence parallelism,
+// fused and split backward: the output, input gradient and every gradient
+// bitwise those of a full save, the same collectives, no workspace left, and
+// ln_1, ln_2 (nl rows each) and GELU (N·4C/tp) not kept.
+TEST_F(Gpt2BlockTpTest, SelectiveCheckpointingIsBitwiseAFullSave) {
+  for (bool sp : {false, true}) {
+    for (bool split : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << (sp ? "sp" : "no sp") << (split ? " split" : " fused"));
+      RunOptions o;
+      o.tp = 2;
+      o.sp = sp;
+      o.split = split;
+      const std::vector<RankResult> full = Run(o);
+      o.selective = true;
+      const std::vector<RankResult> sel = Run(o);
+      ASSERT_TRUE(AllComplete(full) && AllComplete(sel));
+      const int64_t e = 4, n = N(), c = C(), tp = 2, nl = sp ? n / tp : n;
+      for (int r = 0; r < 2; ++r) {
+        EXPECT_TRUE(SameBits(sel[r].out, full[r].out)) << "rank " << r << " output";
+        EXPECT_TRUE(SameBits(sel[r].grad_in, full[r].grad_in)) << "rank " << r << " input grad";
+        for (size_t i = 0; i < block().params().size(); ++i) {
+          EXPECT_TRUE(SameBits(sel[r].grads[i], full[r].grads[i])) << "rank " << r << " " << block().params()[i].name;
+        }
+        for (const auto& [a, b] : {std::pair{sel[r].forward_stats.Total(), full[r].forward_stats.Total()},
+                                   std::pair{sel[r].backward_stats.Total(), full[r].backward_stats.Total()}}) {
+          EXPECT_EQ(a.calls, b.calls) << "rank " << r;
+          EXPECT_EQ(a.bytes_sent, b.bytes_sent) << "rank " << r;
+        }
+        EXPECT_EQ(sel[r].workspace_left, 0) << "rank " << r;
+        EXPECT_EQ(full[r].saved_bytes - sel[r].saved_bytes, (2 * nl * c + 4 * n * c / tp) * e) << "rank " << r;
       }
     }
   }

@@ -73,8 +73,11 @@ std::string GroupName(const BlockLayout& l) {
 struct BlockSaved : public SavedActivations {
   // LayerNorm/residual region, nl rows: x, ln1, ln1_mean, ln1_rstd, res2, ln2, ln2_mean, ln2_rstd.
   // Tensor-parallel region, n rows of local width: qkv, att_lse (local heads), atty, fch, fch_gelu.
+  // Selective checkpointing (selective set): ln1, ln2 and fch_gelu are
+  // empty and the backward rebuilds them from x, res2 and fch.
   Buffer x, ln1, ln1_mean, ln1_rstd, qkv, att_lse, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
   BlockLayout layout;  // of the forward that saved them
+  bool selective = false;
   int64_t bytes() const override {
     return x.bytes() + ln1.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + qkv.bytes() + att_lse.bytes() +
            atty.bytes() + res2.bytes() + ln2.bytes() + ln2_mean.bytes() + ln2_rstd.bytes() + fch.bytes() +
@@ -92,8 +95,12 @@ struct BlockWeightInputs : public SavedActivations {
   Buffer dres2;  // attn.c_proj (n,C): dy + ln_2's input grad
   Buffer dqkv;   // attn.c_attn (n,3C/tp)
   Buffer dln1;   // ln_1 (nl,C)
+  // Selective checkpointing: the weight gradients' inputs the forward
+  // dropped, rebuilt by B (which has the LayerNorm weights) for W.
+  Buffer ln1, ln2, fch_gelu;
   int64_t bytes() const override {
-    return dy.bytes() + dfch.bytes() + dln2.bytes() + dres2.bytes() + dqkv.bytes() + dln1.bytes();
+    return dy.bytes() + dfch.bytes() + dln2.bytes() + dres2.bytes() + dqkv.bytes() + dln1.bytes() + ln1.bytes() +
+           ln2.bytes() + fch_gelu.bytes();
   }
 };
 
@@ -305,6 +312,29 @@ absl::StatusOr<TensorView> ColumnParallelInput(const UnitContext& uctx, const Bl
   RETURN_IF_ERROR(TpAllGatherRows(uctx.parallel, uctx.compute, v, View(*gathered, {l.n, l.c}), what));
   return View(*gathered, {l.n, l.c});
 }
+
+// Selective checkpointing: a LayerNorm's output (nl, C) rebuilt from its
+// saved input by the forward's kernel on the same values, so bitwise the
+// dropped one (its statistics, bitwise the saved ones, are discarded).
+absl::StatusOr<Buffer> RecomputeLayerNorm(const ComputeContext& ctx, const BlockLayout& l, const LayerNorm& ln,
+                                          const TensorView& weight, const TensorView& bias, const Buffer& input,
+                                          MemoryCategory category) {
+  ASSIGN_OR_RETURN(Buffer out, AllocateOnDevice(ctx, category, ctx.compute_dtype, l.nl * l.c));
+  ASSIGN_OR_RETURN(Buffer mean, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, l.nl));
+  ASSIGN_OR_RETURN(Buffer rstd, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, l.nl));
+  RETURN_IF_ERROR(ln.Forward(ctx, weight, bias, View(input, {l.nl, l.c}), View(out, {l.nl, l.c}),
+                             View(mean, {l.nl}), View(rstd, {l.nl})));
+  return out;
+}
+
+// Selective checkpointing: gelu(fch) (n, 4C/tp), as the selective forward
+// computed it.
+absl::StatusOr<Buffer> RecomputeGelu(const ComputeContext& ctx, const BlockLayout& l, const Gelu& gelu,
+                                     const Buffer& fch, MemoryCategory category) {
+  ASSIGN_OR_RETURN(Buffer out, AllocateOnDevice(ctx, category, ctx.compute_dtype, l.n * l.cf));
+  RETURN_IF_ERROR(gelu.Forward(ctx, View(fch, {l.n, l.cf}), View(out, {l.n, l.cf})));
+  return out;
+}
 }  // namespace
 
 absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const TensorView> params,
@@ -334,19 +364,22 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
   const auto act = MemoryCategory::kActivations;
   auto s = std::make_unique<BlockSaved>();
   s->layout = l;
+  s->selective = uctx.training && uctx.selective_checkpoint;
+  // What selective checkpointing drops lives only through the forward.
+  const auto dropped = s->selective ? MemoryCategory::kWorkspace : act;
   ASSIGN_OR_RETURN(s->x, CopyOf(ctx, in, act));
-  ASSIGN_OR_RETURN(s->ln1, AllocateOnDevice(ctx, act, dt, nl * c_));
+  ASSIGN_OR_RETURN(s->ln1, AllocateOnDevice(ctx, dropped, dt, nl * c_));
   ASSIGN_OR_RETURN(s->ln1_mean, AllocateOnDevice(ctx, act, DType::kF32, nl));
   ASSIGN_OR_RETURN(s->ln1_rstd, AllocateOnDevice(ctx, act, DType::kF32, nl));
   ASSIGN_OR_RETURN(s->qkv, AllocateOnDevice(ctx, act, dt, n * l.cq));
   ASSIGN_OR_RETURN(s->att_lse, AllocateOnDevice(ctx, act, DType::kF32, b * l.nh * t));
   ASSIGN_OR_RETURN(s->atty, AllocateOnDevice(ctx, act, dt, n * l.ca));
   ASSIGN_OR_RETURN(s->res2, AllocateOnDevice(ctx, act, dt, nl * c_));
-  ASSIGN_OR_RETURN(s->ln2, AllocateOnDevice(ctx, act, dt, nl * c_));
+  ASSIGN_OR_RETURN(s->ln2, AllocateOnDevice(ctx, dropped, dt, nl * c_));
   ASSIGN_OR_RETURN(s->ln2_mean, AllocateOnDevice(ctx, act, DType::kF32, nl));
   ASSIGN_OR_RETURN(s->ln2_rstd, AllocateOnDevice(ctx, act, DType::kF32, nl));
   ASSIGN_OR_RETURN(s->fch, AllocateOnDevice(ctx, act, dt, n * l.cf));
-  ASSIGN_OR_RETURN(s->fch_gelu, AllocateOnDevice(ctx, act, dt, n * l.cf));
+  ASSIGN_OR_RETURN(s->fch_gelu, AllocateOnDevice(ctx, dropped, dt, n * l.cf));
   ASSIGN_OR_RETURN(Buffer y_buf, AllocateOnDevice(ctx, act, dt, nl * c_));
 
   const TensorView x = View(s->x, {nl, c_});
@@ -361,6 +394,7 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
                      ColumnParallelInput(uctx, l, s->ln1, &gathered, absl::StrCat(name_, ".ln_1 output")));
     RETURN_IF_ERROR(layers.c_attn.Forward(ctx, params[kAttnW], params[kAttnB], ln1, View(s->qkv, {n, l.cq})));
   }
+  if (s->selective) s->ln1.Reset();
   RETURN_IF_ERROR(layers.attn.Forward(ctx, View(s->qkv, {b, t, l.cq}), View(s->atty, {b, t, l.ca}),
                                       View(s->att_lse, {b, l.nh, t})));
   RETURN_IF_ERROR(RowParallelForward(uctx, l, layers.attn_c_proj, name_ + ".attn.c_proj", params[kAttnProjW],
@@ -373,12 +407,22 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
     Buffer gathered;
     ASSIGN_OR_RETURN(const TensorView ln2,
                      ColumnParallelInput(uctx, l, s->ln2, &gathered, absl::StrCat(name_, ".ln_2 output")));
-    // c_fc and GELU in one call (one fused matmul on CUDA); fch keeps GELU's input for the backward.
-    RETURN_IF_ERROR(layers.c_fc.ForwardGelu(ctx, params[kFcW], params[kFcB], ln2, View(s->fch, {n, l.cf}),
-                                            View(s->fch_gelu, {n, l.cf})));
+    if (s->selective) {
+      // The GELU the backward recomputes with: the same kernel on the same
+      // fch (on the CPU bitwise ForwardGelu's; on CUDA cuBLASLt's fused
+      // epilogue is not used).
+      RETURN_IF_ERROR(layers.c_fc.Forward(ctx, params[kFcW], params[kFcB], ln2, View(s->fch, {n, l.cf})));
+      RETURN_IF_ERROR(gelu_.Forward(ctx, View(s->fch, {n, l.cf}), View(s->fch_gelu, {n, l.cf})));
+    } else {
+      // c_fc and GELU in one call (one fused matmul on CUDA); fch keeps GELU's input for the backward.
+      RETURN_IF_ERROR(layers.c_fc.ForwardGelu(ctx, params[kFcW], params[kFcB], ln2, View(s->fch, {n, l.cf}),
+                                              View(s->fch_gelu, {n, l.cf})));
+    }
   }
+  if (s->selective) s->ln2.Reset();
   RETURN_IF_ERROR(RowParallelForward(uctx, l, layers.mlp_c_proj, name_ + ".mlp.c_proj", params[kFcProjW],
                                      params[kFcProjB], View(s->fch_gelu, {n, l.cf}), y));
+  if (s->selective) s->fch_gelu.Reset();
   RETURN_IF_ERROR(kernels::ResidualForward(ctx.kernels, y.data, y.data, res2.data, nl * c_, dt));
   if (l.sp) {
     out->activations.Add(std::move(y_buf), {nl, c_});
@@ -439,15 +483,26 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
       dy_all = View(dy_gathered, {n, c_});
       RETURN_IF_ERROR(TpAllGatherRows(uctx.parallel, ctx, dy, dy_all, absl::StrCat(name_, " output grad")));
     }
-    RETURN_IF_ERROR(layers.mlp_c_proj.Backward(ctx, params[kFcProjW], View(s->fch_gelu, {n, l.cf}), dy_all,
+    Buffer gelu_rebuilt;  // selective: only while its weight gradient needs it
+    const Buffer* gelu_out = &s->fch_gelu;
+    if (s->selective && grads[kFcProjW].data != nullptr) {
+      ASSIGN_OR_RETURN(gelu_rebuilt, RecomputeGelu(ctx, l, gelu_, s->fch, ws));
+      gelu_out = &gelu_rebuilt;
+    }
+    RETURN_IF_ERROR(layers.mlp_c_proj.Backward(ctx, params[kFcProjW], View(*gelu_out, {n, l.cf}), dy_all,
                                                View(dfch, {n, l.cf}), grads[kFcProjW], grads[kFcProjB]));
   }
   RETURN_IF_ERROR(gelu_.Backward(ctx, fch, View(dfch, {n, l.cf}), View(dfch, {n, l.cf})));
   {
-    Buffer gathered;
+    Buffer gathered, rebuilt;
     TensorView ln2 = View(s->ln2, {nl, c_});
     if (grads[kFcW].data != nullptr) {
-      ASSIGN_OR_RETURN(ln2, ColumnParallelInput(uctx, l, s->ln2, &gathered, absl::StrCat(name_, ".ln_2 output")));
+      const Buffer* local = &s->ln2;
+      if (s->selective) {
+        ASSIGN_OR_RETURN(rebuilt, RecomputeLayerNorm(ctx, l, ln_2_, params[kLn2W], params[kLn2B], s->res2, ws));
+        local = &rebuilt;
+      }
+      ASSIGN_OR_RETURN(ln2, ColumnParallelInput(uctx, l, *local, &gathered, absl::StrCat(name_, ".ln_2 output")));
     }
     RETURN_IF_ERROR(layers.c_fc.Backward(ctx, params[kFcW], ln2, View(dfch, {n, l.cf}), dnc_all, grads[kFcW],
                                          grads[kFcB]));
@@ -468,10 +523,15 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
                                        View(s->att_lse, {b, l.nh, t}), Reshaped(dnc_all, {b, t, l.ca}),
                                        View(dqkv, {b, t, l.cq})));
   {
-    Buffer gathered;
+    Buffer gathered, rebuilt;
     TensorView ln1 = View(s->ln1, {nl, c_});
     if (grads[kAttnW].data != nullptr) {
-      ASSIGN_OR_RETURN(ln1, ColumnParallelInput(uctx, l, s->ln1, &gathered, absl::StrCat(name_, ".ln_1 output")));
+      const Buffer* local = &s->ln1;
+      if (s->selective) {
+        ASSIGN_OR_RETURN(rebuilt, RecomputeLayerNorm(ctx, l, ln_1_, params[kLn1W], params[kLn1B], s->x, ws));
+        local = &rebuilt;
+      }
+      ASSIGN_OR_RETURN(ln1, ColumnParallelInput(uctx, l, *local, &gathered, absl::StrCat(name_, ".ln_1 output")));
     }
     RETURN_IF_ERROR(layers.c_attn.Backward(ctx, params[kAttnW], ln1, View(dqkv, {n, l.cq}), dnc_all, grads[kAttnW],
                                            grads[kAttnB]));
@@ -570,6 +630,11 @@ absl::Status Gpt2BlockUnit::BackwardInput(const UnitContext& uctx, absl::Span<co
   RETURN_IF_ERROR(ln_1_.Backward(ctx, params[kLn1W], View(s->x, {nl, c_}), View(s->ln1_mean, {nl}),
                                  View(s->ln1_rstd, {nl}), dln1, View(dx, {nl, c_}), kNone, kNone));
   RETURN_IF_ERROR(kernels::AddInPlace(ctx.kernels, dx.data(), dres2_local.data, nl * c_, dt));
+  if (s->selective) {
+    ASSIGN_OR_RETURN(w->ln1, RecomputeLayerNorm(ctx, l, ln_1_, params[kLn1W], params[kLn1B], s->x, act));
+    ASSIGN_OR_RETURN(w->ln2, RecomputeLayerNorm(ctx, l, ln_2_, params[kLn2W], params[kLn2B], s->res2, act));
+    ASSIGN_OR_RETURN(w->fch_gelu, RecomputeGelu(ctx, l, gelu_, s->fch, act));
+  }
   grad_in->Clear();
   if (l.sp) {
     grad_in->Add(std::move(dx), {nl, c_});
@@ -597,17 +662,21 @@ absl::Status Gpt2BlockUnit::BackwardWeight(const UnitContext& uctx, absl::Span<c
   }
   ASSIGN_OR_RETURN(LayerNormGrads ln_grads,
                    LayerNormGrads::Create(ctx, l, {grads[kLn1W], grads[kLn1B], grads[kLn2W], grads[kLn2B]}));
+  // Selective: what the forward dropped, as BackwardInput rebuilt it.
+  const Buffer& saved_ln1 = s->selective ? w->ln1 : s->ln1;
+  const Buffer& saved_ln2 = s->selective ? w->ln2 : s->ln2;
+  const Buffer& saved_gelu = s->selective ? w->fch_gelu : s->fch_gelu;
   // Each parameter's gradient gets exactly one += (Backward's), in any order;
   // the collectives come in the same order on every rank.
   if (!AllNull({&grads[kFcProjW], &grads[kFcProjB]})) {
-    RETURN_IF_ERROR(layers.mlp_c_proj.Backward(ctx, kNone, View(s->fch_gelu, {n, l.cf}), View(w->dy, {dy_rows, c_}),
+    RETURN_IF_ERROR(layers.mlp_c_proj.Backward(ctx, kNone, View(saved_gelu, {n, l.cf}), View(w->dy, {dy_rows, c_}),
                                                kNone, grads[kFcProjW], grads[kFcProjB]));
   }
   if (!AllNull({&grads[kFcW], &grads[kFcB]})) {
     Buffer gathered;
-    TensorView ln2 = View(s->ln2, {nl, c_});
+    TensorView ln2 = View(saved_ln2, {nl, c_});
     if (grads[kFcW].data != nullptr) {
-      ASSIGN_OR_RETURN(ln2, ColumnParallelInput(uctx, l, s->ln2, &gathered, absl::StrCat(name_, ".ln_2 output")));
+      ASSIGN_OR_RETURN(ln2, ColumnParallelInput(uctx, l, saved_ln2, &gathered, absl::StrCat(name_, ".ln_2 output")));
     }
     RETURN_IF_ERROR(layers.c_fc.Backward(ctx, kNone, ln2, View(w->dfch, {n, l.cf}), kNone, grads[kFcW], grads[kFcB]));
   }
@@ -622,9 +691,9 @@ absl::Status Gpt2BlockUnit::BackwardWeight(const UnitContext& uctx, absl::Span<c
   }
   if (!AllNull({&grads[kAttnW], &grads[kAttnB]})) {
     Buffer gathered;
-    TensorView ln1 = View(s->ln1, {nl, c_});
+    TensorView ln1 = View(saved_ln1, {nl, c_});
     if (grads[kAttnW].data != nullptr) {
-      ASSIGN_OR_RETURN(ln1, ColumnParallelInput(uctx, l, s->ln1, &gathered, absl::StrCat(name_, ".ln_1 output")));
+      ASSIGN_OR_RETURN(ln1, ColumnParallelInput(uctx, l, saved_ln1, &gathered, absl::StrCat(name_, ".ln_1 output")));
     }
     RETURN_IF_ERROR(layers.c_attn.Backward(ctx, kNone, ln1, View(w->dqkv, {n, l.cq}), kNone, grads[kAttnW],
                                            grads[kAttnB]));
@@ -643,6 +712,11 @@ absl::Status Gpt2BlockUnit::BackwardWeight(const UnitContext& uctx, absl::Span<c
 int64_t Gpt2BlockUnit::EstimateSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const {
   const int64_t n = batch * seq;
   return n * c_ * 16 * static_cast<int64_t>(DTypeSize(compute)) + n * (4 + nh_) * 4;
+}
+// Selective: without ln1, ln2 (n, C) and fch_gelu (n, 4C): 10·n·C elements.
+int64_t Gpt2BlockUnit::EstimateSelectiveSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const {
+  const int64_t n = batch * seq;
+  return n * c_ * 10 * static_cast<int64_t>(DTypeSize(compute)) + n * (4 + nh_) * 4;
 }
 int64_t Gpt2BlockUnit::EstimateOutputActivationBytes(int64_t batch, int64_t seq, DType compute) const {
   return batch * seq * c_ * static_cast<int64_t>(DTypeSize(compute));

@@ -102,6 +102,12 @@ class Gpt2BlockUnit : public NamedUnit {
   // all-reducing the LayerNorms' gradients).
   int64_t EstimateSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const override;
   int64_t EstimateOutputActivationBytes(int64_t batch, int64_t seq, DType compute) const override;
+  // Selective checkpointing keeps x, qkv, the attention's lse and output,
+  // res2, fch and both LayerNorms' statistics; ln_1's and ln_2's outputs and
+  // GELU's are rebuilt in the backward, each just before the weight gradient
+  // that reads it (BackwardInput rebuilds all three for BackwardWeight).
+  bool SupportsSelectiveCheckpointing() const override { return true; }
+  int64_t EstimateSelectiveSavedActivationBytes(int64_t batch, int64_t seq, DType compute) const override;
   bool SupportsSplitBackward() const override { return true; }
   absl::Status BackwardInput(const UnitContext& ctx, absl::Span<const TensorView> params, const Batch& batch,
                              const SavedActivations& saved, absl::Span<const TensorView> grad_out,
