@@ -18,6 +18,7 @@
 // Ranks sharing cores measure their scheduler, not the pipeline: the
 // header says how many cores there are per rank.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "bench/common/bench_util.h"
+#include "bench/pipeline/action_breakdown.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
@@ -63,6 +65,9 @@ struct Run {
 struct StageTimes {
   double bubble = 0, forward = 0, backward = 0, step = 0;  // s; F, B per (chunk, micro-batch)
   double activations_peak = 0;                              // bytes, over the timed steps
+  // Per step, medians over steps, by bench::Bucket: ms wall, ms CPU, minor faults.
+  std::array<double, bench::kNumBuckets> wall_ms{}, cpu_ms{}, faults{};
+  double forwards = 0, backwards = 0, weights = 0;  // actions per step
 };
 
 StageTimes Measure(ProcessGrid& grid, const Gpt2Config& model, const Run& r) {
@@ -88,6 +93,8 @@ StageTimes Measure(ProcessGrid& grid, const Gpt2Config& model, const Run& r) {
   const std::vector<Batch> views = Views(batches);
   Check((*engine)->TrainStep(views).status(), "warm-up step");
   (*engine)->memory().ResetPeaks();
+  bench::ActionBreakdown breakdown;
+  (*engine)->AddObserver(&breakdown);
   std::vector<double> bubble, forward, backward, step;
   for (int i = 0; i < absl::GetFlag(FLAGS_repeats); ++i) {
     absl::StatusOr<StepResult> s = (*engine)->TrainStep(views);
@@ -100,8 +107,27 @@ StageTimes Measure(ProcessGrid& grid, const Gpt2Config& model, const Run& r) {
     backward.push_back(b / (r.m * r.v));
     step.push_back(t.total);
   }
-  return {Median(bubble), Median(forward), Median(backward), Median(step),
-          static_cast<double>((*engine)->memory().Usage(MemoryCategory::kActivations).peak)};
+  (*engine)->RemoveObserver(&breakdown);
+  StageTimes out{Median(bubble), Median(forward), Median(backward), Median(step),
+                 static_cast<double>((*engine)->memory().Usage(MemoryCategory::kActivations).peak)};
+  const std::vector<bench::StepBreakdown>& steps = breakdown.steps();
+  for (int k = 0; k < bench::kNumBuckets; ++k) {
+    std::vector<double> wall, cpu, faults;
+    for (const bench::StepBreakdown& b : steps) {
+      wall.push_back(1e3 * b.wall[k]);
+      cpu.push_back(1e3 * b.cpu[k]);
+      faults.push_back(b.faults[k]);
+    }
+    out.wall_ms[k] = Median(wall);
+    out.cpu_ms[k] = Median(cpu);
+    out.faults[k] = Median(faults);
+  }
+  if (!steps.empty()) {
+    out.forwards = steps[0].forwards;
+    out.backwards = steps[0].backwards;
+    out.weights = steps[0].weights;
+  }
+  return out;
 }
 
 double Theory(PipelineScheduleKind kind, int p, int m, int v) {
@@ -214,6 +240,54 @@ void PrintTables(int pp, const std::vector<Row>& rows) {
   }
 }
 
+// Per stage of each run, where the step goes (ms of wall / CPU per step,
+// medians over steps) and the minor page faults per step; then, per
+// micro-batch and chunk, B + W against the unsplit backward.
+void PrintBreakdown(const std::vector<Row>& rows) {
+  std::printf("\nWhere each stage's step goes: ms wall / ms CPU per step (medians over steps); F and B exclude "
+              "the time blocked for a neighbour (`wait`); `between` is the transport's progress between actions "
+              "and the sends' drain; faults = minor page faults per step.\n\n| schedule | v | m | stage |");
+  for (int k = 0; k < bench::kNumBuckets; ++k) std::printf(" %s |", bench::BucketName(k));
+  std::printf(" sum | faults |\n|---|---|---|---|");
+  for (int k = 0; k <= bench::kNumBuckets + 1; ++k) std::printf("---|");
+  std::printf("\n");
+  for (const Row& row : rows) {
+    for (size_t s = 0; s < row.stages.size(); ++s) {
+      const StageTimes& t = row.stages[s];
+      std::printf("| %s | %d | %d | %zu |", ParallelConfig::PipelineSchedule_Name(row.run.schedule).c_str(), row.run.v,
+                  row.run.m, s);
+      double wall = 0, cpu = 0, faults = 0;
+      for (int k = 0; k < bench::kNumBuckets; ++k) {
+        std::printf(" %.1f / %.1f |", t.wall_ms[k], t.cpu_ms[k]);
+        wall += t.wall_ms[k];
+        cpu += t.cpu_ms[k];
+        faults += t.faults[k];
+      }
+      std::printf(" %.1f / %.1f | %.0f |\n", wall, cpu, faults);
+    }
+  }
+  std::printf("\nBackward per (chunk, micro-batch), ms wall: B + W of ZB-H1 against 1F1B's unsplit backward, and "
+              "F, at the same m; per stage.\n\n| m | stage | 1F1B F | 1F1B BW | ZB-H1 F | ZB-H1 B | ZB-H1 W | "
+              "B + W | (B + W) / BW |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& zb : rows) {
+    if (zb.run.kind != PipelineScheduleKind::kZeroBubbleH1) continue;
+    for (const Row& ob : rows) {
+      if (ob.run.kind != PipelineScheduleKind::kOneFOneB || ob.run.m != zb.run.m) continue;
+      for (size_t s = 0; s < zb.stages.size(); ++s) {
+        const StageTimes& z = zb.stages[s];
+        const StageTimes& o = ob.stages[s];
+        // Per micro-batch: the step's totals over m (one chunk per stage).
+        const double m = zb.run.m;
+        const double b_mb = z.wall_ms[bench::kBucketBackward] / m, w_mb = z.wall_ms[bench::kBucketWeight] / m;
+        const double bw_mb = o.wall_ms[bench::kBucketBackward] / m;
+        std::printf("| %d | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", zb.run.m, s,
+                    o.wall_ms[bench::kBucketForward] / m, bw_mb, z.wall_ms[bench::kBucketForward] / m, b_mb, w_mb,
+                    b_mb + w_mb, bw_mb > 0 ? (b_mb + w_mb) / bw_mb : 0);
+      }
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   CommOptions options;
@@ -256,23 +330,36 @@ int Main(int argc, char** argv) {
   std::vector<Row> rows;
   for (const Run& r : runs) {
     const StageTimes mine = Measure(grid, model, r);
-    constexpr int kFields = 5;
-    std::vector<float> all(kFields * pp);
-    const float local[kFields] = {static_cast<float>(mine.bubble), static_cast<float>(mine.forward),
-                                  static_cast<float>(mine.backward), static_cast<float>(mine.step),
-                                  static_cast<float>(mine.activations_peak)};
-    Check(grid.world().AllGather(local, all.data(), kFields, DType::kF32)->Wait(), "AllGather");
+    // Every stage's numbers on every rank: the scalars, then the breakdown.
+    std::vector<float> local = {static_cast<float>(mine.bubble),    static_cast<float>(mine.forward),
+                                static_cast<float>(mine.backward),  static_cast<float>(mine.step),
+                                static_cast<float>(mine.activations_peak), static_cast<float>(mine.forwards),
+                                static_cast<float>(mine.backwards), static_cast<float>(mine.weights)};
+    for (const auto* a : {&mine.wall_ms, &mine.cpu_ms, &mine.faults}) local.insert(local.end(), a->begin(), a->end());
+    const int fields = static_cast<int>(local.size());
+    std::vector<float> all(static_cast<size_t>(fields) * pp);
+    Check(grid.world().AllGather(local.data(), all.data(), fields, DType::kF32)->Wait(), "AllGather");
     Row row;
     row.run = r;
     for (int s = 0; s < pp; ++s) {
-      const float* f = &all[kFields * s];
-      row.stages.push_back({f[0], f[1], f[2], f[3], f[4]});
+      const float* f = &all[static_cast<size_t>(fields) * s];
+      StageTimes t{f[0], f[1], f[2], f[3], f[4]};
+      t.forwards = f[5];
+      t.backwards = f[6];
+      t.weights = f[7];
+      for (int k = 0; k < bench::kNumBuckets; ++k) {
+        t.wall_ms[k] = f[8 + k];
+        t.cpu_ms[k] = f[8 + bench::kNumBuckets + k];
+        t.faults[k] = f[8 + 2 * bench::kNumBuckets + k];
+      }
+      row.stages.push_back(t);
     }
     row.simulated = Simulated(r, pp, row.stages);
     rows.push_back(std::move(row));
   }
   if (root) {
     PrintTables(pp, rows);
+    PrintBreakdown(rows);
     std::printf("\nMedians over %d steps per run (after one warm-up). Bubble = idle share of the step before the "
                 "optimizer; overall = mean over stages.\n",
                 absl::GetFlag(FLAGS_repeats));
