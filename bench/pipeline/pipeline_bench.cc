@@ -15,6 +15,10 @@
 // step time relative to GPipe at the same m; and each stage's peak
 // activation bytes against the simulator's peak in flight times the bytes
 // one kept micro-batch costs there (measured from GPipe).
+// The four schedules of one m run side by side, a step each in turn, so
+// their ratios (the targets table) come from the same minutes. Per stage,
+// the step's time by action kind — wall, the thread's CPU and minor page
+// faults (bench/pipeline/action_breakdown.h) — shows where it goes.
 // Ranks sharing cores measure their scheduler, not the pipeline: the
 // header says how many cores there are per rank.
 #include <algorithm>
@@ -70,7 +74,17 @@ struct StageTimes {
   double forwards = 0, backwards = 0, weights = 0;  // actions per step
 };
 
-StageTimes Measure(ProcessGrid& grid, const Gpt2Config& model, const Run& r) {
+// One engine of a run and its per-step samples.
+struct Live {
+  Run run;
+  std::unique_ptr<Engine> engine;
+  std::vector<HostBatch> batches;
+  std::vector<Batch> views;
+  bench::ActionBreakdown breakdown;
+  std::vector<double> bubble, forward, backward, step;
+};
+
+std::unique_ptr<Live> Start(ProcessGrid& grid, const Gpt2Config& model, const Run& r) {
   const int pp = grid.shape().pp;
   EngineConfig c;
   c.mutable_zero()->set_stage(0);
@@ -87,30 +101,37 @@ StageTimes Measure(ProcessGrid& grid, const Gpt2Config& model, const Run& r) {
   Check(built.status(), "BuildGpt2");
   auto engine = Engine::Create(c, &grid, std::move(built).value());
   Check(engine.status(), "Engine::Create");
+  auto live = std::make_unique<Live>();
+  live->run = r;
+  live->engine = std::move(engine).value();
   const int rows = absl::GetFlag(FLAGS_rows) * r.m;
-  std::vector<HostBatch> batches =
+  live->batches =
       MicroBatchesForRank(RandomTokens(7, rows, model.seq_len, model.vocab_size), rows, model.seq_len, 1, r.m, 0);
-  const std::vector<Batch> views = Views(batches);
-  Check((*engine)->TrainStep(views).status(), "warm-up step");
-  (*engine)->memory().ResetPeaks();
-  bench::ActionBreakdown breakdown;
-  (*engine)->AddObserver(&breakdown);
-  std::vector<double> bubble, forward, backward, step;
-  for (int i = 0; i < absl::GetFlag(FLAGS_repeats); ++i) {
-    absl::StatusOr<StepResult> s = (*engine)->TrainStep(views);
-    Check(s.status(), "TrainStep");
-    const StepTimings& t = s->timings;
-    const double f = t.forward - t.pipeline_wait_forward, b = t.backward - t.pipeline_wait_backward;
-    const double window = t.total - t.optimizer;
-    bubble.push_back(window > 0 ? 1 - (f + b) / window : 0);
-    forward.push_back(f / (r.m * r.v));
-    backward.push_back(b / (r.m * r.v));
-    step.push_back(t.total);
-  }
-  (*engine)->RemoveObserver(&breakdown);
-  StageTimes out{Median(bubble), Median(forward), Median(backward), Median(step),
-                 static_cast<double>((*engine)->memory().Usage(MemoryCategory::kActivations).peak)};
-  const std::vector<bench::StepBreakdown>& steps = breakdown.steps();
+  live->views = Views(live->batches);
+  Check(live->engine->TrainStep(live->views).status(), "warm-up step");
+  live->engine->memory().ResetPeaks();
+  live->engine->AddObserver(&live->breakdown);
+  return live;
+}
+
+void TimedStep(Live& live) {
+  absl::StatusOr<StepResult> s = live.engine->TrainStep(live.views);
+  Check(s.status(), "TrainStep");
+  const StepTimings& t = s->timings;
+  const Run& r = live.run;
+  const double f = t.forward - t.pipeline_wait_forward, b = t.backward - t.pipeline_wait_backward;
+  const double window = t.total - t.optimizer;
+  live.bubble.push_back(window > 0 ? 1 - (f + b) / window : 0);
+  live.forward.push_back(f / (r.m * r.v));
+  live.backward.push_back(b / (r.m * r.v));
+  live.step.push_back(t.total);
+}
+
+StageTimes Finish(Live& live) {
+  live.engine->RemoveObserver(&live.breakdown);
+  StageTimes out{Median(live.bubble), Median(live.forward), Median(live.backward), Median(live.step),
+                 static_cast<double>(live.engine->memory().Usage(MemoryCategory::kActivations).peak)};
+  const std::vector<bench::StepBreakdown>& steps = live.breakdown.steps();
   for (int k = 0; k < bench::kNumBuckets; ++k) {
     std::vector<double> wall, cpu, faults;
     for (const bench::StepBreakdown& b : steps) {
@@ -127,6 +148,20 @@ StageTimes Measure(ProcessGrid& grid, const Gpt2Config& model, const Run& r) {
     out.backwards = steps[0].backwards;
     out.weights = steps[0].weights;
   }
+  return out;
+}
+
+// The runs of one m side by side: each engine takes one step in turn, so
+// the load of a shared machine falls on every schedule alike and their
+// ratios come from the same minutes.
+std::vector<StageTimes> MeasureSideBySide(ProcessGrid& grid, const Gpt2Config& model, const std::vector<Run>& runs) {
+  std::vector<std::unique_ptr<Live>> live;
+  for (const Run& r : runs) live.push_back(Start(grid, model, r));
+  for (int i = 0; i < absl::GetFlag(FLAGS_repeats); ++i) {
+    for (auto& l : live) TimedStep(*l);
+  }
+  std::vector<StageTimes> out;
+  for (auto& l : live) out.push_back(Finish(*l));
   return out;
 }
 
@@ -240,9 +275,16 @@ void PrintTables(int pp, const std::vector<Row>& rows) {
   }
 }
 
+const Row* Find(const std::vector<Row>& rows, PipelineScheduleKind kind, int m) {
+  for (const Row& row : rows) {
+    if (row.run.kind == kind && row.run.m == m) return &row;
+  }
+  return nullptr;
+}
+
 // Per stage of each run, where the step goes (ms of wall / CPU per step,
 // medians over steps) and the minor page faults per step; then, per
-// micro-batch and chunk, B + W against the unsplit backward.
+// micro-batch, B + W against the unsplit backward.
 void PrintBreakdown(const std::vector<Row>& rows) {
   std::printf("\nWhere each stage's step goes: ms wall / ms CPU per step (medians over steps); F and B exclude "
               "the time blocked for a neighbour (`wait`); `between` is the transport's progress between actions "
@@ -266,25 +308,68 @@ void PrintBreakdown(const std::vector<Row>& rows) {
       std::printf(" %.1f / %.1f | %.0f |\n", wall, cpu, faults);
     }
   }
-  std::printf("\nBackward per (chunk, micro-batch), ms wall: B + W of ZB-H1 against 1F1B's unsplit backward, and "
-              "F, at the same m; per stage.\n\n| m | stage | 1F1B F | 1F1B BW | ZB-H1 F | ZB-H1 B | ZB-H1 W | "
-              "B + W | (B + W) / BW |\n|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("\nBackward per micro-batch and stage, ms of CPU (the wall of a shared machine is mostly "
+              "descheduling): ZB-H1's B + W against 1F1B's unsplit BW, with F, at the same m. ZB-H1's first stage "
+              "runs each B with its W as one BW (docs/parallelism.md).\n\n| m | stage | 1F1B F | 1F1B BW | "
+              "ZB-H1 F | ZB-H1 B (BW) | ZB-H1 W | B + W | (B + W) / BW |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& zb : rows) {
     if (zb.run.kind != PipelineScheduleKind::kZeroBubbleH1) continue;
-    for (const Row& ob : rows) {
-      if (ob.run.kind != PipelineScheduleKind::kOneFOneB || ob.run.m != zb.run.m) continue;
-      for (size_t s = 0; s < zb.stages.size(); ++s) {
-        const StageTimes& z = zb.stages[s];
-        const StageTimes& o = ob.stages[s];
-        // Per micro-batch: the step's totals over m (one chunk per stage).
-        const double m = zb.run.m;
-        const double b_mb = z.wall_ms[bench::kBucketBackward] / m, w_mb = z.wall_ms[bench::kBucketWeight] / m;
-        const double bw_mb = o.wall_ms[bench::kBucketBackward] / m;
-        std::printf("| %d | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", zb.run.m, s,
-                    o.wall_ms[bench::kBucketForward] / m, bw_mb, z.wall_ms[bench::kBucketForward] / m, b_mb, w_mb,
-                    b_mb + w_mb, bw_mb > 0 ? (b_mb + w_mb) / bw_mb : 0);
-      }
+    const Row* ob = Find(rows, PipelineScheduleKind::kOneFOneB, zb.run.m);
+    if (ob == nullptr) continue;
+    for (size_t s = 0; s < zb.stages.size(); ++s) {
+      const StageTimes& z = zb.stages[s];
+      const StageTimes& o = ob->stages[s];
+      const double m = zb.run.m;  // one chunk per stage: per micro-batch = per step / m
+      const double b = z.cpu_ms[bench::kBucketBackward] / m, w = z.cpu_ms[bench::kBucketWeight] / m;
+      const double bw = o.cpu_ms[bench::kBucketBackward] / m;
+      std::printf("| %d | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", zb.run.m, s,
+                  o.cpu_ms[bench::kBucketForward] / m, bw, z.cpu_ms[bench::kBucketForward] / m, b, w, b + w,
+                  bw > 0 ? (b + w) / bw : 0);
     }
+  }
+}
+
+// The slowest stage's step (wall) and its CPU outside waits and the
+// optimizer phase.
+double StepOf(const Row& row) {
+  double step = 0;
+  for (const StageTimes& s : row.stages) step = std::max(step, s.step);
+  return step;
+}
+double BusyCpuOf(const Row& row) {
+  double busy = 0;
+  for (const StageTimes& s : row.stages) {
+    double cpu = 0;
+    // Waits spin in MPI, and the optimizer's collectives too; the update
+    // itself is the same for every schedule.
+    for (int k = 0; k < bench::kNumBuckets; ++k) {
+      if (k != bench::kBucketWait && k != bench::kBucketOptimizer) cpu += s.cpu_ms[k];
+    }
+    busy = std::max(busy, cpu);
+  }
+  return busy;
+}
+double BubbleOf(const Row& row) {
+  double bubble = 0;
+  for (const StageTimes& s : row.stages) bubble += s.bubble / row.stages.size();
+  return bubble;
+}
+
+// The targets at every m, as ratios of one run's medians.
+void PrintTargets(const std::vector<Row>& rows) {
+  std::printf("\nTargets against 1F1B at the same m, from this run (the schedules step in turn): ZB-H1's bubble "
+              "(<= 0.5) and step (<= 0.97), interleaved's step (<= 1.00); `busy CPU` = the slowest stage's CPU "
+              "per step outside waits and the optimizer, the compute a schedule adds.\n\n| m | ZB-H1 bubble / 1F1B | ZB-H1 step / "
+              "1F1B | interleaved step / 1F1B | ZB-H1 busy CPU / 1F1B | interleaved busy CPU / 1F1B | 1F1B step ms "
+              "| 1F1B busy CPU ms |\n|---|---|---|---|---|---|---|---|\n");
+  for (const Row& ob : rows) {
+    if (ob.run.kind != PipelineScheduleKind::kOneFOneB) continue;
+    const Row* zb = Find(rows, PipelineScheduleKind::kZeroBubbleH1, ob.run.m);
+    const Row* il = Find(rows, PipelineScheduleKind::kInterleaved1F1B, ob.run.m);
+    if (zb == nullptr || il == nullptr) continue;
+    std::printf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f |\n", ob.run.m, BubbleOf(*zb) / BubbleOf(ob),
+                StepOf(*zb) / StepOf(ob), StepOf(*il) / StepOf(ob), BusyCpuOf(*zb) / BusyCpuOf(ob),
+                BusyCpuOf(*il) / BusyCpuOf(ob), 1e3 * StepOf(ob), BusyCpuOf(ob));
   }
 }
 
@@ -328,8 +413,14 @@ int Main(int argc, char** argv) {
     runs.push_back({ParallelConfig::ZERO_BUBBLE_H1, PipelineScheduleKind::kZeroBubbleH1, 1, m});
   }
   std::vector<Row> rows;
-  for (const Run& r : runs) {
-    const StageTimes mine = Measure(grid, model, r);
+  std::vector<StageTimes> measured;
+  for (size_t i = 0; i < runs.size(); i += 4) {
+    const std::vector<Run> group(runs.begin() + i, runs.begin() + i + 4);  // one m
+    for (const StageTimes& t : MeasureSideBySide(grid, model, group)) measured.push_back(t);
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
+    const StageTimes& mine = measured[i];
     // Every stage's numbers on every rank: the scalars, then the breakdown.
     std::vector<float> local = {static_cast<float>(mine.bubble),    static_cast<float>(mine.forward),
                                 static_cast<float>(mine.backward),  static_cast<float>(mine.step),
@@ -360,6 +451,7 @@ int Main(int argc, char** argv) {
   if (root) {
     PrintTables(pp, rows);
     PrintBreakdown(rows);
+    PrintTargets(rows);
     std::printf("\nMedians over %d steps per run (after one warm-up). Bubble = idle share of the step before the "
                 "optimizer; overall = mean over stages.\n",
                 absl::GetFlag(FLAGS_repeats));
