@@ -8,9 +8,11 @@
 //                     time blocked for a neighbour (StepTimings), window =
 //                     step time minus the optimizer;
 //   simulated bubble  SimulatePipelineSchedule of the same schedule with each
-//                     chunk's F and B the measured per-micro-batch averages
-//                     of its stage (ZB-H1: W = B / 2, the weight half of the
-//                     matmuls' backward);
+//                     chunk's F, B and W the measured per-micro-batch wall
+//                     (outside waits) of its stage and each boundary the
+//                     measured price of a transfer of its bytes; its
+//                     makespan against the measured step (before the
+//                     optimizer);
 //   equal-cost theory the closed forms of docs/parallelism.md;
 // step time relative to GPipe at the same m; and each stage's peak
 // activation bytes against the simulator's peak in flight times the bytes
@@ -23,6 +25,8 @@
 // header says how many cores there are per rank.
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -178,17 +182,74 @@ double Theory(PipelineScheduleKind kind, int p, int m, int v) {
 
 // The schedule simulated with each chunk costing its stage's measured F
 // and B per micro-batch.
-ScheduleTimeline Simulated(const Run& r, int pp, const std::vector<StageTimes>& stages) {
+// One pipeline transfer's price on this machine: latency and bandwidth
+// from ping-pongs between ranks 0 and 1 of a header alone and of a header
+// with a payload (the executor's two messages), medians of one-way times.
+struct TransferPrice {
+  double latency = 0;          // s, a header alone
+  double bytes_per_second = 0; // of the payload
+  int64_t payload_bytes = 0;
+  double payload_seconds = 0;  // one-way, header and payload
+};
+
+TransferPrice MeasureTransfer(Communicator& world, int64_t payload_bytes) {
+  constexpr int kRounds = 21;
+  const int me = world.rank();
+  std::vector<int32_t> header(64, 0);
+  std::vector<float> payload(static_cast<size_t>(payload_bytes / 4), 1.0f);
+  auto one_way = [&](bool with_payload) {
+    std::vector<double> times;
+    for (int i = 0; i < kRounds; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (me == 0) {
+        Check(world.Send(header.data(), 64, DType::kI32, 1, 1)->Wait(), "ping header");
+        if (with_payload) Check(world.Send(payload.data(), payload.size(), DType::kF32, 1, 2)->Wait(), "ping");
+        Check(world.Recv(header.data(), 64, DType::kI32, 1, 3)->Wait(), "pong header");
+        if (with_payload) Check(world.Recv(payload.data(), payload.size(), DType::kF32, 1, 4)->Wait(), "pong");
+      } else if (me == 1) {
+        Check(world.Recv(header.data(), 64, DType::kI32, 0, 1)->Wait(), "ping header");
+        if (with_payload) Check(world.Recv(payload.data(), payload.size(), DType::kF32, 0, 2)->Wait(), "ping");
+        Check(world.Send(header.data(), 64, DType::kI32, 0, 3)->Wait(), "pong header");
+        if (with_payload) Check(world.Send(payload.data(), payload.size(), DType::kF32, 0, 4)->Wait(), "pong");
+      }
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 2);
+    }
+    return Median(times);
+  };
+  TransferPrice price;
+  price.payload_bytes = payload_bytes;
+  price.latency = one_way(false);
+  price.payload_seconds = one_way(true);
+  const double extra = price.payload_seconds - price.latency;
+  price.bytes_per_second = extra > 0 ? payload_bytes / extra : 0;
+  // Rank 0's numbers on every rank: the simulations must agree.
+  float mine[3] = {static_cast<float>(price.latency), static_cast<float>(price.bytes_per_second),
+                   static_cast<float>(price.payload_seconds)};
+  Check(world.Broadcast(mine, 3, DType::kF32, 0)->Wait(), "Broadcast transfer price");
+  price.latency = mine[0];
+  price.bytes_per_second = mine[1];
+  price.payload_seconds = mine[2];
+  return price;
+}
+
+// The schedule simulated with each chunk costing its stage's measured F,
+// B (with recomputes) and W per micro-batch, wall outside waits (ZB-H1's
+// first stage runs BW: its W is 0), and each boundary the measured price
+// of its transfer.
+ScheduleTimeline Simulated(const Run& r, int pp, const std::vector<StageTimes>& stages, const TransferPrice& price) {
   PipelineShape shape{pp, r.v, r.m};
   auto schedule = BuildPipelineSchedule(r.kind, shape);
   Check(schedule.status(), "BuildPipelineSchedule");
   ChunkCosts costs;
-  const bool split = r.kind == PipelineScheduleKind::kZeroBubbleH1;
+  const double per = 1e-3 / (r.m * r.v);  // ms per step -> s per (chunk, micro-batch)
   for (int chunk = 0; chunk < shape.chunks(); ++chunk) {
     const StageTimes& s = stages[chunk % pp];
-    costs.forward.push_back(s.forward);
-    costs.backward_input.push_back(split ? s.backward / 2 : s.backward);
-    costs.backward_weight.push_back(split ? s.backward / 2 : 0);
+    costs.forward.push_back(per * s.wall_ms[bench::kBucketForward]);
+    costs.backward_input.push_back(per * (s.wall_ms[bench::kBucketBackward] + s.wall_ms[bench::kBucketRecompute]));
+    costs.backward_weight.push_back(per * s.wall_ms[bench::kBucketWeight]);
+    if (chunk + 1 < shape.chunks()) {
+      costs.transfer.push_back(TransferSeconds(price.payload_bytes, price.latency, price.bytes_per_second));
+    }
   }
   auto timeline = SimulatePipelineSchedule(*schedule, shape, costs);
   Check(timeline.status(), "SimulatePipelineSchedule");
@@ -209,8 +270,9 @@ std::string PerStage(const std::vector<double>& v, const char* format) {
 
 void PrintTables(int pp, const std::vector<Row>& rows) {
   std::printf("| schedule | v | m | step ms | vs GPipe | measured bubble | simulated (measured costs) | "
-              "measured / simulated | equal-cost theory | bubble per stage, measured | simulated |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "measured / simulated | equal-cost theory | bubble per stage, measured | simulated | "
+              "step before the optimizer, ms | simulated ms | simulated / measured |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& row : rows) {
     const Run& r = row.run;
     double gpipe_step = 0, step = 0, bubble = 0;
@@ -226,11 +288,17 @@ void PrintTables(int pp, const std::vector<Row>& rows) {
       measured.push_back(s.bubble);
     }
     const double simulated = row.simulated.overall_bubble;
-    std::printf("| %s | %d | %d | %.1f | %.2f | %.3f | %.3f | %.2f | %.3f | %s | %s |\n",
+    // The window the simulation covers: the slowest stage's step without
+    // its optimizer phase.
+    double window = 0;
+    for (const StageTimes& s : row.stages) window = std::max(window, 1e3 * s.step - s.wall_ms[bench::kBucketOptimizer]);
+    const double simulated_ms = 1e3 * row.simulated.makespan;
+    std::printf("| %s | %d | %d | %.1f | %.2f | %.3f | %.3f | %.2f | %.3f | %s | %s | %.1f | %.1f | %.2f |\n",
                 ParallelConfig::PipelineSchedule_Name(r.schedule).c_str(), r.v, r.m, 1e3 * step,
                 gpipe_step > 0 ? step / gpipe_step : 0, bubble, simulated, simulated > 0 ? bubble / simulated : 0,
                 Theory(r.kind, pp, r.m, r.v), PerStage(measured, "%.3f").c_str(),
-                PerStage(row.simulated.bubble, "%.3f").c_str());
+                PerStage(row.simulated.bubble, "%.3f").c_str(), window, simulated_ms,
+                window > 0 ? simulated_ms / window : 0);
   }
   // Per stage s, the bytes one kept micro-batch costs (A_s) and the rest
   // (transients, B_s), from GPipe, which keeps all m: its peaks at m = pp
@@ -405,6 +473,15 @@ int Main(int argc, char** argv) {
                 pp, model.n_layer, model.n_embd, model.vocab_size, absl::GetFlag(FLAGS_rows), model.seq_len, cores,
                 pp, cores < static_cast<unsigned>(pp) ? " (oversubscribed: waits include descheduling)" : "");
   }
+  // The boundary carries one (rows, seq, C) f32 tensor each way.
+  const TransferPrice price = MeasureTransfer(
+      grid.world(), int64_t{4} * absl::GetFlag(FLAGS_rows) * model.seq_len * model.n_embd);
+  if (root) {
+    std::printf("A transfer of %.0f KiB (header and payload): %.0f us one-way; header alone %.0f us; payload %.2f "
+                "GB/s (ping-pong medians between ranks 0 and 1), the simulation's price per boundary.\n\n",
+                price.payload_bytes / 1024.0, 1e6 * price.payload_seconds, 1e6 * price.latency,
+                price.bytes_per_second / 1e9);
+  }
   std::vector<Run> runs;
   for (int m : {pp, 2 * pp, 4 * pp}) {
     runs.push_back({ParallelConfig::GPIPE, PipelineScheduleKind::kGpipe, 1, m});
@@ -445,7 +522,7 @@ int Main(int argc, char** argv) {
       }
       row.stages.push_back(t);
     }
-    row.simulated = Simulated(r, pp, row.stages);
+    row.simulated = Simulated(r, pp, row.stages, price);
     rows.push_back(std::move(row));
   }
   if (root) {
