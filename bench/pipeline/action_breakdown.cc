@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
+
 #include "engine/step_program.h"
 
 namespace zeroshard::bench {
