@@ -1,12 +1,40 @@
 #include "engine/pipeline_program.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
 namespace zeroshard {
+namespace {
+
+// A B whose input gradient no stage waits for (the first chunk, or one
+// below which no unit runs backward), followed at once by its own W, runs
+// as one BW: splitting it defers nothing and costs a second pass over the
+// kept activations, the weight inputs' buffers and copies. Bitwise the
+// same (Unit::BackwardInput + BackwardWeight == Backward).
+std::vector<ChunkOp> JoinAdjacentSplits(const PipelineProgramInput& in, const std::vector<ChunkOp>& ops) {
+  std::vector<ChunkOp> out;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const ChunkOp& op = ops[i];
+    const int first = in.chunk_begin[op.chunk];
+    // (CompileProgram rejects a chunk_begin out of range afterwards.)
+    const bool sends_nothing =
+        first <= 0 || (first <= static_cast<int>(in.units.size()) && !in.units[first - 1].backward);
+    if (op.kind == ChunkOpKind::kBackwardInput && sends_nothing && i + 1 < ops.size() &&
+        ops[i + 1] == ChunkOp{ChunkOpKind::kBackwardWeight, op.chunk, op.micro_batch}) {
+      out.push_back({ChunkOpKind::kBackward, op.chunk, op.micro_batch});
+      ++i;
+      continue;
+    }
+    out.push_back(op);
+  }
+  return out;
+}
+
+}  // namespace
 
 PipelineStageUnits StageUnits(const PipelineProgramInput& in) {
   return HeldUnits(in.units, in.chunk_begin, in.shape.stages, in.stage);
@@ -37,7 +65,7 @@ absl::StatusOr<StepProgram> BuildPipelineProgram(const PipelineProgramInput& in)
   c.micro_batches = in.shape.micro_batches;
   if (in.training) {
     ASSIGN_OR_RETURN(std::vector<std::vector<ChunkOp>> schedule, BuildPipelineSchedule(in.schedule, in.shape));
-    c.ops = std::move(schedule[in.stage]);
+    c.ops = JoinAdjacentSplits(in, schedule[in.stage]);
   } else {
     for (int chunk = in.stage; chunk < chunks; chunk += pp) c.ops.push_back({ChunkOpKind::kForward, chunk, 0});
   }

@@ -33,6 +33,9 @@
 //              runs backward (its input gradient is needed);
 //   W(c, mb):  units u = e−1 down to b (with backward): gathers;
 //              BACKWARD_WEIGHT(u, mb).
+// A B(c, mb) directly followed by W(c, mb) whose chunk sends no gradient
+// (b = 0, or unit b − 1 without backward) is compiled as BW(c, mb): the
+// split would defer nothing (ZB-H1's first stage).
 // "Issued early, waited late": the RECV_* an operation consumes is posted
 // right before the first compute action of the stage's previous operation
 // (at the start of the program for the first), so the transfer overlaps

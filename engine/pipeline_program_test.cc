@@ -223,8 +223,9 @@ WAIT_REDUCE bucket=b..c
 )"));
 }
 
-// Stage 0 runs each W right after its B; stage 1 (the last) defers W of
-// mb 0 behind B of mb 1. The buckets close at BACKWARD_WEIGHT.
+// Stage 0 runs each W right after its B and sends no gradient: one
+// BACKWARD each. Stage 1 (the last) defers W of mb 0 behind B of mb 1; its
+// buckets close at BACKWARD_WEIGHT.
 TEST(PipelineProgramTest, ZeroBubbleSplitsTheBackward) {
   EXPECT_EQ(Text(Input(S::kZeroBubbleH1, 0, 0)), Program(R"(
 FORWARD mb=0 unit=a
@@ -232,11 +233,9 @@ SEND_ACT mb=0 unit=a peer=1 bytes=0
 RECV_GRAD mb=0 unit=a peer=1 bytes=0
 FORWARD mb=1 unit=a
 SEND_ACT mb=1 unit=a peer=1 bytes=0
-BACKWARD_INPUT mb=0 unit=a
 RECV_GRAD mb=1 unit=a peer=1 bytes=0
-BACKWARD_WEIGHT mb=0 unit=a
-BACKWARD_INPUT mb=1 unit=a
-BACKWARD_WEIGHT mb=1 unit=a
+BACKWARD mb=0 unit=a
+BACKWARD mb=1 unit=a
 REDUCE bucket=a bytes=10
 WAIT_REDUCE bucket=a
 )"));

@@ -191,6 +191,10 @@ ChunkCosts ChunkCosts::PerUnit(const std::vector<int>& units_per_chunk) {
   return costs;
 }
 
+double TransferSeconds(int64_t bytes, double latency, double bytes_per_second) {
+  return latency + (bytes_per_second > 0 ? static_cast<double>(bytes) / bytes_per_second : 0);
+}
+
 absl::StatusOr<ScheduleTimeline> SimulatePipelineSchedule(const std::vector<std::vector<ChunkOp>>& schedule,
                                                           const PipelineShape& shape, const ChunkCosts& costs) {
   const int p = shape.stages, chunks = shape.chunks(), m = shape.micro_batches;
@@ -209,6 +213,15 @@ absl::StatusOr<ScheduleTimeline> SimulatePipelineSchedule(const std::vector<std:
       if (!(c >= 0)) return Invalid(absl::StrCat("a chunk costs ", c, ", expected >= 0"));
     }
   }
+  if (!costs.transfer.empty() && static_cast<int>(costs.transfer.size()) != chunks - 1) {
+    return Invalid(absl::StrCat("transfer costs list ", costs.transfer.size(), " chunk boundaries, expected none or ",
+                                chunks - 1));
+  }
+  for (double c : costs.transfer) {
+    if (!(c >= 0)) return Invalid(absl::StrCat("a transfer costs ", c, ", expected >= 0"));
+  }
+  // Boundary c's transfer: free when chunks c and c + 1 share a stage (pp 1).
+  auto transfer = [&](int c) { return costs.transfer.empty() || p == 1 ? 0.0 : costs.transfer[c]; };
   // Which backward form the schedule uses, and every operation once.
   bool fused = false, split = false;
   std::vector<int> seen(static_cast<size_t>(3) * chunks * m, 0);
@@ -276,7 +289,7 @@ absl::StatusOr<ScheduleTimeline> SimulatePipelineSchedule(const std::vector<std:
         double start = free_at[s], duration = 0;
         switch (op.kind) {
           case ChunkOpKind::kForward:
-            if (c > 0) start = std::max(start, end[index(0, c - 1, mb)]);
+            if (c > 0) start = std::max(start, end[index(0, c - 1, mb)] + transfer(c - 1));
             duration = costs.forward[c];
             break;
           case ChunkOpKind::kBackwardWeight:
@@ -285,7 +298,7 @@ absl::StatusOr<ScheduleTimeline> SimulatePipelineSchedule(const std::vector<std:
             break;
           default:
             start = std::max(start, end[index(0, c, mb)]);
-            if (c + 1 < chunks) start = std::max(start, end[index(1, c + 1, mb)]);
+            if (c + 1 < chunks) start = std::max(start, end[index(1, c + 1, mb)] + transfer(c));
             duration = costs.backward_input[c];
             if (op.kind == ChunkOpKind::kBackward) duration += costs.backward_weight[c];
             break;

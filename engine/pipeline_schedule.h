@@ -46,6 +46,7 @@
 #ifndef ZEROSHARD_ENGINE_PIPELINE_SCHEDULE_H_
 #define ZEROSHARD_ENGINE_PIPELINE_SCHEDULE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -100,10 +101,19 @@ struct ChunkCosts {
   std::vector<double> forward;
   std::vector<double> backward_input;   // B
   std::vector<double> backward_weight;  // W; a fused backward costs B + W
+  // Per chunk boundary c (between chunks c and c + 1, pp·v − 1 entries, or
+  // empty for none): the time chunk c's output takes to reach chunk c + 1's
+  // stage and its gradient to come back (TransferSeconds of their bytes).
+  // Only a boundary between two stages pays it.
+  std::vector<double> transfer;
   // Equal costs: every unit costs 1 for each of F, B and W, so a chunk of n
   // units costs n.
   static ChunkCosts PerUnit(const std::vector<int>& units_per_chunk);
 };
+
+// A pipeline transfer of `bytes` priced as latency + bytes / bandwidth
+// (bytes per second; <= 0: free).
+double TransferSeconds(int64_t bytes, double latency, double bytes_per_second);
 
 struct TimedOp {
   ChunkOp op;
@@ -126,12 +136,14 @@ struct ScheduleTimeline {
 
 // Runs the schedule with as-soon-as-possible timing: each stage runs its
 // list in order, an operation starting when the stage is free and its
-// dependencies (above) have ended; transfers take no time.
+// dependencies (above) have ended, plus the boundary's transfer time when
+// the dependency is on another stage.
 // kFailedPrecondition naming the stuck stages, their next operations and
 // what each waits for when the lists deadlock, e.g.
 //   deadlock: stage 0 waits at BW chunk 0 mb 0 for BW chunk 1 mb 0 (stage 1); stage 1 waits at ...
 // kInvalidArgument when `schedule` does not have shape.stages lists, the
-// costs do not have shape.chunks() entries (negative costs too), an
+// costs do not have shape.chunks() entries (negative costs too), the
+// transfers neither none nor shape.chunks() − 1 (or one negative), an
 // operation is out of range, missing, repeated or on the wrong stage, or
 // fused (BW) and split (B, W) backwards are mixed.
 absl::StatusOr<ScheduleTimeline> SimulatePipelineSchedule(const std::vector<std::vector<ChunkOp>>& schedule,

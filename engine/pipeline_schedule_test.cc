@@ -300,6 +300,32 @@ TEST(PipelineScheduleTest, UnequalCostsAndTimes) {
   EXPECT_EQ(ChunkCosts::PerUnit({3, 0}).backward_weight, (std::vector<double>{3, 0}));
 }
 
+TEST(PipelineScheduleTest, TransfersDelayTheStageThatWaits) {
+  // 1F1B at pp 2, m 2, every chunk 1 for F and BW (B 1, W 0), boundary 0.5.
+  const PipelineShape shape = Shape(2, 2);
+  ChunkCosts costs = ChunkCosts::PerUnit({1, 1});
+  costs.backward_weight = {0, 0};
+  costs.transfer = {0.5};
+  absl::StatusOr<ScheduleTimeline> t = SimulatePipelineSchedule(Build(K::kOneFOneB, shape), shape, costs);
+  ASSERT_TRUE(t.ok()) << t.status();
+  // Stage 0: F0 [0, 1], F1 [1, 2], BW0 [4, 5], BW1 [6, 7]; stage 1: F0
+  // [1.5, 2.5], BW0 [2.5, 3.5], F1 [3.5, 4.5], BW1 [4.5, 5.5].
+  EXPECT_EQ(t->makespan, 7);
+  EXPECT_EQ(t->stages[1][0].start, 1.5);
+  EXPECT_EQ(t->stages[1][2].start, 3.5);
+  EXPECT_EQ(t->stages[0][2].start, 4);
+  EXPECT_EQ(t->stages[0][3].start, 6);
+  EXPECT_EQ(t->busy, (std::vector<double>{4, 4}));
+  EXPECT_EQ(TransferSeconds(1000, 0.5, 100), 10.5);
+  EXPECT_EQ(TransferSeconds(1000, 0.5, 0), 0.5);
+  costs.transfer = {0.5, 0.5};
+  EXPECT_EQ(SimulatePipelineSchedule(Build(K::kOneFOneB, shape), shape, costs).status().message(),
+            "transfer costs list 2 chunk boundaries, expected none or 1");
+  costs.transfer = {-1};
+  EXPECT_EQ(SimulatePipelineSchedule(Build(K::kOneFOneB, shape), shape, costs).status().message(),
+            "a transfer costs -1, expected >= 0");
+}
+
 TEST(PipelineScheduleTest, Names) {
   EXPECT_STREQ(PipelineScheduleName(K::kGpipe), "GPIPE");
   EXPECT_STREQ(PipelineScheduleName(K::kOneFOneB), "ONE_F_ONE_B");
