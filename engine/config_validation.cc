@@ -207,25 +207,14 @@ int64_t StreamedBytesOf(const EngineConfig& e) {
   return bytes > 0 ? bytes : 4;
 }
 
-// engine.offload.grads: NVME writes each bucket's reduced f32 shard at its
-// WAIT_REDUCE (docs/offload_streaming.md): stages 2-3 only, and nothing that
-// reduces into a stored shard outside WAIT_REDUCE (pipeline ties, replica
-// all-reduces).
+// engine.offload.grads: NVME writes each bucket's reduced f32 shard once its
+// reduction has landed (docs/offload_streaming.md): stages 2-3 only, where
+// the rank keeps an f32 shard at rest.
 void CheckGradsOnNvme(const EngineConfig& e, ConfigChecker& c) {
   if (e.zero().stage() < 2) {
     c.Add(absl::StrCat("engine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); "
                        "engine.zero.stage is ",
                        e.zero().stage()));
-  }
-  if (e.parallel().pp() > 1) {
-    c.Add(absl::StrCat("engine.offload.grads: NVME with engine.parallel.pp ", e.parallel().pp(),
-                       " is not supported yet; expected 1"));
-  }
-  const int group = e.zero().shard_group_size();
-  if (group > 0 && group < e.parallel().dp()) {
-    c.Add(absl::StrCat("engine.offload.grads: NVME with engine.zero.shard_group_size ", group,
-                       " (hybrid sharding) is not supported yet; expected 0 or engine.parallel.dp ",
-                       e.parallel().dp()));
   }
 }
 

@@ -84,20 +84,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::CreateWithCommunicator(const Eng
 // config_validation's.
 absl::Status OffloadSupported(const EngineOptions& options) {
   const OffloadOptions& o = options.offload;
-  if (o.grads == OffloadTier::kNvme) {
-    // Each reduction reads (after the first of the step) and writes the
-    // stored shard at its WAIT_REDUCE; what reduces into a shard elsewhere
-    // is not built (docs/offload_streaming.md).
-    if (!options.zero.shards_grads()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "engine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); engine.zero.stage is ",
-          options.zero.stage()));
-    }
-    if (options.pipeline.stages > 1 || options.sharding.replicas > 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          "engine.offload.grads: NVME needs every reduction to land at its WAIT_REDUCE: pp ", options.pipeline.stages,
-          ", replicas ", options.sharding.replicas, "; expected 1, 1"));
-    }
+  // Each reduction reads (after the first of the step) and writes the
+  // stored shard once it has landed (docs/offload_streaming.md).
+  if (o.grads == OffloadTier::kNvme && !options.zero.shards_grads()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "engine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); engine.zero.stage is ",
+        options.zero.stage()));
   }
   if (o.params == OffloadTier::kNvme && !options.zero.shards_params()) {
     return absl::UnimplementedError(absl::StrCat("engine.offload.params: NVME needs ZeRO stage 3 (parameter shards); "

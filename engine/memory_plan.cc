@@ -291,7 +291,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
   p.rank = in.rank;
   p.pp_stage = in.pp_stage;
   p.params_offloadable = o.zero.shards_params();
-  p.grads_offloadable = o.zero.shards_grads() && o.pipeline.stages == 1 && o.sharding.replicas == 1;
+  // Under a pipeline and hybrid sharding too: the same two grad staging
+  // buffers serve (a tied unit's TIED_REDUCE takes one; a bucket waiting for
+  // its replica all-reduce holds one until the next bucket's wait).
+  p.grads_offloadable = o.zero.shards_grads();
   const int64_t c = Size(o.compute_dtype);
   int64_t* bytes = p.bytes.data();
   int64_t* files = p.file_bytes.data();
@@ -488,7 +491,7 @@ absl::Status CheckMemoryPlan(const MemoryPlan& plan, int64_t limit_bytes) {
                            PlanCategory::kGrads}) {
     if (plan.tier_of(cat) == OffloadTier::kNvme) continue;
     if (cat == PlanCategory::kParams && !plan.params_offloadable) continue;  // stage 3 only
-    if (cat == PlanCategory::kGrads && !plan.grads_offloadable) continue;    // stages 2-3, pp 1, no replicas
+    if (cat == PlanCategory::kGrads && !plan.grads_offloadable) continue;    // stages 2-3
     (cat == PlanCategory::kOptimizerState  ? tiers.optimizer_state
      : cat == PlanCategory::kMasterWeights ? tiers.master_weights
      : cat == PlanCategory::kParams        ? tiers.params

@@ -126,7 +126,7 @@ struct MemoryPlan {
   int64_t checkpoint_snapshot_bytes = 0;
   bool nvme_ram_backed = false;
   bool params_offloadable = false;  // stage 3
-  // Stages 2-3 without a pipeline or hybrid sharding: what
+  // Stages 2-3 (an f32 gradient shard at rest): what
   // engine.offload.grads: NVME needs.
   bool grads_offloadable = false;
   // Lines the plan prints under its table ("activations: unknown (not

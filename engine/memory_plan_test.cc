@@ -243,8 +243,7 @@ TEST(MemoryPlanTest, RefusalAndFloorIncludeParamsOnNvmeAtStage3) {
   EXPECT_EQ(p.WithOffload(params).bytes_of(PlanCategory::kOffloadStaging), G / 4);
 }
 
-// Stages 2-3 without a pipeline or replicas: the refusal takes grads to NVME
-// after the other classes, with their two grad staging buffers.
+// Stages 2-3: the refusal takes grads to NVME after the other classes, with their two grad staging buffers.
 TEST(MemoryPlanTest, RefusalAndFloorIncludeGradsOnNvme) {
   MemoryPlan p = RoundPlan();
   const int64_t G = int64_t{1} << 30;
@@ -328,6 +327,88 @@ TEST(MemoryPlanTest, GradsOnNvmeAreWhatTheEngineAllocates) {
     EXPECT_EQ(plan->bytes_of(PlanCategory::kMasterWeights), m.Usage(MemoryCategory::kMasterParams).current);
     EXPECT_EQ(plan->bytes_of(PlanCategory::kOptimizerState), m.Usage(MemoryCategory::kOptimizerState).current);
   }
+}
+
+// The largest bucket's shards, each rounded up to the I/O alignment: what
+// each of the two grad staging buffers holds.
+int64_t LargestBucketShards(const StepPlan& step) {
+  int64_t largest = 0;
+  for (const GradBucket& b : step.buckets) {
+    int64_t bytes = 0;
+    for (int u : b.units) {
+      if (step.units[u].held && step.units[u].trainable) bytes += AlignIo(step.layouts[u].shard_numel() * 4);
+    }
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+// Gradient shards on NVMe under a pipeline (each stage's own units and the
+// last stage's wte mirror, whose TIED_REDUCE takes one of the two grad
+// staging buffers) and under hybrid sharding (a bucket holds its buffer
+// until its replica all-reduce lands): the same two buffers, counted as
+// each stage's ShardedState allocates them, and the shards leave memory.
+TEST(MemoryPlanTest, GradsOnNvmeUnderAPipelineAndHybridShardingCountTheirStaging) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  auto streamed = [&](EngineConfig config) {
+    config.mutable_offload()->set_nvme_dir(tmp != nullptr ? tmp : "/tmp");
+    config.mutable_offload()->set_grads(NVME);
+    config.mutable_offload()->set_buffer_count(2);
+    config.mutable_offload()->set_buffer_bytes(16384);
+    return config;
+  };
+  std::unique_ptr<Model> model = BuildGpt2(TinyGpt2(3)).value();
+  EngineConfig pipeline = Config(2);
+  pipeline.mutable_parallel()->set_pp(2);
+  pipeline.set_gradient_accumulation_steps(3);
+  absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(streamed(pipeline));
+  ASSERT_TRUE(options.ok()) << options.status();
+  for (int stage = 0; stage < 2; ++stage) {
+    SCOPED_TRACE(absl::StrCat("pp stage ", stage));
+    absl::StatusOr<StepPlan> step = PlanStep(*model, *options, 1, stage);
+    ASSERT_TRUE(step.ok()) << step.status();
+    auto comms = CreateThreadGroup(1);
+    MemoryTracker tracker;
+    ComputeContext compute;
+    compute.kernels = kernels::KernelContext::Cpu(1);
+    compute.tracker = &tracker;
+    absl::StatusOr<std::unique_ptr<ShardedState>> state =
+        ShardedState::Create(*step, *model, *options, comms[0].get(), nullptr, &tracker, compute, nullptr);
+    ASSERT_TRUE(state.ok()) << state.status();
+    absl::StatusOr<MemoryPlan> plan = Plan(*options, *step, *model, kRows, 8);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->tier_of(PlanCategory::kGrads), OffloadTier::kNvme);
+    EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current, 0);
+    EXPECT_EQ(plan->grad_pool_bytes, 2 * LargestBucketShards(*step));
+    EXPECT_GT(plan->grad_pool_bytes, 0);
+    EXPECT_EQ(plan->staging_pool_bytes + plan->grad_pool_bytes, tracker.Usage(MemoryCategory::kOffloadStaging).current);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kParams), tracker.Usage(MemoryCategory::kParams).current);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kMasterWeights), tracker.Usage(MemoryCategory::kMasterParams).current);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kOptimizerState), tracker.Usage(MemoryCategory::kOptimizerState).current);
+  }
+
+  // dp 4 in shard groups of 2: the shards are the group's halves.
+  EngineConfig hybrid = Config(3);
+  hybrid.mutable_parallel()->set_dp(4);
+  hybrid.mutable_zero()->set_shard_group_size(2);
+  options = EngineOptionsFromConfig(streamed(hybrid));
+  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_EQ(options->sharding.replicas, 2);
+  absl::StatusOr<StepPlan> step = PlanStep(*model, *options, 2, 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  absl::StatusOr<MemoryPlan> plan = Plan(*options, *step, *model, kRows, 8);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->tier_of(PlanCategory::kGrads), OffloadTier::kNvme);
+  EXPECT_EQ(plan->grad_pool_bytes, 2 * LargestBucketShards(*step));
+  OffloadOptions resident_grads = options->offload;
+  resident_grads.grads = OffloadTier::kDevice;
+  const MemoryPlan resident = plan->WithOffload(resident_grads);
+  // The f32 shards leave memory; the two buffers and the pool come in (at
+  // these tiny shapes more than the shards: buffer_bytes is the floor).
+  EXPECT_GT(resident.bytes_of(PlanCategory::kGrads), 0);
+  EXPECT_EQ(resident.resident_bytes() - plan->resident_bytes(),
+            resident.bytes_of(PlanCategory::kGrads) -
+                (plan->bytes_of(PlanCategory::kOffloadStaging) - resident.bytes_of(PlanCategory::kOffloadStaging)));
 }
 
 // The staging the planner counts beside the pool when a class streams:

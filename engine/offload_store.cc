@@ -117,8 +117,11 @@ void OffloadStore::StoreGrads(int region, const float* shard) {
   grads_stored_[region] = true;
   const int64_t bytes = AlignIo(options_.region_numel[region] * 4);
   if (!status_.ok() || bytes == 0) return;
-  // The buffer BeginGradStaging returned last.
-  const int b = 1 - grad_staging_next_;
+  // The staging buffer holding the shard (under hybrid sharding a bucket is
+  // stored after the next one began staging in the other buffer).
+  const char* at = reinterpret_cast<const char*>(shard);
+  const char* first = static_cast<const char*>(grad_staging_[0].data());
+  const int b = at >= first && at < first + options_.grad_staging_bytes ? 0 : 1;
   absl::StatusOr<IoTicket> t = io_->Write(grads_file_, grads_offset_[region], shard, bytes);
   if (!t.ok()) return Fail(t.status(), absl::StrCat("STORE grads of region ", region));
   grad_writes_[b].push_back(*t);

@@ -18,8 +18,11 @@
 //
 // Grads ("rank R grads", stages 2-3): WAIT_REDUCE lands each bucket's
 // reduced shards in one of two grad staging buffers (BeginGradStaging) and
-// writes them to the file (StoreGrads); the buffer is reused two buckets
-// later, after its writes are waited. A LOAD reads the grads piece only
+// writes them to the file (StoreGrads) once the reduction has landed (under
+// hybrid sharding at the next WAIT_REDUCE, after the replica all-reduce);
+// the buffer is reused two buckets later, after its writes are waited. A
+// pipeline's TIED_REDUCE reads a tied unit's shard back into one, sums it
+// over the embedding group and stores it again. A LOAD reads the grads piece only
 // once the step's reductions are all stored (EndReductions; else WAIT_LOAD
 // issues it), so a load placed in the backward never reads a partial sum. STORE
 // writes the piece back (unscaled and clipped by the UPDATE), so the file
@@ -97,7 +100,8 @@ class OffloadStore {
 
   // Grads: the next grad staging buffer (after waiting its earlier writes),
   // where the bucket's units' shards go at AlignIo-rounded offsets; then
-  // StoreGrads(region, shard) writes one region's shard from it. Never
+  // StoreGrads(region, shard) writes one region's shard from either
+  // buffer (waited for when that buffer is begun again). Never
   // fail: an error is kept in status().
   char* BeginGradStaging();
   void StoreGrads(int region, const float* shard);

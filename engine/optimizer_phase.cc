@@ -69,13 +69,30 @@ absl::Status OptimizerPhase::Run(const Action& a, absl::Span<const LossTerms> lo
 // A weight both ends of the pipeline hold: the two copies' reduced shards
 // are summed over the embedding group, in unit order on both ends, so the
 // copies take bitwise the same update.
+// Grads on NVMe: the stored shard is read back into a grad staging buffer
+// (every reduction has been stored), summed, its NORM_PARTIAL sum of squares
+// retaken and stored again before any chunk reads it (the phase's loads
+// follow every TIED_REDUCE).
 absl::Status OptimizerPhase::TiedReduce(int u) {
   const int64_t n = res_->plan.layouts[u].shard_numel();
+  const int region = state_->optimizer_region(u);
+  const bool streamed = grads_stream() && region >= 0;
+  UnitShard& shard = *state_->unit_shard(u);
+  if (streamed) {
+    float* staged = reinterpret_cast<float*>(state_->offload()->BeginGradStaging());
+    state_->offload()->LoadGrads(region, staged);
+    shard.BindGradShard(staged);
+  }
   const Clock::time_point issued = Clock::now();
-  std::unique_ptr<Work> tied =
-      res_->comms.embedding->AllReduce(state_->unit_shard(u)->grad_shard(), n, DType::kF32, ReduceOp::kSum);
-  return WaitTracedOn(*tied, res_->compute.kernels.cuda_stream, res_->timeline.get(), "allreduce",
-                      "AllReduce tied grads", res_->plan.layouts[u].unit_name(), issued, n * 4);
+  std::unique_ptr<Work> tied = res_->comms.embedding->AllReduce(shard.grad_shard(), n, DType::kF32, ReduceOp::kSum);
+  RETURN_IF_ERROR(WaitTracedOn(*tied, res_->compute.kernels.cuda_stream, res_->timeline.get(), "allreduce",
+                               "AllReduce tied grads", res_->plan.layouts[u].unit_name(), issued, n * 4));
+  if (!streamed) return absl::OkStatus();
+  stored_sumsq_.resize(res_->num_units(), 0.0);
+  RETURN_IF_ERROR(UnitSumSquares({u}, &stored_sumsq_));
+  state_->offload()->StoreGrads(region, shard.grad_shard());
+  shard.BindGradShard(nullptr);
+  return absl::OkStatus();
 }
 
 // One summation order: each shard's sum of squares by the kernel's fixed

@@ -106,6 +106,7 @@ void AddStepPrologueAndOptimizerPhase(const OptimizerPhaseInput& in, StepProgram
   if (C > 0) {
     program->offload_slots = K;
     program->chunk_elements = in.stream.chunk_elements;
+    program->streams_grads = in.stream.grads;
     // Before the phase's actions are appended (they must not count).
     const int m = std::min(C, K);
     const std::vector<size_t> at = FirstLoadPositions(actions, m, in.stream.pipeline);

@@ -61,6 +61,9 @@ struct OptimizerStreamInput {
   int slots = 0;               // engine.offload.buffer_count
   int64_t chunk_elements = 0;  // a multiple of 1024 (StreamChunkElements)
   bool pipeline = false;       // where the first loads go
+  // The f32 gradient shard streams too (engine.offload.grads: NVME): each
+  // chunk's piece is read in the phase (StepProgram::streams_grads).
+  bool grads = false;
 };
 
 // A chunk's length is a multiple of this: kIoAlignment bytes of an f32

@@ -477,7 +477,11 @@ class Simulator {
   // (the update writes the slot the store still reads); STORE(chunk)
   // follows its UPDATE; WAIT_STORE waits a STORE in flight (on the first
   // run also none: the step before the first has no stores); every chunk
-  // is loaded, updated and stored once a step.
+  // is loaded, updated and stored once a step. With streamed gradient
+  // shards a chunk reads its piece at its LOAD when that is in the optimizer
+  // phase, else at its WAIT_LOAD; that read must be in the phase (every
+  // reduction stored) and after its unit's TIED_REDUCE (the summed shard
+  // stored again).
   absl::Status CheckOffloadIo(int r) const {
     const StepProgram& p = ranks_[r].program;
     const int C = static_cast<int>(p.chunks.size()), K = p.offload_slots;
@@ -490,10 +494,35 @@ class Simulator {
     // By slot: the chunk whose STORE from it a LOAD was queued behind and
     // that has not completed yet; -1 when none.
     std::vector<int> queued_behind(std::max(K, 0), -1);
+    std::vector<bool> has_tie(p.num_units, false);
+    for (const Action& a : p.actions) {
+      if (a.kind == ActionKind::kTiedReduce && a.unit >= 0 && a.unit < p.num_units) has_tie[a.unit] = true;
+    }
     for (int pass = 0; pass < 2; ++pass) {
       std::vector<int> loads(C, 0), updates(C, 0), stores(C, 0);
+      bool in_phase = false;
+      std::vector<bool> tied(p.num_units, false);
+      std::vector<bool> grads_read(C, false);
+      // The read of chunk c's gradient piece at action i.
+      auto read_grads = [&](int i, int c) -> absl::Status {
+        grads_read[c] = true;
+        if (!in_phase) {
+          return bad(i, absl::StrCat(ActionKindName(p.actions[i].kind),
+                                     " reads the chunk's gradient piece before the optimizer phase (its reduction may "
+                                     "not be stored yet)"));
+        }
+        const int u = p.chunks[c].unit;
+        if (u >= 0 && u < p.num_units && has_tie[u] && !tied[u]) {
+          return bad(i, absl::StrCat(ActionKindName(p.actions[i].kind),
+                                     " reads the chunk's gradient piece before the TIED_REDUCE of unit ", UnitName(r, u),
+                                     " (the summed shard is not stored yet)"));
+        }
+        return absl::OkStatus();
+      };
       for (int i = 0; i < static_cast<int>(p.actions.size()); ++i) {
         const Action& a = p.actions[i];
+        if (IsOptimizerPhase(a.kind)) in_phase = true;
+        if (a.kind == ActionKind::kTiedReduce && a.unit >= 0 && a.unit < p.num_units) tied[a.unit] = true;
         const bool streamed_update = a.kind == ActionKind::kUpdate && a.chunk >= 0;
         if (!IsOffloadIo(a.kind) && !streamed_update) continue;
         if (a.param_slot >= 0) continue;  // a parameter shard's: CheckParamShardIo
@@ -516,10 +545,13 @@ class Simulator {
             chunk[c] = Io::kLoading;
             occupant[slot] = c;
             ++loads[c];
+            grads_read[c] = false;
+            if (p.streams_grads && in_phase) RETURN_IF_ERROR(read_grads(i, c));
             break;
           }
           case ActionKind::kWaitLoad:
             if (chunk[c] != Io::kLoading) return bad(i, "WAIT_LOAD of a chunk with no LOAD in flight");
+            if (p.streams_grads && !grads_read[c]) RETURN_IF_ERROR(read_grads(i, c));
             chunk[c] = Io::kLoaded;
             // The load's reads ran after the queued-behind store's writes.
             if (queued_behind[slot] >= 0) {

@@ -43,7 +43,11 @@
 //     WAIT_STORE waits a STORE
 //     in flight (or, on the first step, none); every chunk is loaded,
 //     updated and stored once a step, and a bucket with chunks counts as
-//     updated (for its PUBLISH) after its last chunk's UPDATE;
+//     updated (for its PUBLISH) after its last chunk's UPDATE; with the
+//     gradient shards streamed (StepProgram::streams_grads) a chunk reads
+//     its piece at its LOAD when that is in the optimizer phase, else at its
+//     WAIT_LOAD, and that read must be in the phase (every reduction
+//     stored) and after its unit's TIED_REDUCE, if any;
 //   * the parameter shards' I/O (param_slot set; cyclic too): a param slot
 //     is LOADed only when its previous use is finished (no LOAD in flight,
 //     the GATHER that read it waited, its STORE waited); a GATHER follows

@@ -560,16 +560,21 @@ TEST(ProgramSimulatorTest, NoRanks) {
 
 // The NVMe tier's streaming (docs/offload_streaming.md): Units() with 2500
 // elements of optimizer region each, chunks of 1024 (3 per unit, 12 in
-// all) cycling through 2 slots.
-StepProgram Streamed(int stage, int slots = 2) {
+// all) cycling through 2 slots. `grads`: the gradient shards stream too;
+// `tied_a`: unit a is tied across a pipeline's ends (TIED_REDUCE over
+// "embed").
+StepProgram Streamed(int stage, int slots = 2, bool grads = false, bool tied_a = false) {
   StepProgram p = Build(Units(), Options(stage));
   p.actions.pop_back();  // Build's REDUCE_NORM: the optimizer phase adds its own
   OptimizerPhaseInput in;
-  for (const char* name : {"a", "b", "c", "d"}) in.units.push_back({name, 1250, false, stage == 0 ? 2500 : 1250});
+  for (const char* name : {"a", "b", "c", "d"}) {
+    in.units.push_back({name, 1250, tied_a && name[0] == 'a', stage == 0 ? 2500 : 1250});
+  }
   in.buckets = {{3}, {2}, {0, 1}};
   in.zero = *ZeroPolicy::ForStage(stage);
   in.stream.slots = slots;
   in.stream.chunk_elements = 1024;
+  in.stream.grads = grads;
   AddStepPrologueAndOptimizerPhase(in, &p);
   return p;
 }
@@ -697,6 +702,67 @@ TEST(ProgramSimulatorTest, StreamingViolations) {
   hand.actions.back().slot = 0;
   EXPECT_EQ(Failure(DataParallel(hand, 1, false), absl::StatusCode::kInvalidArgument),
             "rank 0 action 5 (LOAD unit=a chunk=1 slot=0): slot 0, expected the chunk's slot 1 in [0, 2)");
+}
+
+}  // namespace
+}  // namespace zeroshard
+
+namespace zeroshard {
+namespace {
+
+// Gradient shards on NVMe: a chunk reads its stored gradient piece in the
+// optimizer phase only (every reduction stored, under hybrid sharding after
+// its replica all-reduce), and a tied unit's only after its TIED_REDUCE
+// stored the summed shard again.
+TEST(ProgramSimulatorTest, StreamedGradientPiecesAreReadAfterTheReductionsAndTheTie) {
+  auto ranks = [](const StepProgram& program) {
+    std::vector<SimulatedRank> r = DataParallel(program, 2, false);
+    r[0].groups["embed"] = {0};
+    r[1].groups["embed"] = {1};
+    return r;
+  };
+  auto index_of = [](const StepProgram& p, ActionKind kind) {
+    for (int i = 0; i < static_cast<int>(p.actions.size()); ++i) {
+      if (p.actions[i].kind == kind) return i;
+    }
+    ADD_FAILURE() << "no " << ActionKindName(kind);
+    return 0;
+  };
+  const StepProgram built = Streamed(2, 2, /*grads=*/true, /*tied_a=*/true);
+  ASSERT_TRUE(built.streams_grads);
+  ASSERT_FALSE(Streamed(2).streams_grads);
+  EXPECT_EQ(Violation(ranks(built)), "ok") << FormatProgram(built);
+
+  // The tie moved after the WAIT_LOAD of a's first chunk: that read would
+  // miss the other end's gradient.
+  StepProgram p = built;
+  const int tie = index_of(p, ActionKind::kTiedReduce);
+  const Action moved = p.actions[tie];
+  p.actions.erase(p.actions.begin() + tie);
+  const int wait0 = Find(p, "WAIT_LOAD unit=a chunk=0 slot=0");
+  ASSERT_GT(wait0, tie);
+  p.actions.insert(p.actions.begin() + wait0 + 1, moved);
+  EXPECT_EQ(Violation(ranks(p)), "rank 0 action " + std::to_string(wait0) +
+                                     " (WAIT_LOAD unit=a chunk=0 slot=0): WAIT_LOAD reads the chunk's gradient "
+                                     "piece before the TIED_REDUCE of unit a (the summed shard is not stored yet)");
+
+  // A WAIT_LOAD moved into the backward, right after its LOAD: legal for
+  // the other classes, refused when it would read the gradient piece.
+  for (bool grads : {false, true}) {
+    p = Streamed(2, 2, grads, /*tied_a=*/true);
+    const int load = Find(p, "LOAD unit=a chunk=1 slot=1");
+    const int wait = Find(p, "WAIT_LOAD unit=a chunk=1 slot=1");
+    ASSERT_LT(load, index_of(p, ActionKind::kTiedReduce));
+    const Action w = p.actions[wait];
+    p.actions.erase(p.actions.begin() + wait);
+    p.actions.insert(p.actions.begin() + load + 1, w);
+    EXPECT_EQ(Violation(ranks(p)),
+              grads ? "rank 0 action " + std::to_string(load + 1) +
+                          " (WAIT_LOAD unit=a chunk=1 slot=1): WAIT_LOAD reads the chunk's gradient piece before the "
+                          "optimizer phase (its reduction may not be stored yet)"
+                    : "ok")
+        << grads;
+  }
 }
 
 }  // namespace

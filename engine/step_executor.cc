@@ -458,15 +458,22 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
       RETURN_IF_ERROR(state_->reducer().Launch(a.bucket));
       charge(nullptr);
       return absl::OkStatus();
-    case ActionKind::kWaitReduce:
+    case ActionKind::kWaitReduce: {
+      // Hybrid sharding: this Finish first completes the replica all-reduce
+      // of `landing`, then leaves this bucket's in flight unless it is the
+      // pass's last reduction.
+      const int landing = state_->reducer().replica_pending();
       RETURN_IF_ERROR(optimizer_->StageReducedGrads(a.bucket));
       RETURN_IF_ERROR(state_->reducer().Finish(a.bucket));
       // Host offload: the reduced shards start for the host right away.
       RETURN_IF_ERROR(state_->FetchReducedGrads(a.bucket));
-      // Grads on NVMe: the reduced shards are written to the grads file.
-      RETURN_IF_ERROR(optimizer_->StoreReducedGrads(a.bucket));
+      // Grads on NVMe: a bucket's reduced shards are written to the grads
+      // file once its reduction has landed in them.
+      if (landing >= 0) RETURN_IF_ERROR(optimizer_->StoreReducedGrads(landing));
+      if (state_->reducer().replica_pending() != a.bucket) RETURN_IF_ERROR(optimizer_->StoreReducedGrads(a.bucket));
       charge(t == nullptr ? nullptr : &t->reduce_wait);
       return absl::OkStatus();
+    }
     case ActionKind::kBeginStep:
       return BeginStep(run);
     case ActionKind::kTiedReduce:

@@ -278,6 +278,7 @@ absl::StatusOr<OptimizerPhaseInput> OptimizerPhase(const StepPlan& plan, const E
     in.stream.slots = options.offload.buffer_count == 0 ? 2 : options.offload.buffer_count;
     in.stream.chunk_elements = StreamChunkElements(options.offload.buffer_bytes, streamed);
     in.stream.pipeline = plan.stages > 1;
+    in.stream.grads = options.offload.grads == OffloadTier::kNvme && options.zero.shards_grads();
     // The validator's minimum (MinStreamBufferBytes), for options built
     // without it.
     if (in.stream.slots < 1 || options.offload.buffer_bytes < MinStreamBufferBytes(streamed)) {

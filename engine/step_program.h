@@ -251,6 +251,11 @@ struct StepProgram {
   std::vector<OffloadChunk> chunks;
   int offload_slots = 0;
   int64_t chunk_elements = 0;
+  // The chunks carry the gradient shard's piece (engine.offload.grads:
+  // NVME): the shard is stored at its reduction (and a tied unit's again at
+  // TIED_REDUCE), and a chunk reads its piece at its LOAD when that is in
+  // the optimizer phase, else at its WAIT_LOAD.
+  bool streams_grads = false;
   // engine.offload.params: NVME: the param slots the parameter shards'
   // LOAD / STORE cycle through (0: no parameter shard streams).
   int param_slots = 0;

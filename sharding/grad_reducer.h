@@ -148,6 +148,9 @@ class GradReducer {
   // Finish for every launched bucket, in launch order, then the last
   // replica all-reduce: afterwards every reduction has landed.
   absl::Status FinishAll();
+  // Hybrid sharding: the bucket whose replica all-reduce is in flight (its
+  // shards not yet accumulated), -1 when none.
+  int replica_pending() const { return replica_pending_; }
   // Draw each reduction's wait on `timeline` ("ReduceScatter grads <units>",
   // comm/traced_wait.h); null stops it. Must outlive the reducer.
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }

@@ -152,7 +152,8 @@ TEST(ConfigLoaderTest, EngineErrorsNameTheBatchFieldTheyAreGiven) {
 
 // What the engine runs: HOST on a CPU device (the same memory), HOST
 // optimizer state and masters on a GPU, and optimizer_state,
-// master_weights and (stage 3) params on NVMe with a large enough buffer.
+// master_weights, (stage 3) params and (stages 2-3) grads on NVMe with a
+// large enough buffer.
 TEST(ConfigLoaderTest, OffloadSettingsTheEngineRunsAreValid) {
   auto errors = [](const char* text) {
     EngineConfig engine;
@@ -164,6 +165,13 @@ TEST(ConfigLoaderTest, OffloadSettingsTheEngineRunsAreValid) {
   EXPECT_EQ(errors("zero { stage: 3 } offload { params: HOST }"), Errors{});
   EXPECT_EQ(errors("zero { stage: 3 } offload { params: NVME optimizer_state: NVME master_weights: NVME "
                    "nvme_dir: \"/tmp\" buffer_bytes: 12288 }"),
+            Errors{});
+  // Gradient shards on NVMe under a pipeline and under hybrid sharding.
+  EXPECT_EQ(errors("zero { stage: 2 } parallel { dp: 1 pp: 3 } gradient_accumulation_steps: 3 offload { grads: NVME "
+                   "nvme_dir: \"/tmp\" }"),
+            Errors{});
+  EXPECT_EQ(errors("zero { stage: 3 shard_group_size: 1 } parallel { dp: 2 } offload { grads: NVME nvme_dir: "
+                   "\"/tmp\" }"),
             Errors{});
   // On a GPU: the ZeRO-Offload split (docs/offload.md, "Host offload on GPU").
   EXPECT_EQ(errors("device { type: CUDA } offload { optimizer_state: HOST master_weights: HOST }"), Errors{});
@@ -420,17 +428,6 @@ const BadConfig kBadConfigs[] = {
      3,
      "PATH: invalid config:\nengine.offload.grads: NVME needs ZeRO stage 2 or 3 (an f32 gradient shard at rest); "
      "engine.zero.stage is 1"},
-    {"offload_grads_nvme_under_a_pipeline",
-     "engine { zero { stage: 2 } parallel { dp: 1 pp: 3 } gradient_accumulation_steps: 3 offload { grads: NVME "
-     "nvme_dir: \"/tmp\" } }",
-     false, 3,
-     "PATH: invalid config:\nengine.offload.grads: NVME with engine.parallel.pp 3 is not supported yet; expected 1"},
-    {"offload_grads_nvme_hybrid",
-     "engine { zero { stage: 3 shard_group_size: 1 } gradient_accumulation_steps: 1 offload { grads: NVME nvme_dir: "
-     "\"/tmp\" } }",
-     false, 3,
-     "PATH: invalid config:\nengine.offload.grads: NVME with engine.zero.shard_group_size 1 (hybrid sharding) is not "
-     "supported yet; expected 0 or engine.parallel.dp 3"},
     {"offload_host_grads_on_cuda",
      "engine { device { type: CUDA } offload { optimizer_state: HOST master_weights: HOST grads: HOST } }", false, 3,
      "PATH: invalid config:\nengine.offload.grads: HOST is not supported yet on engine.device.type CUDA; expected "

@@ -4,7 +4,9 @@
 // state as the same run with everything resident — ZeRO 0-3 over 3 ranks
 // (an odd world: shards that do not divide the units), AdamW and Lion,
 // dp 1 x pp 2 over 2 ranks; at stage 3 also the parameter shards on NVMe
-// (every class, over 3 ranks, dp 2 and dp 1 x pp 2, evaluation included) —
+// (every class, over 3 ranks, dp 2 and dp 1 x pp 2, evaluation included);
+// the gradient shards at stages 2-3 over 3 ranks, dp 1 x pp 2 and hybrid
+// sharding over 4 ranks (shard groups of 2) —
 // checkpoints saved offloaded resume exactly (offloaded or not), and I/O
 // faults (a truncated file, a failed read, a full disk at creation and
 // during a store) fail on every rank with a named error; the directory
@@ -64,8 +66,9 @@ std::string TmpDir() {
 
 // overflow: f16 compute under a dynamic loss scale that starts far too
 // high and backs off steeply, so the first steps overflow and are skipped.
+// shard_group > 0: hybrid sharding (engine.zero.shard_group_size).
 EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false, bool overflow = false,
-                    int accumulation = 1) {
+                    int accumulation = 1, int shard_group = 0) {
   EngineConfig c;
   if (accumulation > 1) c.set_gradient_accumulation_steps(accumulation);
   if (overflow) {
@@ -77,9 +80,10 @@ EngineConfig Config(int stage, int dp, int pp, Offload off, bool lion = false, b
   }
   c.mutable_zero()->set_stage(stage);
   c.mutable_zero()->set_bucket_bytes(8192);
+  if (shard_group > 0) c.mutable_zero()->set_shard_group_size(shard_group);
   c.mutable_parallel()->set_dp(dp);
   c.mutable_parallel()->set_pp(pp);
-  if (pp > 1) c.set_gradient_accumulation_steps(2);
+  if (pp > 1 && accumulation == 1) c.set_gradient_accumulation_steps(2);
   if (lion) {
     c.mutable_optimizer()->set_type(OptimizerConfig::LION);
     c.mutable_optimizer()->set_lr(1e-4);
@@ -182,11 +186,11 @@ TrainRun MakeRun(const EngineConfig& config, ProcessGrid& grid) {
 // norm, and at the end every kind of every unit, bitwise equal; the
 // offloaded run read and wrote every step.
 void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const std::string& what,
-                        bool overflow = false, int accumulation = 1) {
+                        bool overflow = false, int accumulation = 1, int shard_group = 0) {
   SCOPED_TRACE(what);
-  ProcessGrid& grid = CachedGrid({dp, 1, pp});
-  TrainRun resident = MakeRun(Config(stage, dp, pp, Offload(), lion, overflow, accumulation), grid);
-  TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion, overflow, accumulation), grid);
+  ProcessGrid& grid = CachedGrid({dp, 1, pp, shard_group});
+  TrainRun resident = MakeRun(Config(stage, dp, pp, Offload(), lion, overflow, accumulation, shard_group), grid);
+  TrainRun streamed = MakeRun(Config(stage, dp, pp, off, lion, overflow, accumulation, shard_group), grid);
   ASSERT_NE(resident.engine, nullptr);
   ASSERT_NE(streamed.engine, nullptr);
   if (off.state || off.master || off.grads) {
@@ -249,7 +253,8 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
     // Exactly the gradients' I/O: each chunk's grads piece read once a step
     // and written back by its STORE; each WAIT_REDUCE writes its bucket's
     // reduced shards, and one after the bucket's first of the step (the
-    // next micro-batch's) reads them back first; all rounded up to the I/O
+    // next micro-batch's) reads them back first; a pipeline's TIED_REDUCE
+    // reads its unit's shard and writes it again; all rounded up to the I/O
     // alignment. Step 0 also counts the state view's reads after Create;
     // stores drain into the next step, so writes are counted in all.
     const StepProgram& program = streamed.engine->train_program();
@@ -269,9 +274,24 @@ void ExpectOffloadExact(int stage, int dp, int pp, Offload off, bool lion, const
       reduced[a.bucket] = true;
     }
     ASSERT_GT(pieces, 0);
-    if (accumulation > 1) {
+    // A pipeline reduces each bucket once a step (the micro-batches add up
+    // in the full gradients first): nothing is read back at a WAIT_REDUCE.
+    if (accumulation > 1 && pp == 1) {
       EXPECT_GT(reduced_reads, 0);
     }
+    if (pp > 1) {
+      EXPECT_EQ(reduced_reads, 0);
+    }
+    int ties = 0;
+    for (const Action& a : program.actions) {
+      if (a.kind != ActionKind::kTiedReduce) continue;
+      const int64_t bytes = AlignIo(view.region(a.unit, EngineStateView::kFirstOptimizerKind).length * 4);
+      reduced_reads += bytes;
+      reduced_writes += bytes;
+      ++ties;
+    }
+    // GPT-2's wte on both ends of the pipeline.
+    EXPECT_EQ(ties, pp > 1 ? 1 : 0);
     for (int i = 1; i < kSteps; ++i) {
       EXPECT_EQ(streamed.results[i].io.read_bytes, pieces + reduced_reads) << "step " << i;
     }
@@ -358,6 +378,60 @@ TEST(OffloadMpiTest, ParamsOnNvmeOverTwoRanks) {
 TEST(OffloadMpiTest, BothClassesOnNvmeUnderAPipeline) {
   if (MpiWorldSize() != 2) GTEST_SKIP() << "runs on 2 ranks (dp 1 x pp 2)";
   ExpectOffloadExact(1, 1, 2, {true, true}, false, "both, dp 1 x pp 2, ZeRO 1");
+}
+
+// Under a pipeline each stage stores its own units' shards once a step,
+// after the bucket's one reduction (the micro-batches accumulate in the
+// full gradients); the tied wte is read back, summed over both ends and
+// stored at TIED_REDUCE.
+TEST(OffloadMpiTest, GradsOnNvmeUnderAPipelineAccumulateExactly) {
+  if (MpiWorldSize() != 2) GTEST_SKIP() << "runs on 2 ranks (dp 1 x pp 2)";
+  ExpectOffloadExact(2, 1, 2, {false, false, false, true}, false, "grads, dp 1 x pp 2, ZeRO 2, 3 micro-batches",
+                     false, 3);
+  ExpectOffloadExact(3, 1, 2, {true, true, true, true}, true, "every class, Lion, dp 1 x pp 2, ZeRO 3");
+}
+
+// Hybrid sharding: a bucket's shards are stored once its replica all-reduce
+// has landed, at the next bucket's WAIT_REDUCE.
+TEST(OffloadMpiTest, GradsOnNvmeUnderHybridShardingExactly) {
+  if (MpiWorldSize() != 4) GTEST_SKIP() << "runs on 4 ranks (dp 4, shard groups of 2)";
+  ExpectOffloadExact(2, 4, 1, {false, false, false, true}, false, "grads, HSDP 2 x 2, ZeRO 2, 2 micro-batches",
+                     false, 2, 2);
+  ExpectOffloadExact(3, 4, 1, {true, true, false, true}, false, "grads, state, masters, HSDP 2 x 2, ZeRO 3", false,
+                     1, 2);
+}
+
+// A checkpoint saved with the gradient shards offloaded under a pipeline
+// resumes exactly, offloaded or resident.
+TEST(OffloadMpiTest, ResumeUnderAPipelineFromACheckpointSavedWithGradsOffloaded) {
+  if (MpiWorldSize() != 2) GTEST_SKIP() << "runs on 2 ranks (dp 1 x pp 2)";
+  ProcessGrid& grid = CachedGrid({1, 1, 2});
+  const EngineConfig streamed = Config(2, 1, 2, {true, true, false, true}), resident = Config(2, 1, 2, Offload());
+  TrainRun whole = MakeRun(streamed, grid);
+  ASSERT_NE(whole.engine, nullptr);
+  ASSERT_TRUE(whole.Steps(2 * kSteps).ok());
+  TrainRun first = MakeRun(streamed, grid);
+  ASSERT_TRUE(first.Steps(kSteps).ok());
+  const std::string root = absl::StrCat(TmpDir(), "/offload_grads_pipeline_resume");
+  absl::Status saved = SaveCheckpoint(*first.engine, root, kSteps, Gpt2RunRecord(AsTrainConfig(streamed)), {0, 0});
+  ASSERT_TRUE(saved.ok()) << saved;
+  for (const auto& [config, what] : {std::pair<EngineConfig, const char*>{streamed, "offloaded"}, {resident, "resident"}}) {
+    SCOPED_TRACE(what);
+    TrainRun resumed = MakeRun(config, grid);
+    ASSERT_NE(resumed.engine, nullptr);
+    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*resumed.engine, root);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ASSERT_TRUE(resumed.Steps(kSteps).ok());
+    for (int i = 0; i < kSteps; ++i) {
+      EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].loss, &resumed.results[i].loss, sizeof(float)), 0) << i;
+      EXPECT_EQ(std::memcmp(&whole.results[kSteps + i].grad_norm, &resumed.results[i].grad_norm, sizeof(float)), 0)
+          << i;
+      if (config.offload().grads() == NVME) {
+        EXPECT_GT(resumed.results[i].io.read_bytes, 0) << i;
+      }
+    }
+    ExpectSameState(*whole.engine, *resumed.engine, absl::StrCat("resumed ", what));
+  }
 }
 
 TEST(OffloadMpiTest, FilesStartZeroedAndTheStateViewReadsAndWritesRanges) {
