@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
+#include "core/step_profile.h"
 
 namespace zeroshard {
 
@@ -27,6 +28,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 absl::StatusOr<Buffer> Buffer::Allocate(MemoryTracker* tracker, MemoryCategory category, Device device,
                                         DType dtype, int64_t numel) {
   if (numel < 0) return absl::InvalidArgumentError(absl::StrCat("negative buffer size ", numel));
+  const step_profile::Scope profile(step_profile::Category::kAllocation);
   Buffer buf;
   buf.category_ = category;
   buf.device_ = device;
@@ -55,6 +57,7 @@ absl::StatusOr<Buffer> Buffer::AllocateZeroed(MemoryTracker* tracker, MemoryCate
 
 void Buffer::Reset() {
   if (data_ == nullptr && numel_ == 0) return;
+  const step_profile::Scope profile(step_profile::Category::kAllocation);
   if (tracker_ != nullptr) tracker_->Freed(category_, bytes());
   DeviceFree(device_, data_);
   data_ = nullptr;

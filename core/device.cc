@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/status_macros.h"
+#include "core/step_profile.h"
 
 #ifdef ZEROSHARD_HAS_CUDA
 #include <cuda_runtime.h>
@@ -222,6 +223,7 @@ absl::Status DeviceCopyAsync(void* dst, Device dst_device, const void* src, Devi
 absl::Status DeviceMemset(void* dst, Device device, int value, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   if (device == Device::kCpu) {
+    const step_profile::Scope profile(step_profile::Category::kAllocation);
     std::memset(dst, value, bytes);
     return absl::OkStatus();
   }

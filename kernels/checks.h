@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/step_profile.h"
 #include "kernels/context.h"
 
 namespace zeroshard::kernels {
@@ -73,14 +74,17 @@ inline absl::Status UnknownDeviceError(const char* kernel, Device device) {
 
 }  // namespace zeroshard::kernels
 
-// Ends a kernel entry point: runs `cpu_call` on kCpu, `cuda_call` on kCuda
-// (an error when built without CUDA). Expanded in the entry point's .cc,
-// where ZEROSHARD_HAS_CUDA comes from the kernels/cuda dependency.
+// Ends a kernel entry point: runs `cpu_call` on kCpu (inside a step-profile
+// scope named by `kernel`, core/step_profile.h), `cuda_call` on kCuda (an
+// error when built without CUDA). Expanded in the entry point's .cc, where
+// ZEROSHARD_HAS_CUDA comes from the kernels/cuda dependency.
 #ifdef ZEROSHARD_HAS_CUDA
 #define ZS_KERNEL_DISPATCH(kernel, ctx, cpu_call, cuda_call)                                   \
   switch ((ctx).device) {                                                                      \
-    case ::zeroshard::Device::kCpu:                                                            \
+    case ::zeroshard::Device::kCpu: {                                                          \
+      const ::zeroshard::step_profile::Scope zs_profile_scope(kernel);                         \
       return cpu_call;                                                                         \
+    }                                                                                          \
     case ::zeroshard::Device::kCuda:                                                           \
       return cuda_call;                                                                        \
   }                                                                                            \
@@ -88,8 +92,10 @@ inline absl::Status UnknownDeviceError(const char* kernel, Device device) {
 #else
 #define ZS_KERNEL_DISPATCH(kernel, ctx, cpu_call, cuda_call)                                   \
   switch ((ctx).device) {                                                                      \
-    case ::zeroshard::Device::kCpu:                                                            \
+    case ::zeroshard::Device::kCpu: {                                                          \
+      const ::zeroshard::step_profile::Scope zs_profile_scope(kernel);                         \
       return cpu_call;                                                                         \
+    }                                                                                          \
     case ::zeroshard::Device::kCuda:                                                           \
       return ::zeroshard::kernels::NoCudaError(kernel);                                        \
   }                                                                                            \

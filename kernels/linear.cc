@@ -58,6 +58,7 @@ absl::Status LinearGeluForwardCpu(const KernelContext& ctx, void* out, void* pre
                                   DType dtype) {
   const int threads = LoopThreads(ctx);
   RETURN_IF_ERROR(cpu::LinearForward(threads, pre, inp, weight, bias, n, c, oc, dtype));
+  const step_profile::Scope profile(step_profile::Category::kGelu);
   return cpu::GeluForward(threads, out, pre, n * oc, dtype);
 }
 

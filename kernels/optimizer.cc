@@ -51,9 +51,11 @@ absl::Status AdamWUpdate(const KernelContext& ctx, float* param, const float* gr
   s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   s.eps = h.eps;
   switch (ctx.device) {
-    case Device::kCpu:
+    case Device::kCpu: {
+      const step_profile::Scope profile(step_profile::Category::kOptimizer);
       cpu::AdamWUpdate(LoopThreads(ctx), param, grad, exp_avg, exp_avg_sq, n, s);
       return absl::OkStatus();
+    }
     case Device::kCuda:
 #ifdef ZEROSHARD_HAS_CUDA
       return cuda::AdamWUpdate(ctx, param, grad, exp_avg, exp_avg_sq, n, s);

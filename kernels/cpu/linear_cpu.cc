@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/step_profile.h"
 #include "kernels/cpu/f32_staging.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/parallel.h"
@@ -32,6 +33,7 @@ absl::Status LinearForward(int threads, void* out, const void* inp, const void* 
     float beta = 0.0f;
     if (bias != nullptr) {
       // Start from the bias so one sgemm with beta = 1 adds x·W to it.
+      const step_profile::Scope profile(step_profile::Category::kElementwise);
       const T* b = static_cast<const T*>(bias);
       float* yp = y.get();
       ParallelFor(threads, n, MinItems(oc), [&](int64_t r0, int64_t r1) {
@@ -67,6 +69,7 @@ absl::Status LinearBackward(int threads, void* dinp, void* dweight, void* dbias,
       dw.Commit();
     }
     if (dbias != nullptr) {
+      const step_profile::Scope profile(step_profile::Category::kElementwise);
       std::vector<float> sums(oc);
       ColumnSums(threads, dy.get(), n, oc, sums.data());
       T* db = static_cast<T*>(dbias);

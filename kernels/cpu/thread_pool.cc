@@ -1,6 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -15,6 +16,26 @@ inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+// How long a thread spins for the pool's next event before it gives the core
+// away. A bound in time, not in pause instructions: a pause takes from a few
+// cycles (Zen 1) to ~140 (Skylake), so a count spun 20x longer on some CPUs,
+// burning the core OpenBLAS and the caller need between kernels.
+constexpr std::chrono::microseconds kSpinBudget{50};
+
+// Spins until done() or kSpinBudget has passed (the clock read every 64
+// pauses); returns done().
+template <typename Done>
+bool SpinUntil(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinBudget;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      CpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
 }
 
 class ThreadPool {
@@ -49,10 +70,16 @@ class ThreadPool {
     t_inside_job = true;
     Work();
     t_inside_job = false;
-    while (done_chunks_.load() != chunks) CpuRelax();
+    // A worker still on a chunk may have been descheduled: after the spin,
+    // yield so it can finish on this core.
+    if (!SpinUntil([&] { return done_chunks_.load() == chunks; })) {
+      while (done_chunks_.load() != chunks) std::this_thread::yield();
+    }
     open_.store(false);
     // Workers inside Work() may still be between their last chunk and leaving.
-    while (active_.load() != 0) CpuRelax();
+    if (!SpinUntil([&] { return active_.load() == 0; })) {
+      while (active_.load() != 0) std::this_thread::yield();
+    }
     job_ = nullptr;
   }
 
@@ -81,8 +108,7 @@ class ThreadPool {
     for (;;) {
       // Spin a little (the next kernel usually follows within microseconds),
       // then sleep until a new job is published.
-      for (int spin = 0; spin < 20000 && generation_.load() == seen; ++spin) CpuRelax();
-      if (generation_.load() == seen) {
+      if (!SpinUntil([&] { return generation_.load() != seen; })) {
         std::unique_lock<std::mutex> lock(wake_mu_);
         wake_cv_.wait(lock, [&] { return generation_.load() != seen; });
       }

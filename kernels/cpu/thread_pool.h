@@ -5,8 +5,8 @@
 // caller works too and pulls chunks from a shared counter; workers that are
 // awake join in, workers that are not scheduled yet are not waited for
 // (unlike an OpenMP barrier, which waits a whole time slice for them).
-// Workers spin briefly, then sleep on a condition variable, so idle workers
-// do not compete with OpenBLAS's threads for the cores.
+// Workers spin briefly (50 us, a bound in time), then sleep on a condition
+// variable, so idle workers do not compete for the cores.
 //
 // Thread-safety: Run may be called from any thread; one job runs at a time
 // and a concurrent or nested Run (from inside fn) runs its chunks serially
