@@ -61,30 +61,43 @@ SAVED = re.compile(r"^zeroshard: saved .*/step_(\d+)$")
 NOT_SAVED = re.compile(r"; step (\d+) was not saved$")
 
 
-class SupervisorLog:
-    """Follows the supervisor's log: restarts and failed saves so far, and
-    the current attempt's last progress step and saves."""
+class FollowedFile:
+    """The complete lines appended to a file since the last call; a file
+    rewritten shorter is read again from its start."""
 
     def __init__(self, path):
         self.path = path
         self.offset = 0
         self.partial = ""
+
+    def new_lines(self):
+        try:
+            with open(self.path, "r", errors="replace") as f:
+                if os.fstat(f.fileno()).st_size < self.offset:
+                    self.offset, self.partial = 0, ""  # rewritten
+                f.seek(self.offset)
+                text = f.read()
+                self.offset = f.tell()
+        except FileNotFoundError:
+            return []
+        lines = (self.partial + text).split("\n")
+        self.partial = lines.pop()
+        return lines
+
+
+class SupervisorLog:
+    """Follows the supervisor's log: restarts and failed saves so far, and
+    the current attempt's last progress step and saves."""
+
+    def __init__(self, path):
+        self.file = FollowedFile(path)
         self.restarts = 0
         self.step = -1
         self.saves = 0
         self.failed_saves = 0
 
     def poll(self):
-        try:
-            with open(self.path, "r", errors="replace") as f:
-                f.seek(self.offset)
-                text = f.read()
-                self.offset = f.tell()
-        except FileNotFoundError:
-            return
-        lines = (self.partial + text).split("\n")
-        self.partial = lines.pop()
-        for line in lines:
+        for line in self.file.new_lines():
             if RESTART.match(line):
                 self.restarts += 1
                 self.step, self.saves = -1, 0
@@ -102,24 +115,11 @@ class MetricsFile:
     the output's way through mpirun and the supervisor."""
 
     def __init__(self, path):
-        self.path = path
-        self.offset = 0
-        self.partial = ""
+        self.file = FollowedFile(path)
         self.step = -1
 
     def poll(self):
-        try:
-            with open(self.path, "r", errors="replace") as f:
-                if os.fstat(f.fileno()).st_size < self.offset:
-                    self.offset, self.partial = 0, ""  # rewritten
-                f.seek(self.offset)
-                text = f.read()
-                self.offset = f.tell()
-        except FileNotFoundError:
-            return
-        lines = (self.partial + text).split("\n")
-        self.partial = lines.pop()
-        for line in lines:
+        for line in self.file.new_lines():
             try:
                 record = json.loads(line)
             except ValueError:
