@@ -21,11 +21,9 @@ int64_t CheckpointSnapshot::bytes() const {
   return n;
 }
 
-absl::StatusOr<std::unique_ptr<CheckpointSnapshot>> TakeCheckpointSnapshot(Engine& engine, const std::string& root,
-                                                                           int64_t step,
-                                                                           const CheckpointRunConfig& run,
-                                                                           const DataPosition& data,
-                                                                           const SaveOptions& options) {
+absl::StatusOr<std::unique_ptr<CheckpointSnapshot>> TakeCheckpointSnapshot(
+    Engine& engine, const std::string& root, int64_t step, const CheckpointRunConfig& run, const DataPosition& data,
+    const SaveOptions& options, std::vector<PinnedHostBuffer>* recycled) {
   Communicator& dp = engine.control();
   ASSIGN_OR_RETURN(const std::string tmp_dir, CreateSaveDirectory(dp, root, step));
   auto s = std::make_unique<CheckpointSnapshot>();
@@ -41,6 +39,14 @@ absl::StatusOr<std::unique_ptr<CheckpointSnapshot>> TakeCheckpointSnapshot(Engin
   s->slot_of_unit.assign(static_cast<size_t>(engine.num_units()), -1);
   const EngineStateView& view = engine.state();
   const Device device = engine.options().device;
+  size_t next_recycled = 0;
+  const auto buffer_of = [&](size_t bytes) -> absl::StatusOr<PinnedHostBuffer> {
+    if (recycled != nullptr && next_recycled < recycled->size() && (*recycled)[next_recycled].bytes() == bytes) {
+      return std::move((*recycled)[next_recycled++]);
+    }
+    if (recycled != nullptr) recycled->clear();  // the layout changed: fresh buffers from here on
+    return PinnedHostBuffer::Allocate(bytes);
+  };
   const absl::Status copied = [&]() -> absl::Status {
     int slot = 0;
     for (const FlatParamLayout& l : s->layouts) {
@@ -52,7 +58,7 @@ absl::StatusOr<std::unique_ptr<CheckpointSnapshot>> TakeCheckpointSnapshot(Engin
       // under stage 0, a shard-group shard under hybrid sharding).
       const int64_t offset = l.ShardBegin(s->dp_rank) - RegionOf(view, u, kKindMaster).begin;
       for (const std::string& k : s->kinds) {
-        ASSIGN_OR_RETURN(PinnedHostBuffer b, PinnedHostBuffer::Allocate(static_cast<size_t>(count) * sizeof(float)));
+        ASSIGN_OR_RETURN(PinnedHostBuffer b, buffer_of(static_cast<size_t>(count) * sizeof(float)));
         const int kind = view.FindKind(k);
         if (kind < 0 || !view.region(u, kind).present) {
           std::memset(b.data(), 0, b.bytes());
@@ -67,6 +73,7 @@ absl::StatusOr<std::unique_ptr<CheckpointSnapshot>> TakeCheckpointSnapshot(Engin
     }
     return absl::OkStatus();
   }();
+  if (recycled != nullptr) recycled->clear();  // what the snapshot did not take
   RETURN_IF_ERROR(AgreeOnSavePhase(dp, tmp_dir, step, "copying the checkpoint snapshot", copied));
   if (dp.rank() == 0) s->manifest = ManifestWithoutFiles(engine, step, run, data, options);
   return s;
@@ -107,7 +114,7 @@ absl::Status AsyncCheckpointer::Begin(Engine& engine, const std::string& root, i
     return absl::FailedPreconditionError(absl::StrCat("the asynchronous checkpoint of step ", snapshot_->step,
                                                       " is in flight; finish it before saving step ", step));
   }
-  ASSIGN_OR_RETURN(snapshot_, TakeCheckpointSnapshot(engine, root, step, run, data, options_));
+  ASSIGN_OR_RETURN(snapshot_, TakeCheckpointSnapshot(engine, root, step, run, data, options_, &recycled_));
   peak_bytes_ = std::max(peak_bytes_, snapshot_->bytes());
   const CheckpointSnapshot* s = snapshot_.get();
   const SaveOptions* options = &options_;
@@ -118,8 +125,16 @@ absl::StatusOr<int64_t> AsyncCheckpointer::Finish(Engine& engine) {
   if (snapshot_ == nullptr) return absl::FailedPreconditionError("no asynchronous checkpoint is in flight");
   const absl::StatusOr<CheckpointFile> written = writer_.Wait();
   std::unique_ptr<CheckpointSnapshot> s = std::move(snapshot_);
-  RETURN_IF_ERROR(CommitCheckpointSnapshot(engine, *s, written, options_));
+  const absl::Status committed = CommitCheckpointSnapshot(engine, *s, written, options_);
+  recycled_ = std::move(s->values);
+  RETURN_IF_ERROR(committed);
   return s->step;
+}
+
+int64_t AsyncCheckpointer::snapshot_bytes() const {
+  int64_t n = snapshot_ ? snapshot_->bytes() : 0;
+  for (const PinnedHostBuffer& b : recycled_) n += static_cast<int64_t>(b.bytes());
+  return n;
 }
 
 }  // namespace zeroshard

@@ -58,11 +58,12 @@ struct CheckpointSnapshot {
 // view: from a GPU, or from the NVMe tier's files) and, on rank 0, records
 // the manifest as of now. Training may change the engine right after. A
 // failure on any rank is returned on every rank and removes the directory.
-absl::StatusOr<std::unique_ptr<CheckpointSnapshot>> TakeCheckpointSnapshot(Engine& engine, const std::string& root,
-                                                                           int64_t step,
-                                                                           const CheckpointRunConfig& run,
-                                                                           const DataPosition& data,
-                                                                           const SaveOptions& options);
+// `recycled` (may be null) holds an earlier snapshot's buffers: they are
+// taken over, in order, while their sizes match, so that a run's saves after
+// the first touch no fresh memory.
+absl::StatusOr<std::unique_ptr<CheckpointSnapshot>> TakeCheckpointSnapshot(
+    Engine& engine, const std::string& root, int64_t step, const CheckpointRunConfig& run, const DataPosition& data,
+    const SaveOptions& options, std::vector<PinnedHostBuffer>* recycled = nullptr);
 
 // Not collective (the writer thread's job): writes and fsyncs the snapshot's
 // shard file into its temporary directory and returns its record (sizes,
@@ -100,16 +101,19 @@ class AsyncCheckpointer {
   // (Finish will not wait for it here); false when none is in flight.
   bool written() const { return writer_.done(); }
   // Collective: waits for this rank's write, agrees on every rank's and
-  // commits (CommitCheckpointSnapshot); the snapshot is freed either way.
+  // commits (CommitCheckpointSnapshot). The snapshot's buffers stay held for
+  // the next Begin (a run with async_save plans them for its whole length).
   // Returns the committed step. kFailedPrecondition when none is in flight.
   absl::StatusOr<int64_t> Finish(Engine& engine);
-  // Host bytes the snapshot holds now, and the most held at once.
-  int64_t snapshot_bytes() const { return snapshot_ ? snapshot_->bytes() : 0; }
+  // Host bytes the snapshot buffers hold now (in flight or kept for the next
+  // save), and the most held at once.
+  int64_t snapshot_bytes() const;
   int64_t peak_snapshot_bytes() const { return peak_bytes_; }
 
  private:
   const SaveOptions options_;
   std::unique_ptr<CheckpointSnapshot> snapshot_;
+  std::vector<PinnedHostBuffer> recycled_;  // the last committed snapshot's
   int64_t peak_bytes_ = 0;
   // After snapshot_: joined before the snapshot goes. Niced so that the
   // ranks' compute threads go first when the host's cores are busy.

@@ -3,6 +3,10 @@
 #include <array>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
 namespace zeroshard {
 namespace {
 
@@ -28,7 +32,9 @@ const Tables& GetTables() {
 
 }  // namespace
 
-uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+namespace crc32c_internal {
+
+uint32_t ExtendPortable(uint32_t crc, const void* data, size_t n) {
   const auto& t = GetTables().t;
   const unsigned char* p = static_cast<const unsigned char*>(data);
   uint32_t c = ~crc;
@@ -44,6 +50,35 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
   }
   while (n-- > 0) c = (c >> 8) ^ t[0][(c ^ *p++) & 0xff];
   return ~c;
+}
+
+#if defined(__x86_64__)
+bool HardwareAvailable() { return __builtin_cpu_supports("sse4.2"); }
+
+__attribute__((target("sse4.2"))) uint32_t ExtendHardware(uint32_t crc, const void* data, size_t n) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  uint64_t c = ~crc;
+  while (n >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = _mm_crc32_u64(c, word);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (n-- > 0) c32 = _mm_crc32_u8(c32, *p++);
+  return ~c32;
+}
+#else
+bool HardwareAvailable() { return false; }
+uint32_t ExtendHardware(uint32_t crc, const void* data, size_t n) { return ExtendPortable(crc, data, n); }
+#endif
+
+}  // namespace crc32c_internal
+
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+  static const bool hardware = crc32c_internal::HardwareAvailable();
+  return hardware ? crc32c_internal::ExtendHardware(crc, data, n) : crc32c_internal::ExtendPortable(crc, data, n);
 }
 
 }  // namespace zeroshard

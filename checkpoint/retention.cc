@@ -73,13 +73,14 @@ absl::StatusOr<ResumePoint> FindResumeCheckpoint(const std::string& root) {
       absl::StrCat("no checkpoint under '", root, "' verifies: ", absl::StrJoin(parts, "; ")));
 }
 
-absl::Status PruneCheckpointsKeepingVerified(const std::string& root, int keep_last, const std::string& keep_tmp) {
+absl::Status PruneCheckpointsKeepingVerified(const std::string& root, int keep_last, const std::string& keep_tmp,
+                                             int64_t written_step) {
   int64_t verified = -1;
   if (keep_last > 0) {
     ASSIGN_OR_RETURN(std::vector<int64_t> steps, ListCheckpointSteps(root));
     if (steps.size() > static_cast<size_t>(keep_last)) {
       for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-        if (VerifyCheckpoint(JoinPath(root, StepDirName(*it))).empty()) {
+        if (*it == written_step || VerifyCheckpoint(JoinPath(root, StepDirName(*it))).empty()) {
           verified = *it;
           break;
         }

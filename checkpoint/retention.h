@@ -42,9 +42,12 @@ absl::StatusOr<ResumePoint> FindResumeCheckpoint(const std::string& root);
 // PruneCheckpoints (checkpoint/checkpoint_root.h) that also keeps the newest
 // step that verifies when it is older than the newest keep_last. Only as many
 // steps are verified, newest first, as it takes to find one that verifies,
-// and none when there is nothing to delete.
+// and none when there is nothing to delete. `written_step`, the step the
+// caller has just written and committed, counts as verified without being
+// read back: its checksums were taken from the very bytes written and
+// fsynced, and a read-back would mostly return them from the page cache.
 absl::Status PruneCheckpointsKeepingVerified(const std::string& root, int keep_last,
-                                             const std::string& keep_tmp = "");
+                                             const std::string& keep_tmp = "", int64_t written_step = -1);
 
 }  // namespace zeroshard
 

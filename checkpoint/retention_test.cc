@@ -119,5 +119,20 @@ TEST(RetentionTest, PruneWithVerifiedNewestKeepsOnlyKeepLast) {
   EXPECT_EQ(*ListCheckpointSteps(root), (std::vector<int64_t>{6, 8}));
 }
 
+// The step a save just wrote is trusted without a read-back; an older one
+// is read.
+TEST(RetentionTest, PruneTrustsTheStepJustWritten) {
+  const std::string root = FreshTempDir("ret_prune_written");
+  for (int64_t s : {2, 4, 6}) Save(root, s);
+  Corrupt(root, 6);
+  ASSERT_TRUE(PruneCheckpointsKeepingVerified(root, 1, "", 6).ok());
+  EXPECT_EQ(*ListCheckpointSteps(root), (std::vector<int64_t>{6}));
+  const std::string other = FreshTempDir("ret_prune_read");
+  for (int64_t s : {2, 4, 6}) Save(other, s);
+  Corrupt(other, 6);
+  ASSERT_TRUE(PruneCheckpointsKeepingVerified(other, 1, "", 5).ok());
+  EXPECT_EQ(*ListCheckpointSteps(other), (std::vector<int64_t>{4, 6}));
+}
+
 }  // namespace
 }  // namespace zeroshard

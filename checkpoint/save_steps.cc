@@ -198,7 +198,7 @@ absl::Status CommitShardFiles(Communicator& dp, const std::string& root, const s
   RETURN_IF_ERROR(AgreeOnSavePhase(dp, tmp_dir, step, "committing the checkpoint", committed));
   // Committed: a failure here no longer abandons the step.
   return AgreeAcrossRanksSharingError(
-      dp, dp.rank() == 0 ? PruneCheckpointsKeepingVerified(root, options.keep_last) : absl::OkStatus(),
+      dp, dp.rank() == 0 ? PruneCheckpointsKeepingVerified(root, options.keep_last, "", step) : absl::OkStatus(),
       "removing old checkpoints");
 }
 

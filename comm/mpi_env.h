@@ -19,7 +19,9 @@ inline constexpr int kWatchdogExitCode = 70;
 // Initialises MPI with MPI_THREAD_MULTIPLE (every communicator has its own
 // progress thread, and they call MPI concurrently) unless it is already
 // initialised. kFailedPrecondition when MPI was finalised, or when it runs at
-// a lower thread level than MPI_THREAD_MULTIPLE (naming both levels).
+// a lower thread level than MPI_THREAD_MULTIPLE (naming both levels). When it
+// initialises MPI it also has glibc keep MPI's per-call temporaries (up to
+// 32 MiB) on the heap for reuse (docs/comm.md, "Between hosts").
 absl::Status EnsureMpiInitialized();
 
 // Collective over MPI_COMM_WORLD, for a program's last words: whether this

@@ -40,9 +40,9 @@ m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", sys.argv[1])
 print(int(float(m[1]) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m[2]] / 8))' "$link")
 
 # Open MPI's tuned algorithms for 2 ranks over TCP (bench/multihost/coll_sweep.sh
-# measured each choice): recursive halving for MPI_Reduce_scatter_block,
-# recursive doubling for MPI_Allreduce. mpirun passes OMPI_MCA_* on.
-tuned=(OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm=3
+# measured each choice): recursive doubling for MPI_Reduce_scatter_block
+# and MPI_Allreduce. mpirun passes OMPI_MCA_* on.
+tuned=(OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm=2
   OMPI_MCA_coll_tuned_allreduce_algorithm=3)
 load_at() { echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%TZ)"; }
 
