@@ -138,16 +138,18 @@ constexpr int64_t kDirectWriteMinBytes = int64_t{1} << 20;
 constexpr size_t kDirectAlignment = 4096;  // every block size Linux filesystems use
 constexpr size_t kDirectStagingBytes = size_t{8} << 20;
 
-// Writes n bytes at the file's position; 0 or the errno.
-int WriteAll(int fd, const char* p, size_t n) {
+// Writes n bytes at `offset`; 0 or the errno. Repeating a call rewrites the
+// same bytes, so a write refused part-way can be retried whole.
+int PwriteAll(int fd, const char* p, size_t n, int64_t offset) {
   while (n > 0) {
-    ssize_t put = ::write(fd, p, std::min(n, size_t{1} << 30));
+    ssize_t put = ::pwrite(fd, p, std::min(n, size_t{1} << 30), static_cast<off_t>(offset));
     if (put < 0) {
       if (errno == EINTR) continue;
       return errno;
     }
     p += put;
     n -= static_cast<size_t>(put);
+    offset += put;
   }
   return 0;
 }
@@ -181,13 +183,18 @@ absl::Status WriteFileDurablyFrom(const std::string& path, int64_t total_bytes,
   if (direct) staging.reset(static_cast<char*>(std::aligned_alloc(kDirectAlignment, kDirectStagingBytes)));
   if (direct && staging == nullptr) direct = false;
   size_t staged = 0;
+  int64_t flushed = 0;  // file offset of the staging buffer's first byte
+  // n is a whole number of blocks.
   const auto flush = [&](size_t n) -> int {
-    int err = WriteAll(fd.get(), staging.get(), n);
-    if (err == EINVAL && n % kDirectAlignment == 0) {
+    int err = PwriteAll(fd.get(), staging.get(), n, flushed);
+    if (err == EINVAL) {
       // Opened O_DIRECT but refused at the write: continue buffered.
       const int flags = ::fcntl(fd.get(), F_GETFL);
-      if (flags >= 0 && ::fcntl(fd.get(), F_SETFL, flags & ~O_DIRECT) == 0) err = WriteAll(fd.get(), staging.get(), n);
+      if (flags >= 0 && ::fcntl(fd.get(), F_SETFL, flags & ~O_DIRECT) == 0) {
+        err = PwriteAll(fd.get(), staging.get(), n, flushed);
+      }
     }
+    flushed += static_cast<int64_t>(n);
     staged = 0;
     return err;
   };
@@ -214,7 +221,7 @@ absl::Status WriteFileDurablyFrom(const std::string& path, int64_t total_bytes,
         if (staged == kDirectStagingBytes) {
           if (int err = flush(staged)) return fail("cannot write", err);
         }
-      } else if (int err = WriteAll(fd.get(), p, put)) {
+      } else if (int err = PwriteAll(fd.get(), p, put, written)) {
         return fail("cannot write", err);
       }
       p += put;
