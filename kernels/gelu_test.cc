@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/context.h"
+#include "kernels/pointwise_math.h"
 #include "kernels/testing/kernel_test_util.h"
 
 namespace zeroshard::kernels {
@@ -61,6 +62,28 @@ TEST(Gelu, InPlaceBackwardOverDout) {
   ASSERT_TRUE(GeluBackward(KernelContext::Cpu(), separate.data(), x.data(), d.data(), n, DType::kF32).ok());
   ASSERT_TRUE(GeluBackward(KernelContext::Cpu(), d.data(), x.data(), d.data(), n, DType::kF32).ok());
   EXPECT_EQ(d.Values(), separate.Values());
+}
+
+// The CPU loop vectorises; each element must still be the scalar formula's
+// bits (kernels/pointwise_math.h), so CPU results do not depend on how the
+// loop was compiled.
+TEST(Gelu, CpuLoopGivesTheScalarFormulasBits) {
+  testing::Rng rng(testing::TestSeed());
+  const int64_t n = 1027;
+  HostTensor x = HostTensor::From(DType::kF32, rng.Uniform(n, -12, 12));
+  HostTensor dy = HostTensor::From(DType::kF32, rng.Uniform(n, -1, 1));
+  HostTensor y = HostTensor::Poisoned(DType::kF32, n), dx = HostTensor::Poisoned(DType::kF32, n);
+  ASSERT_TRUE(GeluForward(KernelContext::Cpu(), y.data(), x.data(), n, DType::kF32).ok());
+  ASSERT_TRUE(GeluBackward(KernelContext::Cpu(), dx.data(), x.data(), dy.data(), n, DType::kF32).ok());
+  const float* xs = static_cast<const float*>(x.data());
+  const float* dys = static_cast<const float*>(dy.data());
+  const float* ys = static_cast<const float*>(y.data());
+  const float* dxs = static_cast<const float*>(dx.data());
+  for (int64_t i = 0; i < n; ++i) {
+    volatile float xi = xs[i];  // one scalar evaluation
+    ASSERT_EQ(ys[i], GeluTanh(xi)) << "x = " << xs[i];
+    ASSERT_EQ(dxs[i], GeluTanhGrad(xi) * dys[i]) << "x = " << xs[i];
+  }
 }
 
 TEST(GeluErrors, NegativeCount) {

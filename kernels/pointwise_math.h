@@ -4,26 +4,73 @@
 #define ZEROSHARD_KERNELS_POINTWISE_MATH_H_
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"  // ZS_HOST_DEVICE
 
 namespace zeroshard::kernels {
 
+// exp(x) in f32. On the host it is built from float operations only, so the
+// CPU loops that call it vectorise (glibc's expf is an opaque scalar call):
+// x = n ln2 + r with |r| <= ln2/2 (two-part ln2, exact in the first part),
+// a degree-7 polynomial for exp(r), then 2^n applied as two exact power-of-two
+// scalings. Within 2 ulp of exp for x in [ln(FLT_MIN), ln(FLT_MAX)]; 0 below
+// (where exp is subnormal), +inf above, NaN for NaN. The same on every x86-64
+// CPU: no FMA contraction is possible at the baseline ISA. Device code keeps
+// CUDA's expf.
+ZS_HOST_DEVICE inline float ExpF32(float x) {
+#ifdef __CUDA_ARCH__
+  return expf(x);
+#else
+  constexpr float kLo = -87.336544f;  // ln(FLT_MIN)
+  constexpr float kHi = 88.722839f;   // ln(FLT_MAX)
+  // Unnested selects: every comparison runs unconditionally, so the loop
+  // if-converts and vectorises even with -ftrapping-math.
+  const bool below = x < kLo, above = x > kHi;
+  float xc = above ? kHi : x;
+  xc = below ? kLo : xc;  // NaN stays NaN
+  // Round x/ln2 to the nearest integer: adding 1.5 * 2^23 leaves no fraction bits.
+  constexpr float kRound = 12582912.0f;
+  float n = (xc * 1.44269504088896341f + kRound) - kRound;
+  n = n == n ? n : 0.0f;  // keep the integer path defined for NaN (y is NaN anyway)
+  float r = xc - n * 0.693359375f;  // 9-bit ln2: the product is exact
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  // 2^n for n in [-126, 128] as 2^n1 * 2^n2, each a normal float.
+  const int32_t ni = static_cast<int32_t>(n);
+  const int32_t n1 = ni / 2, n2 = ni - n1;
+  const uint32_t b1 = static_cast<uint32_t>(n1 + 127) << 23, b2 = static_cast<uint32_t>(n2 + 127) << 23;
+  float s1, s2;
+  std::memcpy(&s1, &b1, sizeof s1);
+  std::memcpy(&s2, &b2, sizeof s2);
+  const float e = y * s1 * s2;
+  const float big = above ? INFINITY : e;
+  return below ? 0.0f : big;
+#endif
+}
+
 // sqrt(2/pi), as in GPT-2's gelu: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 inline constexpr float kGeluScale = 0.7978845608028654f;
 inline constexpr float kGeluCube = 0.044715f;
 
-// 0.5 x (1 + tanh(u)) == x * sigmoid(2u): one expf instead of tanhf, and no
+// 0.5 x (1 + tanh(u)) == x * sigmoid(2u): one exp instead of tanhf, and no
 // cancellation near u = 0. exp overflow for very negative u gives -0.
 ZS_HOST_DEVICE inline float GeluTanh(float x) {
   float u = kGeluScale * (x + kGeluCube * x * x * x);
-  return x / (1.0f + expf(-2.0f * u));
+  return x / (1.0f + ExpF32(-2.0f * u));
 }
 
 // d/dx GeluTanh(x) = s + x * s * (1 - s) * 2 du/dx with s = sigmoid(2u).
 ZS_HOST_DEVICE inline float GeluTanhGrad(float x) {
   float u = kGeluScale * (x + kGeluCube * x * x * x);
-  float s = 1.0f / (1.0f + expf(-2.0f * u));
+  float s = 1.0f / (1.0f + ExpF32(-2.0f * u));
   float du = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
   return s + x * s * (1.0f - s) * 2.0f * du;
 }
@@ -42,7 +89,7 @@ ZS_HOST_DEVICE inline float SoftmaxInputGrad(float p, float dp, float sum_p_dp) 
 // Cross-entropy gradient for one logit: (softmax - onehot) * dloss, with the
 // softmax computed from the row's log-sum-exp.
 ZS_HOST_DEVICE inline float CrossEntropyLogitGrad(float logit, float lse, bool is_target, float dloss) {
-  float p = expf(logit - lse);
+  float p = ExpF32(logit - lse);
   return (p - (is_target ? 1.0f : 0.0f)) * dloss;
 }
 

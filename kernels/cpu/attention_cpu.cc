@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/row_reductions.h"
 #include "kernels/float_types.h"
 #include "kernels/pointwise_math.h"
 
@@ -23,7 +24,8 @@ void HeadScores(int64_t t_len, int64_t hs, float scale, const float* q, const fl
 void ScoresToProbabilities(int64_t t_len, const float* lse, float* p) {
   for (int64_t t = 0; t < t_len; ++t) {
     float* row = p + t * t_len;
-    for (int64_t j = 0; j <= t; ++j) row[j] = std::exp(row[j] - lse[t]);
+    const float shift = lse[t];
+    for (int64_t j = 0; j <= t; ++j) row[j] = ExpF32(row[j] - shift);
     for (int64_t j = t + 1; j < t_len; ++j) row[j] = 0.0f;
   }
 }
@@ -36,13 +38,11 @@ void HeadForward(int64_t t_len, int64_t hs, float scale, const float* q, const f
   HeadScores(t_len, hs, scale, q, k, ld_qkv, p);
   for (int64_t t = 0; t < t_len; ++t) {
     float* row = p + t * t_len;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j <= t; ++j) mx = std::fmax(mx, row[j]);
+    const float mx = RowMax(row, t + 1);
+    // The exponentials first, so that loop vectorises; the sum keeps its order.
+    for (int64_t j = 0; j <= t; ++j) row[j] = ExpF32(row[j] - mx);
     float sum = 0.0f;
-    for (int64_t j = 0; j <= t; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
+    for (int64_t j = 0; j <= t; ++j) sum += row[j];
     lse[t] = mx + std::log(sum);
     const float inv = 1.0f / sum;
     for (int64_t j = 0; j <= t; ++j) row[j] *= inv;

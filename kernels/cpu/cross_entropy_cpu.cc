@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/row_reductions.h"
 #include "kernels/float_types.h"
 #include "kernels/pointwise_math.h"
 
@@ -16,11 +17,9 @@ absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* 
     ParallelFor(threads, rows, MinItems(4 * vocab), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* zr = z + r * vocab;
-        float mx = -INFINITY;
-        for (int64_t v = 0; v < vocab; ++v) mx = std::fmax(mx, Load(zr[v]));
+        const float mx = RowMax(zr, vocab);
         // f64 sum: V is ~5e4 and this is the loss's only long reduction.
-        double sum = 0.0;
-        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(Load(zr[v]) - mx);  // f32 exp, f64 sum
+        const double sum = RowSumExp(zr, vocab, mx);
         const float row_lse = mx + static_cast<float>(std::log(sum));
         lse[r] = row_lse;
         losses[r] = targets[r] < 0 ? 0.0f : row_lse - Load(zr[targets[r]]);
@@ -57,9 +56,7 @@ absl::Status CrossEntropyBackward(int threads, void* dlogits, const void* logits
           for (int64_t v = 0; v < vocab; ++v) dzr[v] = Store<T>(0.0f);
           continue;
         }
-        for (int64_t v = 0; v < vocab; ++v) {
-          dzr[v] = Store<T>(CrossEntropyLogitGrad(Load(zr[v]), row_lse, v == target, dloss));
-        }
+        CrossEntropyRowGrad(zr, dzr, vocab, row_lse, target, dloss);
       }
     });
     return absl::OkStatus();

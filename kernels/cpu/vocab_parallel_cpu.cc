@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/row_reductions.h"
 #include "kernels/float_types.h"
 #include "kernels/pointwise_math.h"
 
@@ -107,10 +108,7 @@ absl::Status VocabParallelRowMax(int threads, float* row_max, const void* logits
     const T* z = static_cast<const T*>(logits_local);
     ParallelFor(threads, rows, MinItems(valid), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        const T* zr = z + r * local;
-        float mx = -INFINITY;
-        for (int64_t v = 0; v < valid; ++v) mx = std::fmax(mx, Load(zr[v]));
-        row_max[r] = mx;
+        row_max[r] = RowMax(z + r * local, valid);
       }
     });
     return absl::OkStatus();
@@ -127,8 +125,7 @@ absl::Status VocabParallelSumExpAndTarget(int threads, float* sums, const void* 
       for (int64_t r = r0; r < r1; ++r) {
         const T* zr = z + r * local;
         const float mx = row_max[r];
-        double sum = 0.0;  // f32 exp, f64 sum, as CrossEntropyForward
-        for (int64_t v = 0; v < valid; ++v) sum += std::exp(Load(zr[v]) - mx);
+        const double sum = RowSumExp(zr, valid, mx);  // as CrossEntropyForward
         sums[r] = static_cast<float>(sum);
         const int64_t target = targets[r];
         sums[rows + r] = InRange(target, begin, valid) ? Load(zr[target - begin]) : 0.0f;
@@ -179,9 +176,7 @@ absl::Status VocabParallelCrossEntropyBackward(int threads, void* dlogits_local,
         }
         const float row_lse = lse[r];
         const int64_t local_target = target - begin;  // outside [0, valid) when another rank holds it
-        for (int64_t v = 0; v < valid; ++v) {
-          dzr[v] = Store<T>(CrossEntropyLogitGrad(Load(zr[v]), row_lse, v == local_target, dloss));
-        }
+        CrossEntropyRowGrad(zr, dzr, valid, row_lse, local_target, dloss);
         for (int64_t v = valid; v < local; ++v) dzr[v] = Store<T>(0.0f);
       }
     });

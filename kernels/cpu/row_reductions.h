@@ -1,0 +1,69 @@
+// Row loops of the softmax kernels, written so that they vectorise: a
+// maximum and a sum of exponentials, each over eight interleaved lanes, and
+// the cross-entropy gradient of a row. The lane split is fixed (element v
+// goes to lane v % 8 and the tail comes last), so a row's result depends on
+// the row alone, never on the thread count or the data's alignment.
+#ifndef ZEROSHARD_KERNELS_CPU_ROW_REDUCTIONS_H_
+#define ZEROSHARD_KERNELS_CPU_ROW_REDUCTIONS_H_
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/float_types.h"
+#include "kernels/pointwise_math.h"
+
+namespace zeroshard::kernels::cpu {
+
+inline constexpr int kRowLanes = 8;
+
+// max_v z[v], -inf for an empty row. NaNs are skipped, as std::fmax does.
+// Exact: a maximum does not depend on the order it is taken in.
+template <typename T>
+float RowMax(const T* z, int64_t n) {
+  float lane[kRowLanes];
+  for (int k = 0; k < kRowLanes; ++k) lane[k] = -INFINITY;
+  int64_t v = 0;
+  for (; v + kRowLanes <= n; v += kRowLanes) {
+    for (int k = 0; k < kRowLanes; ++k) {
+      const float x = Load(z[v + k]);
+      lane[k] = x > lane[k] ? x : lane[k];
+    }
+  }
+  float mx = -INFINITY;
+  for (int k = 0; k < kRowLanes; ++k) mx = lane[k] > mx ? lane[k] : mx;
+  for (; v < n; ++v) {
+    const float x = Load(z[v]);
+    mx = x > mx ? x : mx;
+  }
+  return mx;
+}
+
+// sum_v exp(z[v] - shift): each exponential in f32 (ExpF32), the sums in
+// f64, lanes combined pairwise, then the tail in order.
+template <typename T>
+double RowSumExp(const T* z, int64_t n, float shift) {
+  double lane[kRowLanes] = {};
+  int64_t v = 0;
+  for (; v + kRowLanes <= n; v += kRowLanes) {
+    for (int k = 0; k < kRowLanes; ++k) lane[k] += static_cast<double>(ExpF32(Load(z[v + k]) - shift));
+  }
+  double sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  for (; v < n; ++v) sum += static_cast<double>(ExpF32(Load(z[v]) - shift));
+  return sum;
+}
+
+// One row of the cross-entropy gradient: dz[v] = CrossEntropyLogitGrad(z[v],
+// lse, v == target, dloss), with `target` outside [0, n) when the row's
+// target lies elsewhere. The loop has no per-element test, so it vectorises;
+// the target is read before it and written after it, so dz may be z.
+template <typename T>
+void CrossEntropyRowGrad(const T* z, T* dz, int64_t n, float lse, int64_t target, float dloss) {
+  const bool has_target = target >= 0 && target < n;
+  const float z_target = has_target ? Load(z[target]) : 0.0f;
+  for (int64_t v = 0; v < n; ++v) dz[v] = Store<T>(CrossEntropyLogitGrad(Load(z[v]), lse, false, dloss));
+  if (has_target) dz[target] = Store<T>(CrossEntropyLogitGrad(z_target, lse, true, dloss));
+}
+
+}  // namespace zeroshard::kernels::cpu
+
+#endif  // ZEROSHARD_KERNELS_CPU_ROW_REDUCTIONS_H_
