@@ -1,13 +1,12 @@
 #include "comm/mpi_env.h"
 
-#include <malloc.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "comm/status_agreement.h"
+#include "core/host_heap.h"
 
 namespace zeroshard {
 namespace {
@@ -26,19 +25,6 @@ const char* ThreadLevelName(int level) {
   return "unknown thread level";
 }
 
-// Open MPI's tuned collectives allocate their temporaries on every call
-// (recursive doubling's reduce_scatter_block: buffers of the whole message).
-// glibc serves a 16 MiB request with a fresh mmap, so each call page-faults
-// its temporaries in: 15-20 % of a 1 Gbit/s link at 16 MiB on a VM. Serving
-// requests up to 32 MiB (glibc's largest threshold) from the heap, and keeping
-// up to 128 MiB of freed heap, lets the next call reuse the pages. An
-// explicit MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ in the
-// environment wins.
-void KeepCollectiveTemporariesResident() {
-  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr) mallopt(M_TRIM_THRESHOLD, 128 << 20);
-}
-
 }  // namespace
 
 absl::Status EnsureMpiInitialized() {
@@ -49,7 +35,10 @@ absl::Status EnsureMpiInitialized() {
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
-    KeepCollectiveTemporariesResident();
+    // Open MPI's tuned collectives allocate temporaries the size of the
+    // message on every call (recursive doubling's reduce_scatter_block); as
+    // fresh mappings their pages faulted in during the collective.
+    KeepFreedHostMemory();
     int err = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     if (err != MPI_SUCCESS) return MpiStatus(err, "MPI_Init_thread(MPI_THREAD_MULTIPLE)");
   } else {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "comm/status_agreement.h"
 #include "core/hash.h"
+#include "core/host_heap.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
 #include "engine/host_offload.h"
@@ -164,6 +165,7 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(const EngineConfi
                      comms.control->size(), ", the world communicator '", comms.world->name(), "' rank ",
                      comms.world->rank(), " of ", comms.world->size(), "; they must be the same group"));
   }
+  KeepFreedHostMemory();  // the step's buffers are reused, not faulted in again (core/host_heap.h)
   std::unique_ptr<EngineImpl> engine(new EngineImpl());
   engine->res_.comms = comms;
   engine->res_.model = std::move(model);

@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -30,6 +29,7 @@
 #include "absl/flags/parse.h"
 #include "bench/single_rank/step_gemm_shapes.h"
 #include "core/buffer.h"
+#include "core/host_heap.h"
 #include "core/step_profile.h"
 #include "kernels/context.h"
 #include "kernels/gemm.h"
@@ -107,11 +107,6 @@ struct GemmOperands {
 // step's CPU time). Serving everything from the heap and never trimming keeps
 // the pages, as a caching allocator would. TODO(core): a caching host
 // allocator in core/device would make this unnecessary for every binary.
-void KeepFreedMemory() {
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
-}
-
 // The step's time by category in the repeat whose step time is the median
 // (one repeat, so the rows add up to its step), beside the step's tiled GEMMs
 // run alone in the same repeat.
@@ -140,7 +135,7 @@ void PrintBreakdown(const std::vector<step_profile::Totals>& profiles, const std
 }
 
 int Run() {
-  if (absl::GetFlag(FLAGS_keep_freed_memory)) KeepFreedMemory();
+  if (absl::GetFlag(FLAGS_keep_freed_memory)) KeepFreedHostMemory();
   const int threads = kernels::CpuThreadsOrDefault(absl::GetFlag(FLAGS_threads));
   kernels::SetCpuThreads(threads);
   const Gpt2Config cfg{absl::GetFlag(FLAGS_n_layer), absl::GetFlag(FLAGS_n_head), absl::GetFlag(FLAGS_n_embd),
