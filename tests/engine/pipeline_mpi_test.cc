@@ -77,7 +77,11 @@ EngineConfig Config(const Case& c) {
   }
   if (c.checkpointing) e.mutable_activation_checkpointing()->set_policy(ActivationCheckpointingConfig::EVERY_UNIT);
   e.mutable_optimizer()->set_lr(1e-3);
-  e.mutable_optimizer()->set_eps(1e-6);  // see engine_mpi_test.cc: noise-driven AdamW steps
+  // A large eps damps noise-driven AdamW steps (engine_mpi_test.cc): an
+  // element whose gradient is rounding noise otherwise moves by up to lr. At
+  // 1e-6 one token seed's h.4.attn.c_proj.bias alone took the whole-model
+  // distance to 2.4e-6; at 1e-4 that seed gives 1.3e-7.
+  e.mutable_optimizer()->set_eps(1e-4);
   e.mutable_device()->set_threads_per_rank(1);
   e.set_seed(kSeed);
   return e;
@@ -194,7 +198,9 @@ TEST(PipelineMpiTest, EverySchedulesAndStagesMatchTheUnpipelinedRun) {
           SCOPED_TRACE(c.Name());
           const Outcome run = RunPipeline(c, tokens);
           const double rel = RelativeL2(run.weights, reference.weights);
-          EXPECT_LE(rel, 1e-6);
+          std::string worst;
+          const double worst_rel = WorstTensorRelativeL2(run.weights, reference.weights, &worst);
+          EXPECT_LE(rel, 1e-6) << "worst tensor " << worst << " at " << worst_rel;
           ASSERT_EQ(run.losses.size(), reference.losses.size());
           for (int s = 0; s < kSteps; ++s) {
             EXPECT_NEAR(run.losses[s], reference.losses[s], 1e-6 * reference.losses[s]) << "step " << s + 1;
