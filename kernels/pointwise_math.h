@@ -15,18 +15,18 @@ namespace zeroshard::kernels {
 // CPU loops that call it vectorise (glibc's expf is an opaque scalar call):
 // x = n ln2 + r with |r| <= ln2/2 (two-part ln2, exact in the first part),
 // a degree-7 polynomial for exp(r), then 2^n applied as two exact power-of-two
-// scalings. Within 2 ulp of exp for x in [ln(FLT_MIN), ln(FLT_MAX)]; 0 below
+// scalings. Within 1 ulp of exp for x in [ln(FLT_MIN), ln(FLT_MAX)]; 0 below
 // (where exp is subnormal), +inf above, NaN for NaN. The same on every x86-64
-// CPU: no FMA contraction is possible at the baseline ISA. Device code keeps
-// CUDA's expf.
+// CPU at the default (baseline) ISA, where no multiply-add can be fused.
+// Device code keeps CUDA's expf.
 ZS_HOST_DEVICE inline float ExpF32(float x) {
 #ifdef __CUDA_ARCH__
   return expf(x);
 #else
   constexpr float kLo = -87.336544f;  // ln(FLT_MIN)
   constexpr float kHi = 88.722839f;   // ln(FLT_MAX)
-  // Unnested selects: every comparison runs unconditionally, so the loop
-  // if-converts and vectorises even with -ftrapping-math.
+  // Unnested selects, every comparison unconditional: with
+  // -fno-trapping-math (kernels/cpu/BUILD) the loops if-convert and vectorise.
   const bool below = x < kLo, above = x > kHi;
   float xc = above ? kHi : x;
   xc = below ? kLo : xc;  // NaN stays NaN
