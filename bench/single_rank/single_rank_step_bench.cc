@@ -45,8 +45,10 @@ ABSL_FLAG(int, n_layer, 12, "layers");
 ABSL_FLAG(int, n_embd, 768, "channels");
 ABSL_FLAG(int, n_head, 12, "heads");
 ABSL_FLAG(int, vocab, 50257, "vocabulary");
+// Units allocate their activations every step (~250 MB here); without the
+// engine's heap policy (core/host_heap.h) every step faults them in again.
 ABSL_FLAG(bool, keep_freed_memory, true,
-          "keep freed heap memory in the process (mallopt) instead of returning it to the OS");
+          "apply the engine's heap policy (core/host_heap.h): freed memory stays in the process");
 
 namespace zeroshard {
 namespace {
@@ -101,12 +103,6 @@ struct GemmOperands {
   std::vector<float> a, b, c;
 };
 
-// Units allocate their activations every step (~250 MB here). glibc serves
-// blocks over 32 MB with mmap and unmaps them on free, and trims the heap, so
-// every step would page-fault its activations in again (measured ~8% of the
-// step's CPU time). Serving everything from the heap and never trimming keeps
-// the pages, as a caching allocator would. TODO(core): a caching host
-// allocator in core/device would make this unnecessary for every binary.
 // The step's time by category in the repeat whose step time is the median
 // (one repeat, so the rows add up to its step), beside the step's tiled GEMMs
 // run alone in the same repeat.
