@@ -19,12 +19,13 @@ namespace {
 // (60), one bucket of both (80 reduce bytes) closing at a's backward, and a
 // 20-byte norm all-reduce. By hand:
 //   GATHER a, GATHER b, WAIT_GATHER a, FORWARD a, RELEASE a,
-//   WAIT_GATHER b, FORWARD b, RELEASE b,
-//   GATHER b, GATHER a, WAIT_GATHER b, BACKWARD b, RELEASE b,
+//   WAIT_GATHER b, FORWARD b,
+//   GATHER a, BACKWARD b, RELEASE b,
 //   WAIT_GATHER a, BACKWARD a, RELEASE a, REDUCE a..b, WAIT_REDUCE a..b,
 //   REDUCE_NORM
-// so 4 gathers of 100 + 60 + 60 + 100 bytes per rank, both units gathered
-// at once at the start (peak 2) and both forwards kept until the backwards.
+// so 3 gathers of 100 + 60 + 100 bytes per rank (b stays gathered from its
+// forward to its backward), both units gathered at once at the start
+// (peak 2) and both forwards kept until the backwards.
 StepProgram TwoUnitProgram() {
   std::vector<ProgramUnit> units(2);
   units[0].name = "a";
@@ -64,22 +65,22 @@ Simulation Simulate(const StepProgram& program, int dp) {
 
 TEST(FormatScheduleSummaryTest, CountsCollectivesAndPrintsPredictions) {
   const StepProgram program = TwoUnitProgram();
-  ASSERT_EQ(program.actions.size(), 19u) << FormatProgram(program);
+  ASSERT_EQ(program.actions.size(), 16u) << FormatProgram(program);
   // Two ranks: an AllGather sends (n-1) x its input, a ReduceScatter (n-1)
   // x its output, an AllReduce 2(n-1)/n x its buffer.
   EXPECT_EQ(FormatScheduleSummary(program, 2, 1, Simulate(program, 2)),
             "actions by kind:\n"
             "  FORWARD                     2\n"
             "  BACKWARD                    2\n"
-            "  GATHER                      4\n"
-            "  WAIT_GATHER                 4\n"
-            "  RELEASE                     4\n"
+            "  GATHER                      3\n"
+            "  WAIT_GATHER                 3\n"
+            "  RELEASE                     3\n"
             "  REDUCE                      1\n"
             "  WAIT_REDUCE                 1\n"
             "  REDUCE_NORM                 1\n"
-            "  total                      19\n"
+            "  total                      16\n"
             "collectives per step (calls, bytes this rank sends):\n"
-            "  dp AllGather                4 calls          320 bytes\n"
+            "  dp AllGather                3 calls          260 bytes\n"
             "  dp ReduceScatter            1 call            80 bytes\n"
             "  dp AllReduce                1 call            20 bytes\n"
             "  control AllGather           1 call  (BEGIN_STEP's batch-signature agreement; control traffic, "
@@ -98,15 +99,15 @@ TEST(FormatScheduleSummaryTest, FailedSimulationPrintsItsErrorAndNoPredictions) 
             "actions by kind:\n"
             "  FORWARD                     2\n"
             "  BACKWARD                    2\n"
-            "  GATHER                      4\n"
-            "  WAIT_GATHER                 4\n"
-            "  RELEASE                     4\n"
+            "  GATHER                      3\n"
+            "  WAIT_GATHER                 3\n"
+            "  RELEASE                     3\n"
             "  REDUCE                      1\n"
             "  WAIT_REDUCE                 1\n"
             "  REDUCE_NORM                 1\n"
-            "  total                      19\n"
+            "  total                      16\n"
             "collectives per step (calls, bytes this rank sends):\n"
-            "  dp AllGather                4 calls          960 bytes\n"
+            "  dp AllGather                3 calls          780 bytes\n"
             "  dp ReduceScatter            1 call           240 bytes\n"
             "  dp AllReduce                1 call            30 bytes\n"
             "  control AllGather           1 call  (BEGIN_STEP's batch-signature agreement; control traffic, "
@@ -118,7 +119,7 @@ TEST(FormatScheduleSummaryTest, FailedSimulationPrintsItsErrorAndNoPredictions) 
 TEST(FormatScheduleSummaryTest, OneRankMovesNothing) {
   const StepProgram program = TwoUnitProgram();
   const std::string summary = FormatScheduleSummary(program, 1, 0, Simulate(program, 1));
-  EXPECT_NE(summary.find("  dp AllGather                4 calls            0 bytes\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("  dp AllGather                3 calls            0 bytes\n"), std::string::npos) << summary;
   EXPECT_NE(summary.find("  dp AllReduce                1 call             0 bytes\n"), std::string::npos) << summary;
 }
 
@@ -449,91 +450,83 @@ TEST(ScheduleCommandTest, PrintsTheParamShardActions) {
   }
   EXPECT_EQ(streamed,
             "BEGIN_STEP\n"
-            "WAIT_STORE unit=h.2 param_slot=0\n"
+            "WAIT_STORE unit=h.3 param_slot=0\n"
             "LOAD unit=embed param_slot=0\n"
-            "WAIT_STORE unit=h.3 param_slot=1\n"
+            "WAIT_STORE unit=head param_slot=1\n"
             "LOAD unit=h.0 param_slot=1\n"
-            "WAIT_STORE unit=head param_slot=2\n"
-            "LOAD unit=h.1 param_slot=2\n"
             "WAIT_LOAD unit=embed param_slot=0\n"
             "GATHER unit=embed bytes=17408\n"
             "WAIT_LOAD unit=h.0 param_slot=1\n"
             "GATHER unit=h.0 bytes=25408\n"
             "WAIT_GATHER unit=embed\n"
-            "LOAD unit=h.2 param_slot=0\n"
-            "WAIT_LOAD unit=h.1 param_slot=2\n"
+            "LOAD unit=h.1 param_slot=0\n"
+            "WAIT_LOAD unit=h.1 param_slot=0\n"
             "GATHER unit=h.1 bytes=25408\n"
             "WAIT_GATHER unit=h.0\n"
-            "LOAD unit=h.3 param_slot=1\n"
-            "WAIT_LOAD unit=h.2 param_slot=0\n"
+            "LOAD unit=h.2 param_slot=1\n"
+            "WAIT_LOAD unit=h.2 param_slot=1\n"
             "GATHER unit=h.2 bytes=25408\n"
             "WAIT_GATHER unit=h.1\n"
-            "LOAD unit=head param_slot=2\n"
-            "WAIT_LOAD unit=h.3 param_slot=1\n"
+            "LOAD unit=h.3 param_slot=0\n"
+            "WAIT_LOAD unit=h.3 param_slot=0\n"
             "GATHER unit=h.3 bytes=25408\n"
             "WAIT_GATHER unit=h.2\n"
-            "LOAD unit=head param_slot=0\n"
-            "WAIT_LOAD unit=head param_slot=2\n"
+            "LOAD unit=head param_slot=1\n"
+            "WAIT_LOAD unit=head param_slot=1\n"
             "GATHER unit=head bytes=128\n"
             "WAIT_GATHER unit=h.3\n"
-            "LOAD unit=embed param_slot=1\n"
+            "LOAD unit=h.3 param_slot=0\n"
             "WAIT_GATHER unit=head\n"
-            "LOAD unit=h.3 param_slot=2\n"
-            "WAIT_LOAD unit=head param_slot=0\n"
-            "GATHER unit=head bytes=128\n"
-            "WAIT_LOAD unit=embed param_slot=1\n"
-            "GATHER unit=embed bytes=17408\n"
-            "WAIT_LOAD unit=h.3 param_slot=2\n"
+            "LOAD unit=h.2 param_slot=1\n"
+            "WAIT_LOAD unit=h.3 param_slot=0\n"
             "GATHER unit=h.3 bytes=25408\n"
-            "WAIT_GATHER unit=head\n"
-            "LOAD unit=h.2 param_slot=0\n"
-            "WAIT_GATHER unit=embed\n"
-            "LOAD unit=h.1 param_slot=1\n"
-            "WAIT_LOAD unit=h.2 param_slot=0\n"
+            "WAIT_LOAD unit=h.2 param_slot=1\n"
             "GATHER unit=h.2 bytes=25408\n"
             "WAIT_GATHER unit=h.3\n"
-            "LOAD unit=h.0 param_slot=2\n"
-            "WAIT_LOAD unit=h.1 param_slot=1\n"
+            "LOAD unit=h.1 param_slot=0\n"
+            "WAIT_LOAD unit=h.1 param_slot=0\n"
             "GATHER unit=h.1 bytes=25408\n"
             "WAIT_GATHER unit=h.2\n"
-            "LOAD unit=embed param_slot=0\n"
-            "WAIT_LOAD unit=h.0 param_slot=2\n"
+            "LOAD unit=h.0 param_slot=1\n"
+            "WAIT_LOAD unit=h.0 param_slot=1\n"
             "GATHER unit=h.0 bytes=25408\n"
             "WAIT_GATHER unit=h.1\n"
-            "LOAD unit=h.0 param_slot=1\n"
+            "LOAD unit=embed param_slot=0\n"
             "WAIT_GATHER unit=h.0\n"
-            "LOAD unit=h.1 param_slot=2\n"
+            "LOAD unit=h.0 param_slot=1\n"
             "OPTIMIZER:\n"
             "WAIT_LOAD unit=embed param_slot=0\n"
             "UPDATE bucket=embed\n"
             "PUBLISH bucket=embed\n"
             "STORE unit=embed param_slot=0\n"
             "WAIT_STORE unit=embed param_slot=0\n"
-            "LOAD unit=h.2 param_slot=0\n"
+            "LOAD unit=h.1 param_slot=0\n"
             "WAIT_LOAD unit=h.0 param_slot=1\n"
             "UPDATE bucket=h.0\n"
             "PUBLISH bucket=h.0\n"
             "STORE unit=h.0 param_slot=1\n"
             "WAIT_STORE unit=h.0 param_slot=1\n"
-            "LOAD unit=h.3 param_slot=1\n"
-            "WAIT_LOAD unit=h.1 param_slot=2\n"
+            "LOAD unit=h.2 param_slot=1\n"
+            "WAIT_LOAD unit=h.1 param_slot=0\n"
             "UPDATE bucket=h.1\n"
             "PUBLISH bucket=h.1\n"
-            "STORE unit=h.1 param_slot=2\n"
-            "WAIT_STORE unit=h.1 param_slot=2\n"
-            "LOAD unit=head param_slot=2\n"
-            "WAIT_LOAD unit=h.2 param_slot=0\n"
+            "STORE unit=h.1 param_slot=0\n"
+            "WAIT_STORE unit=h.1 param_slot=0\n"
+            "LOAD unit=h.3 param_slot=0\n"
+            "WAIT_LOAD unit=h.2 param_slot=1\n"
             "UPDATE bucket=h.2\n"
             "PUBLISH bucket=h.2\n"
-            "STORE unit=h.2 param_slot=0\n"
-            "WAIT_LOAD unit=h.3 param_slot=1\n"
+            "STORE unit=h.2 param_slot=1\n"
+            "WAIT_STORE unit=h.2 param_slot=1\n"
+            "LOAD unit=head param_slot=1\n"
+            "WAIT_LOAD unit=h.3 param_slot=0\n"
             "UPDATE bucket=h.3\n"
             "PUBLISH bucket=h.3\n"
-            "STORE unit=h.3 param_slot=1\n"
-            "WAIT_LOAD unit=head param_slot=2\n"
+            "STORE unit=h.3 param_slot=0\n"
+            "WAIT_LOAD unit=head param_slot=1\n"
             "UPDATE bucket=head\n"
             "PUBLISH bucket=head\n"
-            "STORE unit=head param_slot=2\n"
+            "STORE unit=head param_slot=1\n"
             "  verdict: OK\n");
 }
 

@@ -49,10 +49,11 @@ expect trace_help 0 "usage: zeroshard trace FILE" -- "$bin" help trace
 # micro-batch, ZeRO-3 with prefetch 1 and reshard_after_forward. Shards of
 # P/4 elements in f32 are P bytes: embed (256+64)*128 = 40960, each block
 # 12*128^2 + 13*128 = 198272, head 2*128 = 256; all P = 834304. Each unit is
-# gathered for its forward and again for its backward, each gradient
+# gathered for its forward and again for its backward, but head and embed
+# (head's needs) stay gathered across the turnaround; each gradient is
 # reduce-scattered once, and an AllGather or ReduceScatter sends 3/4 of the
-# whole buffer, (4-1) x the shard bytes: 2 x 3 x 834304 = 5005824 and
-# 3 x 834304 = 2502912. The norm's AllReduce is 5 f32: 2 x 3/4 x 20 = 30.
+# whole buffer, (4-1) x the shard bytes: 3 x (2 x 834304 - 40960 - 256) =
+# 4882176 and 3 x 834304 = 2502912. The norm's AllReduce is 5 f32: 2 x 3/4 x 20 = 30.
 expect_eq() {  # expect_eq NAME GOT WANT
   if [ "$2" = "$3" ]; then record_case "$1" 1; else record_case "$1" 0 "got '$2', want '$3'"; fi
 }
@@ -61,12 +62,12 @@ out=$("$bin" schedule "$demo" --world-size 4 2>&1)
 expect_eq schedule_rc $? 0
 expect_eq schedule_header "$(head -1 <<<"$out")" "$demo (gpt2): GPT-2 n_layer=4 n_head=4 n_embd=128 \
 vocab_size=256 seq_len=64: 834304 parameters; dp=4, ZeRO stage 3, 1 micro-batch; train program of rank 0: \
-6 units, 4 buckets, 71 actions"
+6 units, 4 buckets, 65 actions"
 expect_eq schedule_forward_lines "$(lines FORWARD "$out")" 6  # units x micro-batches
 expect_eq schedule_backward_lines "$(lines BACKWARD "$out")" 6
-expect_eq schedule_gather_lines "$(lines GATHER "$out")" 12  # the AllGathers below: the optimizer issues none
-expect_eq schedule_wait_gather_lines "$(lines WAIT_GATHER "$out")" 12
-expect_eq schedule_release_lines "$(lines RELEASE "$out")" 12
+expect_eq schedule_gather_lines "$(lines GATHER "$out")" 10  # the AllGathers below: the optimizer issues none
+expect_eq schedule_wait_gather_lines "$(lines WAIT_GATHER "$out")" 10
+expect_eq schedule_release_lines "$(lines RELEASE "$out")" 10
 expect_eq schedule_reduce_lines "$(lines REDUCE "$out")" 4  # 1 MiB buckets: h.3..head, h.2, h.1, embed..h.0
 expect_eq schedule_wait_reduce_lines "$(lines WAIT_REDUCE "$out")" 4
 # The optimizer phase under its heading: per bucket a NORM_PARTIAL, an
@@ -82,12 +83,12 @@ expect_eq schedule_first_action "$(sed -n 3p <<<"$out")" "GATHER unit=embed byte
 expect_eq schedule_block_gather "$(grep -c '^GATHER unit=h.2 bytes=198272$' <<<"$out")" 2
 expect_eq schedule_forward_action "$(grep -c '^FORWARD mb=0 unit=head$' <<<"$out")" 1
 expect_eq schedule_tied_bucket "$(grep -c '^REDUCE bucket=embed..h.0 bytes=239232$' <<<"$out")" 1
-expect_eq schedule_gather_bytes "$(awk -F'bytes=' '/^GATHER /{s += $2} END {print 3 * s}' <<<"$out")" 5005824
-expect_eq schedule_allgather "$(grep -cE '^  dp AllGather +12 calls +5005824 bytes$' <<<"$out")" 1
+expect_eq schedule_gather_bytes "$(awk -F'bytes=' '/^GATHER /{s += $2} END {print 3 * s}' <<<"$out")" 4882176
+expect_eq schedule_allgather "$(grep -cE '^  dp AllGather +10 calls +4882176 bytes$' <<<"$out")" 1
 expect_eq schedule_reducescatter "$(grep -cE '^  dp ReduceScatter +4 calls +2502912 bytes$' <<<"$out")" 1
 expect_eq schedule_allreduce "$(grep -cE '^  dp AllReduce +1 call +30 bytes$' <<<"$out")" 1
 expect_eq schedule_control "$(grep -cE '^  control AllGather +1 call +\(BEGIN_STEP.s batch-signature agreement' <<<"$out")" 1
-expect_eq schedule_total "$(grep -cE '^  total +71$' <<<"$out")" 1
+expect_eq schedule_total "$(grep -cE '^  total +65$' <<<"$out")" 1
 # Embed stays gathered through the forward (head borrows it), plus the
 # computing unit and the prefetched one; all 6 units' activations are kept
 # until the backward starts.
@@ -155,7 +156,7 @@ expect_eq pipeline_zb_timeline "$(grep '^stage 1 |' <<<"$out")" \
 out=$("$bin" schedule "$demo" "${pp4[@]}" --rank 3 2>&1)
 expect_eq pipeline_program_rc $? 0
 expect_eq pipeline_program_header "$(head -1 <<<"$out" | sed 's/.*; dp=/dp=/')" \
-  "dp=1, pp=4 (ONE_F_ONE_B), ZeRO stage 3, 8 micro-batches; train program of rank 3 (stage 3, dp rank 0): 6 units, 1 bucket, 201 actions"
+  "dp=1, pp=4 (ONE_F_ONE_B), ZeRO stage 3, 8 micro-batches; train program of rank 3 (stage 3, dp rank 0): 6 units, 1 bucket, 153 actions"
 expect_eq pipeline_program_begin "$(sed -n 2p <<<"$out")" "BEGIN_STEP"
 # A micro-batch of 2 rows x 64 tokens x 128 channels in f32: 65536 bytes.
 expect_eq pipeline_program_first "$(sed -n 3p <<<"$out")" "RECV_ACT mb=0 unit=h.3 peer=2 bytes=65536"

@@ -20,8 +20,8 @@ inline constexpr int kWatchdogExitCode = 70;
 // progress thread, and they call MPI concurrently) unless it is already
 // initialised. kFailedPrecondition when MPI was finalised, or when it runs at
 // a lower thread level than MPI_THREAD_MULTIPLE (naming both levels). When it
-// initialises MPI it also has glibc keep MPI's per-call temporaries (up to
-// 32 MiB) on the heap for reuse (docs/comm.md, "Between hosts").
+// initialises MPI it also has glibc keep freed memory, MPI's per-call
+// temporaries among it, on the heap for reuse (core/host_heap.h).
 absl::Status EnsureMpiInitialized();
 
 // Collective over MPI_COMM_WORLD, for a program's last words: whether this
@@ -29,7 +29,9 @@ absl::Status EnsureMpiInitialized();
 // that an error the ranks agreed on is printed once — by the lowest rank
 // whose error is its own (comm/status_agreement.h: not relayed), or, if
 // every error is relayed, by the lowest failing rank. True without MPI
-// (not initialised, or finalised). Call before FinalizeMpi, on every rank.
+// (not initialised, or finalised). Call before FinalizeMpi, on every rank,
+// and print before it too: once one rank exits non-zero, mpirun kills the
+// rest, and a rank still inside MPI_Finalize would lose its message.
 bool ShouldReportError(const absl::Status& status);
 
 // MPI_Finalize if MPI is initialised and not yet finalised. Every

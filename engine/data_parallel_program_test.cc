@@ -50,8 +50,9 @@ std::string Error(const std::vector<ProgramUnit>& units, const std::vector<Progr
 }
 
 TEST(DataParallelProgramTest, Stage3Prefetch1ReshardsAfterForward) {
-  // b's gather is issued with a's; every unit is gathered again for its
-  // backward; one bucket stays in flight while the next unit computes.
+  // b's gather is issued with a's; every unit but the last is gathered again
+  // for its backward (the last stays gathered across the turnaround); one
+  // bucket stays in flight while the next unit computes.
   EXPECT_EQ(Text(Units(), Buckets(), Options(3)), Program(R"(
 GATHER unit=a bytes=100
 GATHER unit=b bytes=200
@@ -68,10 +69,7 @@ FORWARD mb=0 unit=c
 RELEASE unit=c
 WAIT_GATHER unit=d
 FORWARD mb=0 unit=d
-RELEASE unit=d
-GATHER unit=d bytes=400
 GATHER unit=c bytes=300
-WAIT_GATHER unit=d
 BACKWARD mb=0 unit=d
 RELEASE unit=d
 REDUCE bucket=d bytes=40
@@ -146,11 +144,8 @@ FORWARD mb=0 unit=c
 RELEASE unit=c
 WAIT_GATHER unit=d
 FORWARD mb=0 unit=d
-RELEASE unit=d
-GATHER unit=d bytes=400
 GATHER unit=c bytes=300
 GATHER unit=b bytes=200
-WAIT_GATHER unit=d
 BACKWARD mb=0 unit=d
 RELEASE unit=d
 REDUCE bucket=d bytes=40
@@ -211,10 +206,7 @@ FORWARD mb=0 unit=c
 RELEASE unit=c
 WAIT_GATHER unit=d
 FORWARD mb=0 unit=d
-RELEASE unit=d
-GATHER unit=d bytes=400
 GATHER unit=c bytes=300
-WAIT_GATHER unit=d
 BACKWARD mb=0 unit=d
 RELEASE unit=d
 REDUCE bucket=d bytes=40
@@ -336,7 +328,7 @@ TEST(DataParallelProgramTest, Stage3TwoMicroBatchesDeferRegathersForTheSecond) {
     reduces += a.kind == ActionKind::kReduce;
     recomputes += a.kind == ActionKind::kRecompute;
   }
-  EXPECT_EQ(gathers, 16);  // every unit twice per micro-batch
+  EXPECT_EQ(gathers, 14);  // every unit but the last twice per micro-batch
   EXPECT_EQ(reduces, 3);
   EXPECT_EQ(recomputes, 2);
   // The first micro-batch's backward ends without a reduction; the second
@@ -410,8 +402,8 @@ TEST(DataParallelProgramTest, TiedWeightHoldsTheOwnerAcrossThePass) {
   // GPT-2: the head (d) reads the embedding's (a) wte.
   std::vector<ProgramUnit> units = Units();
   units[3].needs = {3, 0};
-  // a stays gathered from its forward to the head's, and from the head's
-  // backward to its own.
+  // a stays gathered from its forward through the head's forward and
+  // backward (the turnaround) to its own backward: one gather for the step.
   EXPECT_EQ(Text(units, Buckets(), Options(3)), Program(R"(
 GATHER unit=a bytes=100
 GATHER unit=b bytes=200
@@ -427,13 +419,7 @@ FORWARD mb=0 unit=c
 RELEASE unit=c
 WAIT_GATHER unit=d
 FORWARD mb=0 unit=d
-RELEASE unit=d
-RELEASE unit=a
-GATHER unit=d bytes=400
-GATHER unit=a bytes=100
 GATHER unit=c bytes=300
-WAIT_GATHER unit=d
-WAIT_GATHER unit=a
 BACKWARD mb=0 unit=d
 RELEASE unit=d
 REDUCE bucket=d bytes=40
@@ -494,10 +480,7 @@ FORWARD mb=0 unit=c
 RELEASE unit=c
 WAIT_GATHER unit=d
 FORWARD mb=0 unit=d
-RELEASE unit=d
-GATHER unit=d bytes=400
 GATHER unit=c bytes=300
-WAIT_GATHER unit=d
 BACKWARD mb=0 unit=d
 RELEASE unit=d
 REDUCE bucket=d bytes=40
@@ -564,10 +547,7 @@ FORWARD mb=0 unit=c
 RELEASE unit=c
 WAIT_GATHER unit=d
 FORWARD mb=0 unit=d
-RELEASE unit=d
-GATHER unit=d bytes=400
 GATHER unit=c bytes=300
-WAIT_GATHER unit=d
 BACKWARD mb=0 unit=d
 RELEASE unit=d
 REDUCE bucket=d bytes=40
@@ -673,9 +653,6 @@ GATHER unit=d bytes=400
 FORWARD mb=0 unit=c
 WAIT_GATHER unit=d
 FORWARD mb=0 unit=d
-RELEASE unit=d
-GATHER unit=d bytes=400
-WAIT_GATHER unit=d
 BACKWARD mb=0 unit=d
 RELEASE unit=d
 REDUCE bucket=d bytes=40
@@ -739,11 +716,11 @@ TEST(DataParallelProgramTest, CollectiveCountsMatchCommStats) {
   ASSERT_TRUE(p.ok()) << p.status();
   const CollectivesByGroup counted = CountCollectives(*p, {{"dp", 4}});
   ASSERT_EQ(counted.size(), 2u);
-  // Per micro-batch: every unit once per pass (a held from its use to the
-  // head's), three buckets.
+  // Per micro-batch: every unit once per pass, but the head's needs (d, and
+  // a held from its forward) once for both; three buckets.
   CommStats expected;
   for (int m = 0; m < 2; ++m) {
-    for (int64_t bytes : {100, 100, 200, 200, 300, 300, 400, 400}) expected.Record(CommOp::kAllGather, 4, bytes, false);
+    for (int64_t bytes : {100, 200, 200, 300, 300, 400}) expected.Record(CommOp::kAllGather, 4, bytes, false);
     for (int64_t bytes : {40, 30, 30}) expected.Record(CommOp::kReduceScatter, 4, bytes, false);
   }
   for (CommOp op : {CommOp::kAllGather, CommOp::kReduceScatter}) {
@@ -751,8 +728,8 @@ TEST(DataParallelProgramTest, CollectiveCountsMatchCommStats) {
     EXPECT_EQ(t.calls, expected[op].calls) << CommOpName(op);
     EXPECT_EQ(t.bytes_sent, expected[op].bytes_sent) << CommOpName(op);
   }
-  EXPECT_EQ(counted.at({"dp", CommOp::kAllGather}).calls, 16);
-  EXPECT_EQ(counted.at({"dp", CommOp::kAllGather}).bytes_sent, 3 * 2 * 2 * 1000);
+  EXPECT_EQ(counted.at({"dp", CommOp::kAllGather}).calls, 12);
+  EXPECT_EQ(counted.at({"dp", CommOp::kAllGather}).bytes_sent, 3 * 2 * (1000 + 500));
   EXPECT_EQ(counted.at({"dp", CommOp::kReduceScatter}).bytes_sent, 3 * 2 * 100);
 }
 

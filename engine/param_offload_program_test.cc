@@ -153,8 +153,8 @@ TEST(ParamOffloadProgramTest, LoadsGoRightAfterTheSlotsPreviousUse) {
   EXPECT_EQ(Line(p, update - 1), "WAIT_LOAD unit=c param_slot=0");
   // Streamed chunks: the unit's shard is stored after its last chunk.
   const StepProgram q = Stage3(1, true, true);
-  EXPECT_EQ(Line(q, Find(q, "UPDATE bucket=c chunk=5 slot=1") + 1), "STORE unit=c param_slot=0");
-  EXPECT_EQ(Line(q, Find(q, "UPDATE bucket=c chunk=4 slot=0") - 1), "WAIT_LOAD unit=c param_slot=0");
+  EXPECT_EQ(Line(q, Find(q, "UPDATE bucket=c chunk=5 slot=1") + 1), "STORE unit=c param_slot=1");
+  EXPECT_EQ(Line(q, Find(q, "UPDATE bucket=c chunk=4 slot=0") - 1), "WAIT_LOAD unit=c param_slot=1");
 }
 
 TEST(ParamOffloadProgramTest, SimulatorRejectsAReloadBeforeTheSlotsUseIsFinished) {
@@ -165,10 +165,10 @@ TEST(ParamOffloadProgramTest, SimulatorRejectsAReloadBeforeTheSlotsUseIsFinished
   EXPECT_EQ(Violation(p), At(p, wait) + "LOAD into param slot 0 while the GATHER of unit a reading it is not waited "
                                         "(WAIT_GATHER first)");
   p = Stage3(1, true, false);
-  const int wait_store = Find(p, "WAIT_STORE unit=a param_slot=0");
+  const int wait_store = Find(p, "WAIT_STORE unit=a param_slot=1");
   p.actions.erase(p.actions.begin() + wait_store);
   EXPECT_EQ(Violation(p),
-            At(p, wait_store) + "LOAD into param slot 0 while the STORE of unit a from it is not waited (WAIT_STORE first)");
+            At(p, wait_store) + "LOAD into param slot 1 while the STORE of unit a from it is not waited (WAIT_STORE first)");
   p = Stage3(1, true, false);
   const int load = Find(p, "LOAD unit=a param_slot=0");
   p.actions.erase(p.actions.begin() + load);

@@ -267,9 +267,21 @@ class Compiler {
       for (int o : in_.units[u].needs) {
         bool later = false;
         for (int v = u + 1; v < e; ++v) later |= Contains(in_.units[v].needs, o);
-        if (!later && !in_.units[o].persistent) Release(o);
+        if (!later && !in_.units[o].persistent && !NeededByNextBackward(c, mb, o)) Release(o);
       }
     }
+  }
+
+  // Whether the operation after this forward of (c, mb) is that chunk's
+  // backward of the same micro-batch and its first unit needs `o`: the
+  // turnaround keeps `o` gathered rather than release and regather it at once
+  // (FSDP keeps its root unit unsharded the same way).
+  bool NeededByNextBackward(int c, int mb, int o) const {
+    if (op_ + 1 >= static_cast<int>(in_.ops.size())) return false;
+    const ChunkOp& next = in_.ops[op_ + 1];
+    if (next.kind == ChunkOpKind::kForward || next.chunk != c || next.micro_batch != mb) return false;
+    const int first = End(c) - 1;
+    return first >= BackwardBegin(c) && Contains(in_.units[first].needs, o);
   }
 
   void Backward(int c, int mb, ChunkOpKind kind) {

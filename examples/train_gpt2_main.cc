@@ -83,11 +83,11 @@ int Main(int argc, char** argv) {
 
   zeroshard::TrainerOutcome outcome;
   absl::Status status = zeroshard::RunGpt2Training(flags, std::cout, &outcome);
-  // An error every rank hits is printed once, by the rank it came from.
-  const bool report = zeroshard::ShouldReportError(status);
+  // An error every rank hits is printed once, by the rank it came from,
+  // before MPI_Finalize: mpirun kills the job once another rank exits 1.
+  if (zeroshard::ShouldReportError(status)) std::cerr << "train_gpt2: " << status.message() << std::endl;
   zeroshard::FinalizeMpi();
   if (!status.ok()) {
-    if (report) std::cerr << "train_gpt2: " << status.message() << "\n";
     return status.code() == absl::StatusCode::kInvalidArgument || status.code() == absl::StatusCode::kNotFound ? 2 : 1;
   }
   return outcome.preempted ? zeroshard::kExitPreempted : 0;

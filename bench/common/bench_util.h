@@ -74,6 +74,15 @@ inline double ZeroStateTheory(int stage, double psi, int n, int64_t state_bytes 
   }
 }
 
+// Elements a rank sends over dp per step (k = 1): a reduce-scatter and an
+// all-gather of every unit's psi elements, (N-1)/N of each; stage 3 gathers
+// for forward and again for backward, less `turnaround` elements, the last
+// unit's needs, which stay gathered from its forward to its backward
+// (docs/sharding.md, "Communication per step and rank").
+inline double ZeroCommTheory(int stage, double psi, int n, double turnaround) {
+  return (stage == 3 ? 3 * psi - turnaround : 2 * psi) * (n - 1) / n;
+}
+
 // Every rank's `mine` (the same length on every rank), indexed by rank;
 // exits on a failed gather.
 std::vector<std::vector<int64_t>> AllRanks(Communicator& world, const std::vector<int64_t>& mine);

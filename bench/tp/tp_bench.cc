@@ -211,9 +211,14 @@ CommStats TpCommTheory(const Gpt2Config& m, const Layout& l) {
 
 // Bytes each rank sends on dp per step: a reduce-scatter of every unit's
 // gradient and an all-gather of its parameters (stages 0-2: after the
-// update; stage 3: before forward and before backward).
-int64_t DpCommTheory(int stage, int64_t shard, int dp) {
-  return (stage == 3 ? 3 : 2) * int64_t{dp - 1} * shard * kF32;
+// update; stage 3: before forward and before backward, except the head and
+// the embedding it reads, which stay gathered across the turnaround).
+// `unit_numels`: the rank's units in order, embed first and head last.
+int64_t DpCommTheory(int stage, const std::vector<int64_t>& unit_numels, int dp) {
+  int64_t shard = 0;
+  for (int64_t n : unit_numels) shard += ShardNumel(n, dp);
+  const int64_t turnaround = ShardNumel(unit_numels.front(), dp) + ShardNumel(unit_numels.back(), dp);
+  return (stage == 3 ? 3 * shard - turnaround : 2 * shard) * int64_t{dp - 1} * kF32;
 }
 
 // ---------------------------------------------------------------------------
@@ -349,7 +354,7 @@ void ModelStateTable(Bench& bench, const std::vector<Layout>& layouts) {
           Mb(got.optimizer), Mb(got.total()), Mb(unpadded), Mb(want.total()),
           Ratio(got.total(), want.total()), per_category ? "yes" : "no", engine_layouts ? "yes" : "no",
           SameOnAllRanks(all)));
-      const int64_t dp_want = DpCommTheory(stage, shard, l.dp);
+      const int64_t dp_want = DpCommTheory(stage, numels, l.dp);
       dp_rows.push_back(absl::StrFormat("| %d | %d | %d | %s | %s | %s | %lld B |", l.dp, l.tp, stage, Mb(dp_bytes),
                                         Mb(dp_want), Ratio(dp_bytes, dp_want),
                                         static_cast<long long>(dp[CommOp::kAllReduce].bytes_sent)));
@@ -368,7 +373,8 @@ void ModelStateTable(Bench& bench, const std::vector<Layout>& layouts) {
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& row : state_rows) std::printf("%s\n", row.c_str());
   std::printf("\n## dp bytes sent per rank per step (all-gather + reduce-scatter on the dp communicator)\n\n"
-              "Theory: 2 (stages 0-2) or 3 (stage 3) × (dp − 1) × S × 4 bytes. The last column is the dp "
+              "Theory: 2S (stages 0-2) or 3S − S_turn (stage 3; S_turn the head's and the embedding's shards, gathered "
+              "once for both passes) × (dp − 1) × 4 bytes. The last column is the dp "
               "communicator's all-reduces (the step's scalars go over the world communicator when tp > 1).\n\n");
   std::printf("| dp | tp | stage | measured | theory | measured / theory | dp all-reduce |\n"
               "|---|---|---|---|---|---|---|\n");
@@ -510,9 +516,7 @@ void TimeActivationsAndComm(Bench& bench, const std::vector<Layout>& layouts) {
     const Layout& l = runs[i].layout;
     const Gpt2Config model = Model(l.tp);
     const CommStats want = TpCommTheory(model, l);
-    int64_t shard = 0;
-    for (int64_t n : LocalUnitNumels(model, l.tp)) shard += ShardNumel(n, l.dp);
-    const int64_t dp_want = DpCommTheory(stage, shard, l.dp);
+    const int64_t dp_want = DpCommTheory(stage, LocalUnitNumels(model, l.tp), l.dp);
     const CommStats& got = tp[i];
     int64_t got_total = 0, want_total = 0;
     for (CommOp op : {CommOp::kAllReduce, CommOp::kAllGather, CommOp::kReduceScatter}) {

@@ -4,7 +4,8 @@
 //           V=50257, 1024 positions; --mem_layers blocks): tracked bytes per
 //           rank by category vs. theory, and the ratio.
 //   comm:   bytes each rank sent per step (all-gather + reduce-scatter) vs.
-//           2Ψ(N−1)/N (stages 0–2) and 3Ψ(N−1)/N (stage 3) elements.
+//           2Ψ(N−1)/N (stages 0–2) and (3Ψ − Ψ_turn)(N−1)/N (stage 3)
+//           elements, Ψ_turn the head's needs, gathered once for both passes.
 //   time:   step time of every stage on a smaller GPT-2 (--time_* flags),
 //           the stages interleaved step by step in one run, median of
 //           --repeats; exposed communication (time blocked in waits) vs. the
@@ -130,8 +131,12 @@ void MemoryAndComm(ProcessGrid& grid, int threads) {
     const double psi = static_cast<double>((*model)->num_params());
     auto engine = Engine::Create(Config(stage, n, threads), &grid, std::move(model).value());
     Check(engine.status(), "Engine::Create");
-    int64_t padded = 0;
+    int64_t padded = 0, turnaround = 0, turnaround_padded = 0;
     for (int u = 0; u < (*engine)->num_units(); ++u) padded += (*engine)->layout(u).padded_numel();
+    for (int u : (*engine)->plan().units.back().needs) {
+      turnaround += (*engine)->layout(u).numel();
+      turnaround_padded += (*engine)->layout(u).padded_numel();
+    }
     (*engine)->memory().ResetPeaks();
     const CommStats before = (*engine)->comm_stats();
     Check((*engine)->TrainStep(views).status(), "TrainStep");
@@ -152,8 +157,9 @@ void MemoryAndComm(ProcessGrid& grid, int threads) {
                              : "-");
     }
     const int64_t moved = c[CommOp::kAllGather].bytes_sent + c[CommOp::kReduceScatter].bytes_sent;
-    const double comm_theory = (stage == 3 ? 3 : 2) * psi * (n - 1) / n * 4;
-    const double comm_padded = (stage == 3 ? 3 : 2) * static_cast<double>(padded) * (n - 1) / n * 4;
+    const double comm_theory = 4 * bench::ZeroCommTheory(stage, psi, n, static_cast<double>(turnaround));
+    const double comm_padded =
+        4 * bench::ZeroCommTheory(stage, static_cast<double>(padded), n, static_cast<double>(turnaround_padded));
     comm_rows.push_back(absl::StrFormat("| %d | %.2f MB | %.2f MB | %.2f MB | %s | %lld B |", stage, moved / 1e6,
                                         comm_theory / 1e6, comm_padded / 1e6,
                                         n == 1 ? "-" : absl::StrFormat("%.6f", moved / comm_theory).c_str(),
@@ -358,9 +364,13 @@ double CommOnlySeconds(const Engine& engine, Communicator& dp, int stage) {
   }
   Check(dp.Barrier()->Wait(), "Barrier");
   const Clock::time_point t0 = Clock::now();
+  // Stage 3 gathers again for backward, all but the head's needs (held
+  // across the turnaround).
+  const std::vector<int>& held = engine.plan().units.back().needs;
   const int gathers = stage == 3 ? 2 : 1;
   for (int g = 0; g < gathers; ++g) {
     for (int u = 0; u < engine.num_units(); ++u) {
+      if (g == 1 && std::find(held.begin(), held.end(), u) != held.end()) continue;
       Check(dp.AllGather(shard[u].data(), full[u].data(), shard[u].size(), DType::kF32)->Wait(), "AllGather");
     }
   }

@@ -50,11 +50,13 @@ int Main(int argc, char** argv) {
     // Every rank has the same bad flags; MPI lets one of them say so.
     zeroshard::EnsureMpiInitialized().IgnoreError();
   }
-  // An error every rank hits is printed once, by the rank it came from.
-  const bool report = zeroshard::ShouldReportError(status);
+  // An error every rank hits is printed once, by the rank it came from,
+  // before MPI_Finalize: mpirun kills the job once another rank exits 1.
+  if (zeroshard::ShouldReportError(status)) {
+    std::cerr << "train_classifier: " << status.message() << "\n" << (flags.ok() ? "" : kUsage) << std::flush;
+  }
   zeroshard::FinalizeMpi();
   if (!status.ok()) {
-    if (report) std::cerr << "train_classifier: " << status.message() << "\n" << (flags.ok() ? "" : kUsage);
     return status.code() == absl::StatusCode::kInvalidArgument || status.code() == absl::StatusCode::kNotFound ? 2 : 1;
   }
   return 0;

@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   absl::Status s = zeroshard::Train(argv[1], argv[2]);
-  const bool report = zeroshard::ShouldReportError(s);  // an error every rank hits, printed once
+  // An error every rank hits, printed once and before MPI_Finalize (mpirun
+  // kills the job once another rank exits 1).
+  if (zeroshard::ShouldReportError(s)) std::cerr << "train_mlp_lm: " << s << std::endl;
   zeroshard::FinalizeMpi();
-  if (report) std::cerr << "train_mlp_lm: " << s << "\n";
   return s.ok() ? 0 : 1;
 }
