@@ -7,6 +7,7 @@
 //           2Ψ(N−1)/N (stages 0–2) and (3Ψ − Ψ_turn)(N−1)/N (stage 3)
 //           elements, Ψ_turn the head's needs, gathered once for both passes.
 //   time:   step time of every stage on a smaller GPT-2 (--time_* flags),
+//           and of one rank alone on the same micro-batch (the reference),
 //           the stages interleaved step by step in one run, median of
 //           --repeats; exposed communication (time blocked in waits) vs. the
 //           same collectives timed alone, giving the share hidden by compute.
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/common/bench_util.h"
@@ -381,6 +383,38 @@ double CommOnlySeconds(const Engine& engine, Communicator& dp, int stage) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// A barrier that sleeps while it waits: the ranks idle during dp rank 0's
+// one-rank steps must not spin on the cores it computes on.
+void SleepingBarrier() {
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// One rank's training of the same per-rank micro-batch with the same
+// threads: an engine on a one-rank grid (MPI_COMM_SELF), the reference the
+// dp steps are compared with.
+struct OneRankReference {
+  std::unique_ptr<ProcessGrid> grid;
+  std::unique_ptr<Engine> engine;
+};
+OneRankReference MakeOneRankReference(const Gpt2Config& mc, int threads) {
+  CommOptions options;
+  options.timeout = absl::Minutes(10);
+  auto self = CreateMpiCommunicator(MPI_COMM_SELF, "self", options);
+  Check(self.status(), "CreateMpiCommunicator(MPI_COMM_SELF)");
+  auto grid = ProcessGrid::Create(std::move(self).value(), {1, 1, 1});
+  Check(grid.status(), "ProcessGrid::Create (one rank)");
+  OneRankReference r;
+  r.grid = std::make_unique<ProcessGrid>(std::move(grid).value());
+  auto engine = Engine::Create(Config(0, 1, threads), r.grid.get(), std::move(BuildGpt2(mc)).value());
+  Check(engine.status(), "Engine::Create (one rank)");
+  r.engine = std::move(engine).value();
+  return r;
+}
+
 void StepTime(ProcessGrid& grid, int threads) {
   const int n = grid.dp().size();
   const bool root = grid.dp_rank() == 0;
@@ -401,8 +435,15 @@ void StepTime(ProcessGrid& grid, int threads) {
     Check((*engine)->TrainStep(views).status(), "warm-up TrainStep");
     engines.push_back(std::move(engine).value());
   }
+  OneRankReference one_rank;
+  if (root) {
+    one_rank = MakeOneRankReference(mc, threads);
+    Check(one_rank.engine->TrainStep(views).status(), "warm-up TrainStep (one rank)");
+  }
+  SleepingBarrier();
   const int repeats = absl::GetFlag(FLAGS_repeats);
   std::vector<std::vector<double>> total(4), exposed(4), comm_only(4);
+  std::vector<double> one_rank_total;
   for (int rep = 0; rep < repeats; ++rep) {
     for (int stage = 0; stage <= 3; ++stage) {
       absl::StatusOr<StepResult> r = engines[stage]->TrainStep(views);
@@ -411,19 +452,29 @@ void StepTime(ProcessGrid& grid, int threads) {
       exposed[stage].push_back(r->timings.gather_wait + r->timings.reduce_wait + r->timings.publish_wait);
       comm_only[stage].push_back(CommOnlySeconds(*engines[stage], grid.dp(), stage));
     }
+    if (root) {
+      absl::StatusOr<StepResult> r = one_rank.engine->TrainStep(views);
+      Check(r.status(), "TrainStep (one rank)");
+      one_rank_total.push_back(r->timings.total);
+    }
+    SleepingBarrier();
   }
   if (root) {
     std::printf("\n## Step time, GPT-2 %d layers C=%d V=%d T=%d, %d sequences per rank, dp = %d, %d threads per rank,"
                 " median of %d interleaved steps\n\n",
                 mc.n_layer, mc.n_embd, mc.vocab_size, mc.seq_len, B, n, threads, repeats);
-    std::printf("| stage | step time | vs stage 0 | comm alone | comm exposed (waits) | comm hidden |\n"
-                "|---|---|---|---|---|---|\n");
+    const double one = Median(one_rank_total);
+    std::printf("One rank: the same per-rank micro-batch on a one-rank engine (ZeRO 0, %d threads) while the other "
+                "ranks sleep, %.1f ms.\n\n",
+                threads, one * 1e3);
+    std::printf("| stage | step time | vs stage 0 | vs one rank | comm alone | comm exposed (waits) | comm hidden |\n"
+                "|---|---|---|---|---|---|---|\n");
     const double base = Median(total[0]);
     for (int stage = 0; stage <= 3; ++stage) {
       const double t = Median(total[stage]), alone = Median(comm_only[stage]), exp = Median(exposed[stage]);
       const double hidden = alone > 0 ? std::max(0.0, std::min(1.0, 1.0 - exp / alone)) : 0.0;
-      std::printf("| %d | %.1f ms | %.3f | %.1f ms | %.1f ms | %.0f%% |\n", stage, t * 1e3, t / base, alone * 1e3,
-                  exp * 1e3, hidden * 100);
+      std::printf("| %d | %.1f ms | %.3f | %.3f | %.1f ms | %.1f ms | %.0f%% |\n", stage, t * 1e3, t / base, t / one,
+                  alone * 1e3, exp * 1e3, hidden * 100);
     }
   }
 }

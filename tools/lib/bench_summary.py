@@ -166,16 +166,18 @@ def model_state_vs_formula(sec):
 # (name, value from the sections, format, target)
 ROWS = [
     ("step/GEMM", step_gemm, "{:.2f}", "<= 1.15"),
-    ("dp 2 stage 0 / one rank step", dp2_vs_one_rank, "{:.2f}", "n/a"),
-    ("stage 3 / stage 0 step", stage3_vs_stage0, "{:.3f}", "n/a"),
+    ("dp 2 stage 0 / one rank step", dp2_vs_one_rank, "{:.2f}", "<= 1.10"),
+    ("stage 3 / stage 0 step", stage3_vs_stage0, "{:.3f}", "<= 1.05"),
     ("ZB-H1 bubble / 1F1B", lambda s: pipeline_ratio(s, "ZERO_BUBBLE_H1", "ONE_F_ONE_B", "measured bubble"),
-     "{:.2f}", "< 1"),
-    ("ZB-H1 step / 1F1B", lambda s: pipeline_ratio(s, "ZERO_BUBBLE_H1", "ONE_F_ONE_B", "step ms"), "{:.2f}", "n/a"),
+     "{:.2f}", "<= 0.5"),
+    ("ZB-H1 step / 1F1B", lambda s: pipeline_ratio(s, "ZERO_BUBBLE_H1", "ONE_F_ONE_B", "step ms"), "{:.2f}",
+     "<= 0.97"),
     ("interleaved step / 1F1B", lambda s: pipeline_ratio(s, "INTERLEAVED_1F1B", "ONE_F_ONE_B", "step ms"), "{:.2f}",
-     "n/a"),
-    ("simulated / measured step", simulated_vs_measured_step, "{:.2f}", "n/a"),
-    ("selective AC activation memory / none", lambda s: selective_ac(s, "peak activation bytes"), "{:.3f}", "n/a"),
-    ("selective AC step / none", lambda s: selective_ac(s, "step time"), "{:.3f}", "n/a"),
+     "<= 1.00"),
+    ("simulated / measured step", simulated_vs_measured_step, "{:.2f}", "0.90 to 1.10"),
+    ("selective AC activation memory / none", lambda s: selective_ac(s, "peak activation bytes"), "{:.3f}",
+     "<= 0.60"),
+    ("selective AC step / none", lambda s: selective_ac(s, "step time"), "{:.3f}", "<= 1.05"),
     ("model-state bytes / formula", model_state_vs_formula, "{:.6f}", "1.000000"),
 ]
 
@@ -222,11 +224,26 @@ def previous_sections(path):
     return {}
 
 
+def meets(value, target):
+    """"yes" or "no" for a formatted value against "<= X", "A to B" or an exact "X"; "-" when not measured."""
+    if value is None:
+        return "-"
+    v = float(value)
+    m = re.match(r"^<=\s*(\S+)$", target)
+    if m:
+        return "yes" if v <= float(m.group(1)) else "no"
+    m = re.match(r"^(\S+) to (\S+)$", target)
+    if m:
+        return "yes" if float(m.group(1)) <= v <= float(m.group(2)) else "no"
+    return "yes" if value == target else "no"
+
+
 def summary(current, previous):
     now, before = values(current), values(previous)
-    lines = ["| row | value | previous | target |", "|---|---|---|---|"]
+    lines = ["| row | value | previous | target | met |", "|---|---|---|---|---|"]
     for name, _, _, target in ROWS:
-        lines.append(f"| {name} | {now[name] or NOT_MEASURED} | {before[name] or 'n/a'} | {target} |")
+        lines.append(f"| {name} | {now[name] or NOT_MEASURED} | {before[name] or 'n/a'} | {target} | "
+                     f"{meets(now[name], target)} |")
     return "\n".join(lines) + "\n"
 
 

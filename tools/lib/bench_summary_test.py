@@ -28,10 +28,10 @@ ZERO = """# dp = 2
 
 ## Step time, GPT-2 4 layers C=256 V=8192 T=64, 4 sequences per rank, dp = 2, 1 threads per rank, median of 3
 
-| stage | step time | vs stage 0 | comm alone |
-|---|---|---|---|
-| 0 | 215.5 ms | 1.000 | 19.0 ms |
-| 3 | 202.4 ms | 0.939 | 22.8 ms |
+| stage | step time | vs stage 0 | vs one rank | comm alone |
+|---|---|---|---|---|
+| 0 | 215.5 ms | 1.000 | 1.042 | 19.0 ms |
+| 3 | 202.4 ms | 0.939 | 0.978 | 22.8 ms |
 """
 
 TP = """## Model-state bytes per rank, GPT-2 124M-shaped, f32, after one step
@@ -82,15 +82,16 @@ class BenchSummaryTest(unittest.TestCase):
         self.assertEqual(v["selective AC activation memory / none"], "0.612")
         self.assertEqual(v["selective AC step / none"], "1.028")
         self.assertEqual(v["model-state bytes / formula"], "0.999990")  # the farthest from 1
-        self.assertIsNone(v["dp 2 stage 0 / one rank step"])
+        self.assertEqual(v["dp 2 stage 0 / one rank step"], "1.04")
         self.assertIsNone(v["simulated / measured step"])
 
     def test_missing_rows_read_not_measured_and_previous_na(self):
         ac_without_selective = "\n".join(l for l in AC.splitlines() if not l.startswith("| selective"))
         text = bench_summary.summary({"activation_checkpointing": ac_without_selective}, {})
-        self.assertEqual(row(text, "selective AC step / none"), ["selective AC step / none", "not measured", "n/a", "n/a"])
-        self.assertEqual(row(text, "step/GEMM"), ["step/GEMM", "not measured", "n/a", "<= 1.15"])
-        self.assertEqual(text.splitlines()[0], "| row | value | previous | target |")
+        self.assertEqual(row(text, "selective AC step / none"),
+                         ["selective AC step / none", "not measured", "n/a", "<= 1.05", "-"])
+        self.assertEqual(row(text, "step/GEMM"), ["step/GEMM", "not measured", "n/a", "<= 1.15", "-"])
+        self.assertEqual(text.splitlines()[0], "| row | value | previous | target | met |")
         self.assertEqual(len(text.splitlines()), 2 + len(bench_summary.ROWS))
 
     def test_previous_from_json_else_markdown(self):
@@ -106,8 +107,17 @@ class BenchSummaryTest(unittest.TestCase):
                 json.dump({"sections": [{"name": "single_rank", "command": "x",
                                          "markdown": SINGLE_RANK.replace("| 1.37 |", "| 1.21 |")}]}, f)
             text = bench_summary.summary({"single_rank": SINGLE_RANK}, bench_summary.previous_sections(md))
-            self.assertEqual(row(text, "step/GEMM"), ["step/GEMM", "1.37", "1.21", "<= 1.15"])
+            self.assertEqual(row(text, "step/GEMM"), ["step/GEMM", "1.37", "1.21", "<= 1.15", "no"])
         self.assertEqual(bench_summary.previous_sections(os.path.join(d, "gone.md")), {})
+
+    def test_met_against_each_kind_of_target(self):
+        self.assertEqual(bench_summary.meets("1.15", "<= 1.15"), "yes")
+        self.assertEqual(bench_summary.meets("1.16", "<= 1.15"), "no")
+        self.assertEqual(bench_summary.meets("0.89", "0.90 to 1.10"), "no")
+        self.assertEqual(bench_summary.meets("1.10", "0.90 to 1.10"), "yes")
+        self.assertEqual(bench_summary.meets("1.000000", "1.000000"), "yes")
+        self.assertEqual(bench_summary.meets("0.999990", "1.000000"), "no")
+        self.assertEqual(bench_summary.meets(None, "<= 1.15"), "-")
 
 
 if __name__ == "__main__":
