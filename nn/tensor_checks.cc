@@ -21,6 +21,11 @@ absl::StatusOr<Buffer> AllocateOnDevice(const ComputeContext& ctx, MemoryCategor
   return Buffer::AllocateZeroed(ctx.tracker, category, ctx.kernels.device, dtype, numel);
 }
 
+absl::StatusOr<Buffer> AllocateOutputOnDevice(const ComputeContext& ctx, MemoryCategory category, DType dtype,
+                                              int64_t numel) {
+  return Buffer::Allocate(ctx.tracker, category, ctx.kernels.device, dtype, numel);
+}
+
 TensorView View(Buffer& buf, std::vector<int64_t> shape) { return ViewOf(buf, std::move(shape)); }
 
 TensorView View(const Buffer& buf, std::vector<int64_t> shape) {

@@ -23,6 +23,12 @@ absl::Status CheckTensor(const TensorView& t, absl::string_view what, DType dtyp
 absl::StatusOr<Buffer> AllocateOnDevice(const ComputeContext& ctx, MemoryCategory category, DType dtype,
                                         int64_t numel);
 
+// The same with contents undefined, for the output of a call that WRITES
+// every element before anything reads it (a GEMM with beta 0, the
+// cross-entropy gradient): large outputs are not zero-filled for nothing.
+absl::StatusOr<Buffer> AllocateOutputOnDevice(const ComputeContext& ctx, MemoryCategory category, DType dtype,
+                                              int64_t numel);
+
 // A view of `buf` with `shape` (product must equal buf.numel()).
 TensorView View(Buffer& buf, std::vector<int64_t> shape);
 TensorView View(const Buffer& buf, std::vector<int64_t> shape);

@@ -147,7 +147,8 @@ absl::Status Gpt2HeadUnit::Forward(const UnitContext& uctx, absl::Span<const Ten
   ASSIGN_OR_RETURN(s->lnf, AllocateOnDevice(ctx, act, dt, n * c_));
   ASSIGN_OR_RETURN(s->lnf_mean, AllocateOnDevice(ctx, act, DType::kF32, n));
   ASSIGN_OR_RETURN(s->lnf_rstd, AllocateOnDevice(ctx, act, DType::kF32, n));
-  ASSIGN_OR_RETURN(s->logits, AllocateOnDevice(ctx, act, dt, n * v_));
+  // The lm head's GEMM writes every logit.
+  ASSIGN_OR_RETURN(s->logits, AllocateOutputOnDevice(ctx, act, dt, n * v_));
   ASSIGN_OR_RETURN(s->lse, AllocateOnDevice(ctx, act, DType::kF32, n));
   ASSIGN_OR_RETURN(Buffer losses, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, n));
   ASSIGN_OR_RETURN(Buffer sums, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, 2));
@@ -194,8 +195,9 @@ absl::Status Gpt2HeadUnit::Backward(const UnitContext& uctx, absl::Span<const Te
   RETURN_IF_ERROR(CheckTensor(grad_out, "head output grad", DType::kF32, {1}, Device::kCpu));
   const float dloss = grad_out.as<float>()[0];
   const auto ws = MemoryCategory::kWorkspace;
-  ASSIGN_OR_RETURN(Buffer dlogits, AllocateOnDevice(ctx, ws, dt, n * v_));
-  ASSIGN_OR_RETURN(Buffer dlnf, AllocateOnDevice(ctx, ws, dt, n * c_));
+  // Written whole by the cross-entropy gradient and the lm head's dx GEMM.
+  ASSIGN_OR_RETURN(Buffer dlogits, AllocateOutputOnDevice(ctx, ws, dt, n * v_));
+  ASSIGN_OR_RETURN(Buffer dlnf, AllocateOutputOnDevice(ctx, ws, dt, n * c_));
   RETURN_IF_ERROR(cross_entropy_.Backward(ctx, View(s->logits, {n, v_}), View(s->lse, {n}),
                                           Reshaped(*batch.Find("targets"), {n}), dloss, View(dlogits, {n, v_})));
   RETURN_IF_ERROR(lm_head_.Backward(ctx, params[2], View(s->lnf, {n, c_}), View(dlogits, {n, v_}),
@@ -236,8 +238,8 @@ absl::Status Gpt2HeadUnit::BackwardInput(const UnitContext& uctx, absl::Span<con
   const float dloss = grad_out.as<float>()[0];
   const auto act = MemoryCategory::kActivations;
   auto w = std::make_unique<HeadWeightInputs>();
-  ASSIGN_OR_RETURN(w->dlogits, AllocateOnDevice(ctx, act, dt, n * v_));
-  ASSIGN_OR_RETURN(w->dlnf, AllocateOnDevice(ctx, act, dt, n * c_));
+  ASSIGN_OR_RETURN(w->dlogits, AllocateOutputOnDevice(ctx, act, dt, n * v_));
+  ASSIGN_OR_RETURN(w->dlnf, AllocateOutputOnDevice(ctx, act, dt, n * c_));
   RETURN_IF_ERROR(cross_entropy_.Backward(ctx, View(s->logits, {n, v_}), View(s->lse, {n}),
                                           Reshaped(*batch.Find("targets"), {n}), dloss, View(w->dlogits, {n, v_})));
   RETURN_IF_ERROR(
