@@ -12,6 +12,7 @@
 //   fetched at its last WAIT_REDUCE (stages 1-3; stage 0 at its UPDATE), waited
 //   for in UPDATE, the parameters pushed in UPDATE, the compute stream
 //   ordered in PUBLISH, everything drained at SCALER_UPDATE.
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -90,7 +91,10 @@ EngineConfig Config(int stage, DTypeProto compute) {
 
 // MakeEngineParts with the host-offload path switched on (HOST state and
 // masters, the path forced on the CPU device).
-absl::StatusOr<std::unique_ptr<EngineParts>> MakeParts(const EngineConfig& config, Communicator* comm, bool host) {
+// `replica`: hybrid sharding's replica group (null: none), `comm` then the
+// shard group and `world` every rank.
+absl::StatusOr<std::unique_ptr<EngineParts>> MakeParts(const EngineConfig& config, Communicator* comm, bool host,
+                                                       Communicator* replica = nullptr, Communicator* world = nullptr) {
   auto parts = std::make_unique<EngineParts>();
   EngineResources& r = parts->resources;
   ASSIGN_OR_RETURN(r.options, EngineOptionsFromConfig(config));
@@ -99,10 +103,12 @@ absl::StatusOr<std::unique_ptr<EngineParts>> MakeParts(const EngineConfig& confi
     r.options.offload.host_update_on_cpu_device = true;
   }
   r.comms.dp = r.comms.control = r.comms.world = comm;
+  if (world != nullptr) r.comms.control = r.comms.world = world;
+  r.comms.replica = replica;
   ASSIGN_OR_RETURN(r.model, BuildGpt2(kModel));
   ASSIGN_OR_RETURN(r.plan, PlanStep(*r.model, r.options, comm->size(), /*stage=*/0));
   RETURN_IF_ERROR(r.InitDevice());
-  ASSIGN_OR_RETURN(parts->state, ShardedState::Create(r.plan, *r.model, r.options, comm, /*replica=*/nullptr,
+  ASSIGN_OR_RETURN(parts->state, ShardedState::Create(r.plan, *r.model, r.options, comm, replica,
                                                       &r.tracker, r.compute, r.timeline.get()));
   if (host != (parts->state->host_offload() != nullptr)) {
     return absl::InternalError(absl::StrCat("host offload ", host ? "missing" : "present"));
@@ -121,11 +127,20 @@ struct RankRun {
   absl::Status status;
 };
 
+// Where a rank sits: its dp rank among `dp`, and under hybrid sharding its
+// replica group and the group of every rank (`comm` is then its shard group).
+struct RankPlace {
+  int rank = 0;
+  int dp = 1;
+  Communicator* replica = nullptr;
+  Communicator* world = nullptr;
+};
+
 // `poison_first`: the first attempt's reduced gradient gets a NaN, so that
 // step is skipped.
-absl::Status Train(Communicator* comm, const EngineConfig& config, bool host, int rank, RankRun* out,
+absl::Status Train(Communicator* comm, const EngineConfig& config, bool host, RankPlace place, RankRun* out,
                    std::vector<std::string>* log = nullptr, bool poison_first = false) {
-  ASSIGN_OR_RETURN(std::unique_ptr<EngineParts> parts, MakeParts(config, comm, host));
+  ASSIGN_OR_RETURN(std::unique_ptr<EngineParts> parts, MakeParts(config, comm, host, place.replica, place.world));
   EngineResources& r = parts->resources;
   ShardedState& state = *parts->state;
   if (log != nullptr) state.host_offload()->set_transfers(std::make_unique<RecordingTransfers>(log));
@@ -146,9 +161,11 @@ absl::Status Train(Communicator* comm, const EngineConfig& config, bool host, in
                               r.options.accumulation_steps);
   OptimizerPhase optimizer(&r, &state);
   StepExecutor executor(&r, &state, &transport, &optimizer);
+  // At least one row per rank and micro-batch.
+  const int global_batch = std::max(kGlobalBatch, kMicroBatches * place.dp);
   const std::vector<HostBatch> host_batches =
-      MicroBatchesForRank(RandomTokens(5, kGlobalBatch, kModel.seq_len, kModel.vocab_size), kGlobalBatch,
-                          kModel.seq_len, comm->size(), kMicroBatches, rank);
+      MicroBatchesForRank(RandomTokens(5, global_batch, kModel.seq_len, kModel.vocab_size), global_batch,
+                          kModel.seq_len, place.dp, kMicroBatches, place.rank);
   const std::vector<Batch> batches = Views(host_batches);
   for (int step = 0; step < kSteps; ++step) {
     StepResult result;
@@ -206,22 +223,39 @@ std::vector<RankRun> TrainGroup(int dp, const EngineConfig& config, bool host, b
   std::vector<std::thread> threads;
   for (int rank = 0; rank < dp; ++rank) {
     threads.emplace_back([&, rank] {
-      runs[rank].status = Train(comms[rank].get(), config, host, rank, &runs[rank], nullptr, poison_first);
+      runs[rank].status = Train(comms[rank].get(), config, host, {rank, dp}, &runs[rank], nullptr, poison_first);
     });
   }
   for (std::thread& t : threads) t.join();
   return runs;
 }
 
-class HostOffloadParityTest : public ::testing::TestWithParam<std::tuple<int, DTypeProto, int>> {};
+// Hybrid sharding over dp 4: shard groups {0, 1} and {2, 3}, replica groups
+// {0, 2} and {1, 3}, every rank on its own thread.
+std::vector<RankRun> TrainHybrid(const EngineConfig& config, bool host) {
+  constexpr int kDp = 4, kShard = 2;
+  std::vector<std::vector<std::unique_ptr<Communicator>>> shard_groups, replica_groups;
+  for (int g = 0; g < kDp / kShard; ++g) shard_groups.push_back(CreateThreadGroup(kShard, "dp"));
+  for (int g = 0; g < kShard; ++g) replica_groups.push_back(CreateThreadGroup(kDp / kShard, "dp_replica"));
+  std::vector<std::unique_ptr<Communicator>> world = CreateThreadGroup(kDp, "world");
+  std::vector<RankRun> runs(kDp);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kDp; ++rank) {
+    threads.emplace_back([&, rank] {
+      Communicator* shard = shard_groups[rank / kShard][rank % kShard].get();
+      Communicator* replica = replica_groups[rank % kShard][rank / kShard].get();
+      runs[rank].status = Train(shard, config, host, {rank, kDp, replica, world[rank].get()}, &runs[rank]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return runs;
+}
 
-TEST_P(HostOffloadParityTest, TrainsBitwiseLikeNoOffload) {
-  const auto [stage, compute, dp] = GetParam();
-  EngineConfig config = Config(stage, compute);
-  config.mutable_parallel()->set_dp(dp);
-  const std::vector<RankRun> plain = TrainGroup(dp, config, /*host=*/false);
-  const std::vector<RankRun> host = TrainGroup(dp, config, /*host=*/true);
-  for (int rank = 0; rank < dp; ++rank) {
+// Every rank of `host` ended bitwise as in `plain`, its state in the same
+// categories.
+void ExpectBitwiseLikePlain(const std::vector<RankRun>& plain, const std::vector<RankRun>& host) {
+  ASSERT_EQ(host.size(), plain.size());
+  for (size_t rank = 0; rank < plain.size(); ++rank) {
     ASSERT_TRUE(plain[rank].status.ok()) << plain[rank].status;
     ASSERT_TRUE(host[rank].status.ok()) << host[rank].status;
     EXPECT_EQ(host[rank].losses, plain[rank].losses) << "rank " << rank;
@@ -242,6 +276,27 @@ TEST_P(HostOffloadParityTest, TrainsBitwiseLikeNoOffload) {
   }
   // Training moved the weights (the comparison is not of initial values).
   EXPECT_NE(plain[0].losses.front(), plain[0].losses.back());
+}
+
+class HostOffloadParityTest : public ::testing::TestWithParam<std::tuple<int, DTypeProto, int>> {};
+
+TEST_P(HostOffloadParityTest, TrainsBitwiseLikeNoOffload) {
+  const auto [stage, compute, dp] = GetParam();
+  EngineConfig config = Config(stage, compute);
+  config.mutable_parallel()->set_dp(dp);
+  ExpectBitwiseLikePlain(TrainGroup(dp, config, /*host=*/false), TrainGroup(dp, config, /*host=*/true));
+}
+
+// Under hybrid sharding a bucket's shards go to the host only once its
+// replica all-reduce has landed in them, not at its own WAIT_REDUCE.
+TEST(HostOffloadHybridShardingTest, TrainsBitwiseLikeNoOffload) {
+  for (int stage : {1, 3}) {
+    SCOPED_TRACE(absl::StrCat("stage ", stage));
+    EngineConfig config = Config(stage, F32);
+    config.mutable_parallel()->set_dp(4);
+    config.mutable_zero()->set_shard_group_size(2);
+    ExpectBitwiseLikePlain(TrainHybrid(config, /*host=*/false), TrainHybrid(config, /*host=*/true));
+  }
 }
 
 // A skipped step (a NaN in the first step's gradient) leaves the host
@@ -366,7 +421,7 @@ TEST_P(HostOffloadOrderTest, CopiesRunWhereTheDesignPutsThem) {
   const EngineConfig config = Config(stage, BF16);
   std::vector<std::string> log;
   RankRun run;
-  ASSERT_TRUE(Train(comms[0].get(), config, /*host=*/true, 0, &run, &log).ok());
+  ASSERT_TRUE(Train(comms[0].get(), config, /*host=*/true, RankPlace{}, &run, &log).ok());
   ASSERT_EQ(static_cast<int>(run.losses.size()), kSteps);
   absl::StatusOr<std::unique_ptr<EngineParts>> parts = MakeParts(config, comms[0].get(), /*host=*/true);
   ASSERT_TRUE(parts.ok()) << parts.status();

@@ -465,12 +465,14 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
       const int landing = state_->reducer().replica_pending();
       RETURN_IF_ERROR(optimizer_->StageReducedGrads(a.bucket));
       RETURN_IF_ERROR(state_->reducer().Finish(a.bucket));
-      // Host offload: the reduced shards start for the host right away.
-      RETURN_IF_ERROR(state_->FetchReducedGrads(a.bucket));
-      // Grads on NVMe: a bucket's reduced shards are written to the grads
-      // file once its reduction has landed in them.
-      if (landing >= 0) RETURN_IF_ERROR(optimizer_->StoreReducedGrads(landing));
-      if (state_->reducer().replica_pending() != a.bucket) RETURN_IF_ERROR(optimizer_->StoreReducedGrads(a.bucket));
+      // A bucket's reduced shards leave once its reduction has landed in
+      // them (under hybrid sharding: its replica all-reduce too): copied to
+      // the host (host offload), written to the grads file (grads on NVMe).
+      for (const int landed : {landing, a.bucket}) {
+        if (landed < 0 || state_->reducer().replica_pending() == landed) continue;
+        RETURN_IF_ERROR(state_->FetchReducedGrads(landed));
+        RETURN_IF_ERROR(optimizer_->StoreReducedGrads(landed));
+      }
       charge(t == nullptr ? nullptr : &t->reduce_wait);
       return absl::OkStatus();
     }
