@@ -120,21 +120,22 @@ def worst(values):
 
 
 def simulated_vs_measured_step(sec):
-    # Every pipeline table with a simulated step time: its ratio column, or
-    # simulated step / measured step.
+    # Every pipeline table's simulated step beside the measured one: its
+    # "simulated / measured" column right after "simulated ms", else
+    # simulated ms / the measured step ms.
     ratios = []
     for _, header, rows in tables(sec.get("pipeline", "")):
-        for i, h in enumerate(header):
-            if re.search(r"simulated.*step|step.*simulated", h, re.I):
-                s = column(header, "step ms")
-                for r in rows:
-                    if i >= len(r):
-                        continue
-                    if "/" in h:
-                        ratios.append(number(r[i]))
-                    elif s is not None and number(r[s]):
-                        v = number(r[i])
-                        ratios.append(v / number(r[s]) if v is not None else None)
+        if "simulated ms" not in header:
+            continue
+        sim = header.index("simulated ms")
+        ratio = sim + 1 if sim + 1 < len(header) and header[sim + 1] == "simulated / measured" else None
+        measured = sim - 1 if sim > 0 and header[sim - 1].startswith("step before the optimizer") else None
+        for r in rows:
+            if ratio is not None and ratio < len(r):
+                ratios.append(number(r[ratio]))
+            elif measured is not None and sim < len(r) and number(r[measured]):
+                v = number(r[sim])
+                ratios.append(v / number(r[measured]) if v is not None else None)
     return worst(ratios)
 
 
