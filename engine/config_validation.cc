@@ -146,6 +146,13 @@ void CheckParallel(const EngineConfig& e, int64_t batch, const ValidationOptions
   if (p.sequence_parallel() && p.tp() == 1) {
     c.Add("engine.parallel.sequence_parallel: true needs engine.parallel.tp > 1 (is 1)");
   }
+  if (p.keep_gathered_ln_outputs() && !p.sequence_parallel()) {
+    c.Add("engine.parallel.keep_gathered_ln_outputs: true needs engine.parallel.sequence_parallel: true (is false)");
+  }
+  if (p.keep_gathered_ln_outputs() && e.activation_checkpointing().selective()) {
+    c.Add("engine.parallel.keep_gathered_ln_outputs: true cannot be combined with "
+          "engine.activation_checkpointing.selective: true (which drops the LayerNorm outputs it would keep)");
+  }
   CheckPipeline(e, options, c);
   const int64_t product = int64_t{p.dp()} * p.tp() * p.pp();
   if (options.world_size > 0 && product != options.world_size) {

@@ -106,6 +106,16 @@ absl::StatusOr<EngineOptions> EngineOptionsFromConfig(const EngineConfig& c) {
     return absl::InvalidArgumentError(
         "engine.parallel.sequence_parallel: true needs engine.parallel.tp > 1 (is 1)");
   }
+  o.tensor.keep_gathered_ln_outputs = par.keep_gathered_ln_outputs();
+  if (o.tensor.keep_gathered_ln_outputs && !o.tensor.sequence_parallel) {
+    return absl::InvalidArgumentError(
+        "engine.parallel.keep_gathered_ln_outputs: true needs engine.parallel.sequence_parallel: true (is false)");
+  }
+  if (o.tensor.keep_gathered_ln_outputs && o.checkpointing.selective) {
+    return absl::InvalidArgumentError(
+        "engine.parallel.keep_gathered_ln_outputs: true cannot be combined with "
+        "engine.activation_checkpointing.selective: true (which drops the LayerNorm outputs it would keep)");
+  }
   o.pipeline.stages = par.pp();
   o.pipeline.virtual_stages = par.virtual_stages();
   switch (par.pipeline_schedule()) {

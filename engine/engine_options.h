@@ -73,6 +73,8 @@ struct TensorParallelOptions {
   // engine.parallel.sequence_parallel: activations between units are each
   // tp rank's rows of the (B·T, C) activation.
   bool sequence_parallel = false;
+  // engine.parallel.keep_gathered_ln_outputs (sequence parallelism only).
+  bool keep_gathered_ln_outputs = false;
 };
 
 // Hybrid sharding and quantized communication (docs/parallelism.md).

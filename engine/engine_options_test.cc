@@ -156,6 +156,16 @@ TEST(EngineOptionsTest, RejectsWhatTheEngineCannotRun) {
   EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
             "engine.parallel.sequence_parallel: true needs engine.parallel.tp > 1 (is 1)");
   c = EngineConfig();
+  c.mutable_parallel()->set_tp(2);
+  c.mutable_parallel()->set_keep_gathered_ln_outputs(true);
+  EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
+            "engine.parallel.keep_gathered_ln_outputs: true needs engine.parallel.sequence_parallel: true (is false)");
+  c.mutable_parallel()->set_sequence_parallel(true);
+  c.mutable_activation_checkpointing()->set_selective(true);
+  EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
+            "engine.parallel.keep_gathered_ln_outputs: true cannot be combined with "
+            "engine.activation_checkpointing.selective: true (which drops the LayerNorm outputs it would keep)");
+  c = EngineConfig();
   c.mutable_parallel()->set_micro_batches(4);
   EXPECT_EQ(EngineOptionsFromConfig(c).status().message(),
             "engine.parallel.micro_batches: 4 is replaced by engine.gradient_accumulation_steps (the pipeline runs "

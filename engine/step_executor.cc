@@ -222,6 +222,7 @@ UnitContext StepExecutor::ContextFor(const RunContext& run, int micro_batch, int
   ctx.parallel.tp_rank = res_->tp_rank();
   ctx.parallel.tp_size = res_->tp_size();
   ctx.parallel.sequence_parallel = res_->options.tensor.sequence_parallel;
+  ctx.parallel.keep_gathered_ln_outputs = res_->options.tensor.keep_gathered_ln_outputs;
   ctx.parallel.timeline = res_->timeline.get();
   return ctx;
 }

@@ -67,6 +67,9 @@ struct ParallelContext {
   int tp_rank = 0;
   int tp_size = 1;
   bool sequence_parallel = false;
+  // Sequence parallelism: a training forward saves its gathered LayerNorm
+  // outputs, so the backward needs no second all-gather of them.
+  bool keep_gathered_ln_outputs = false;
   // Where the tp collectives are drawn while it records (the engine's trace;
   // null: not traced).
   Timeline* timeline = nullptr;

@@ -80,8 +80,9 @@ std::string Ratio(double measured, double theory) {
 struct Layout {
   int dp = 1, tp = 1;
   bool sp = false;
+  bool keep = false;  // engine.parallel.keep_gathered_ln_outputs (with sp)
   std::string Name() const { return absl::StrCat("dp ", dp, ", tp ", tp); }
-  std::string Sp() const { return tp == 1 ? "-" : sp ? "on" : "off"; }
+  std::string Sp() const { return tp == 1 ? "-" : keep ? "on, LN outputs kept" : sp ? "on" : "off"; }
 };
 
 Gpt2Config Model(int tp) {
@@ -166,7 +167,9 @@ ActivationTheory ActivationsOf(const Gpt2Config& m, const Layout& l) {
   const Rows r = RowsOf(l);
   const int64_t c = m.n_embd, e = kF32, tp = l.tp;
   ActivationTheory a;
-  a.ln_residual = m.n_layer * (4 * r.local * c * e + 16 * r.local);
+  // Keeping the gathered LayerNorm outputs: ln_1 and ln_2 on all N rows.
+  const int64_t ln_rows = l.keep ? 2 * r.local + 2 * r.n : 4 * r.local;
+  a.ln_residual = m.n_layer * (ln_rows * c * e + 16 * r.local);
   a.tp_region = m.n_layer * (12 * r.n * c / tp * e + 4 * r.b * (m.n_head / tp) * r.t);
   a.head = r.local * c * e + r.n * c * e + 8 * r.local + r.n * (m.padded_vocab_size() / tp) * e + 4 * r.n +
            r.local * c * e;
@@ -193,10 +196,10 @@ CommStats TpCommTheory(const Gpt2Config& m, const Layout& l) {
     return s;
   }
   // Per block forward: gather ln_1, ln_2 outputs, reduce-scatter both c_proj
-  // outputs; backward: gather dy, ln_2 out, attn.c_proj dY, ln_1 out,
-  // reduce-scatter both column-parallel input grads, all-reduce the 4C
-  // LayerNorm grads.
-  add(CommOp::kAllGather, local_nc, 6 * blocks);
+  // outputs; backward: gather dy, ln_2 out, attn.c_proj dY, ln_1 out (the
+  // two LN outputs not when kept), reduce-scatter both column-parallel input
+  // grads, all-reduce the 4C LayerNorm grads.
+  add(CommOp::kAllGather, local_nc, (l.keep ? 4 : 6) * blocks);
   add(CommOp::kReduceScatter, local_nc, 4 * blocks);
   add(CommOp::kAllReduce, 4 * c * e, blocks);
   add(CommOp::kReduceScatter, local_nc, 1);  // embed output
@@ -266,6 +269,7 @@ EngineConfig Config(const Layout& l, int stage) {
   c.mutable_parallel()->set_dp(l.dp);
   c.mutable_parallel()->set_tp(l.tp);
   c.mutable_parallel()->set_sequence_parallel(l.sp);
+  c.mutable_parallel()->set_keep_gathered_ln_outputs(l.keep);
   c.mutable_optimizer()->set_lr(6e-4);
   c.mutable_device()->set_threads_per_rank(kernels::CpuThreads());
   return c;
@@ -310,7 +314,10 @@ std::vector<Layout> Layouts(int world, int heads, bool with_sp) {
   for (int tp = 1; tp <= world; ++tp) {
     if (world % tp != 0 || heads % tp != 0) continue;
     out.push_back({world / tp, tp, false});
-    if (with_sp && tp > 1) out.push_back({world / tp, tp, true});
+    if (with_sp && tp > 1) {
+      out.push_back({world / tp, tp, true});
+      out.push_back({world / tp, tp, true, true});
+    }
   }
   return out;
 }
@@ -458,7 +465,8 @@ void TimeActivationsAndComm(Bench& bench, const std::vector<Layout>& layouts) {
   std::printf("\n## Peak activation bytes per rank in one step (kActivations), ZeRO %d\n\n", stage);
   std::printf("Theory (docs/model.md, f32 e = 4, N = B·T tokens per rank, rows = N/tp with sequence parallelism, "
               "else N): per block 4·rows·C·e + 16·rows (LayerNorm/residual region: x, ln_1, res2, ln_2 and their "
-              "statistics) + 12·N·C/tp·e + 4·B·(NH/tp)·T (tensor-parallel region: qkv, attention output, c_fc, "
+              "statistics; (2·rows + 2·N)·C·e + 16·rows with the gathered LN outputs kept) + 12·N·C/tp·e + "
+              "4·B·(NH/tp)·T (tensor-parallel region: qkv, attention output, c_fc, "
               "GELU, attention log-sum-exp); the head rows·C·e + N·C·e + 8·rows + N·(Vp/tp)·e + 4·N (input rows, "
               "ln_f output on all rows, ln_f statistics, local logits, lse); the peak is at the head's forward, "
               "with its input (the last block's output, rows·C·e) still held. Same on all ranks: %s.\n\n",
@@ -489,7 +497,7 @@ void TimeActivationsAndComm(Bench& bench, const std::vector<Layout>& layouts) {
     }
     if (off == k) continue;
     Layout without = l;
-    without.sp = false;
+    without.sp = without.keep = false;
     const ActivationTheory on = ActivationsOf(Model(l.tp), l), offt = ActivationsOf(Model(l.tp), without);
     const int64_t saved = peak[off] - peak[i], saved_theory = offt.total() - on.total();
     std::printf("| %s | %s | %s | %.4f | %.4f | %s | %s | %s |\n", l.Name().c_str(), Mb(peak[off]).c_str(),
@@ -503,7 +511,8 @@ void TimeActivationsAndComm(Bench& bench, const std::vector<Layout>& layouts) {
               "convention: all-reduce 2(tp−1)/tp·B, all-gather and reduce-scatter (tp−1)·B per rank, B the "
               "per-rank buffer. Theory (docs/model.md), per block: without sequence parallelism 2 all-reduces of "
               "N·C forward and 2 backward; with it 2 all-gathers and 2 reduce-scatters of N·C/tp forward, 4 "
-              "all-gathers, 2 reduce-scatters of N·C/tp and one all-reduce of 4C backward. Embed and head "
+              "all-gathers (2 with the gathered LN outputs kept), 2 reduce-scatters of N·C/tp and one all-reduce of "
+              "4C backward. Embed and head "
               "(vocabulary parallel): without, all-reduces of the embed output (N·C), the row max (N), sum-exp "
               "and target logit (2N) and ln_f's output grad (N·C); with, the embed output reduce-scattered and "
               "its grad all-gathered, ln_f's output all-gathered, the same two f32 all-reduces, ln_f's output "

@@ -21,6 +21,8 @@
 //                     (attn.c_attn dX), AllReduce 4·C (the LayerNorms' gradients)
 //     BackwardInput:  AllGather dy, ReduceScatter, AllGather dY, ReduceScatter (N·C/tp each)
 //     BackwardWeight: AllGather ln_2 out, AllGather ln_1 out (N·C/tp each), AllReduce 4·C
+//   with the gathered LayerNorm outputs kept: Backward and BackwardWeight
+//   without the two ln_1/ln_2 out gathers
 // Bytes sent per rank (comm/comm_stats.h's ring convention, e element bytes):
 // AllReduce 2(tp−1)/tp·count·e, AllGather and ReduceScatter (tp−1)·count·e.
 #include <algorithm>
@@ -229,6 +231,7 @@ struct RunOptions {
   bool split = false;  // BackwardInput + BackwardWeight instead of Backward
   bool frozen = false;  // every gradient view null
   bool selective = false;  // UnitContext::selective_checkpoint
+  bool keep_gathered = false;  // ParallelContext::keep_gathered_ln_outputs
 };
 
 class Gpt2BlockTpTest : public ::testing::Test {
@@ -269,6 +272,7 @@ class Gpt2BlockTpTest : public ::testing::Test {
     uctx.parallel.tp_rank = rank;
     uctx.parallel.tp_size = o.tp;
     uctx.parallel.sequence_parallel = o.sp;
+    uctx.parallel.keep_gathered_ln_outputs = o.keep_gathered;
     uctx.selective_checkpoint = o.selective;
     const std::vector<ParamSpec>& specs = block().params();
     std::vector<Buffer> p, g;
@@ -563,6 +567,56 @@ TEST_F(Gpt2BlockTpTest, SelectiveCheckpointingIsBitwiseAFullSave) {
         }
         EXPECT_EQ(sel[r].workspace_left, 0) << "rank " << r;
         EXPECT_EQ(full[r].saved_bytes - sel[r].saved_bytes, (2 * nl * c + 4 * n * c / tp) * e) << "rank " << r;
+      }
+    }
+  }
+}
+
+// Sequence parallelism keeping the gathered LayerNorm outputs, at tp 2 and
+// 3, fused and split backward, f32 and bf16: output, input gradient and
+// every gradient bitwise those of the regathering block; the backward
+// without the two ln_1/ln_2 output all-gathers (2·(tp−1)·N·C/tp·e bytes
+// fewer); the saved bytes up by the two outputs' other ranks' rows,
+// 2·(N − N/tp)·C·e, all counted as activations; no workspace left.
+TEST_F(Gpt2BlockTpTest, KeptGatheredLayerNormOutputsSkipTheRegatherBitwise) {
+  const int64_t n = N(), c = C();
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const int64_t e = static_cast<int64_t>(DTypeSize(dt));
+    for (int tp : {2, 3}) {
+      for (bool split : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << DTypeName(dt) << " tp " << tp << (split ? " split" : " fused"));
+        const CommCall ag{CommOp::kAllGather, n * c / tp, dt};
+        const CommCall rs{CommOp::kReduceScatter, n * c / tp, dt};
+        const CommCall ar_ln{CommOp::kAllReduce, 4 * c, dt};
+        RunOptions o;
+        o.tp = tp;
+        o.sp = true;
+        o.split = split;
+        o.dtype = dt;
+        const std::vector<RankResult> regathered = Run(o);
+        o.keep_gathered = true;
+        const std::vector<RankResult> kept = Run(o);
+        ASSERT_TRUE(AllComplete(regathered) && AllComplete(kept));
+        for (int r = 0; r < tp; ++r) {
+          EXPECT_TRUE(SameBits(kept[r].out, regathered[r].out)) << "rank " << r << " output";
+          EXPECT_TRUE(SameBits(kept[r].grad_in, regathered[r].grad_in)) << "rank " << r << " input grad";
+          for (size_t i = 0; i < block().params().size(); ++i) {
+            EXPECT_TRUE(SameBits(kept[r].grads[i], regathered[r].grads[i]))
+                << "rank " << r << " " << block().params()[i].name;
+          }
+          EXPECT_EQ(kept[r].forward_calls, (std::vector<CommCall>{ag, rs, ag, rs}));
+          if (split) {
+            EXPECT_EQ(kept[r].backward_input_calls, (std::vector<CommCall>{ag, rs, ag, rs}));
+            EXPECT_EQ(kept[r].backward_weight_calls, (std::vector<CommCall>{ar_ln}));
+          } else {
+            EXPECT_EQ(kept[r].backward_calls, (std::vector<CommCall>{ag, rs, ag, rs, ar_ln}));
+          }
+          EXPECT_EQ(regathered[r].backward_stats.Total().bytes_sent - kept[r].backward_stats.Total().bytes_sent,
+                    2 * (tp - 1) * (n * c / tp) * e);
+          EXPECT_EQ(kept[r].saved_bytes - regathered[r].saved_bytes, 2 * (n - n / tp) * c * e);
+          EXPECT_EQ(kept[r].activations_after_forward, kept[r].saved_bytes + (n / tp) * c * e);  // + the output
+          EXPECT_EQ(kept[r].workspace_left, 0) << "rank " << r;
+        }
       }
     }
   }

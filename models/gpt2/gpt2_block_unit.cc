@@ -75,9 +75,12 @@ struct BlockSaved : public SavedActivations {
   // Tensor-parallel region, n rows of local width: qkv, att_lse (local heads), atty, fch, fch_gelu.
   // Selective checkpointing (selective set): ln1, ln2 and fch_gelu are
   // empty and the backward rebuilds them from x, res2 and fch.
+  // keep_gathered (sequence parallelism only): ln1 and ln2 hold all n rows,
+  // as gathered for c_attn and c_fc.
   Buffer x, ln1, ln1_mean, ln1_rstd, qkv, att_lse, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
   BlockLayout layout;  // of the forward that saved them
   bool selective = false;
+  bool keep_gathered = false;
   int64_t bytes() const override {
     return x.bytes() + ln1.bytes() + ln1_mean.bytes() + ln1_rstd.bytes() + qkv.bytes() + att_lse.bytes() +
            atty.bytes() + res2.bytes() + ln2.bytes() + ln2_mean.bytes() + ln2_rstd.bytes() + fch.bytes() +
@@ -302,15 +305,25 @@ absl::StatusOr<TensorView> SumColumnParallelInputGrad(const UnitContext& uctx, c
 
 // A column-parallel layer's input for its weight gradient: the saved
 // LayerNorm output `local` (nl, C), gathered over tp into `gathered` (n, C)
-// with sequence parallelism.
+// with sequence parallelism (counted in `category`).
 absl::StatusOr<TensorView> ColumnParallelInput(const UnitContext& uctx, const BlockLayout& l, const Buffer& local,
-                                               Buffer* gathered, const std::string& what) {
+                                               Buffer* gathered, const std::string& what,
+                                               MemoryCategory category = MemoryCategory::kWorkspace) {
   const TensorView v = View(local, {l.nl, l.c});
   if (!l.sp) return v;
-  ASSIGN_OR_RETURN(*gathered,
-                   AllocateOnDevice(uctx.compute, MemoryCategory::kWorkspace, uctx.compute.compute_dtype, l.n * l.c));
+  ASSIGN_OR_RETURN(*gathered, AllocateOnDevice(uctx.compute, category, uctx.compute.compute_dtype, l.n * l.c));
   RETURN_IF_ERROR(TpAllGatherRows(uctx.parallel, uctx.compute, v, View(*gathered, {l.n, l.c}), what));
   return View(*gathered, {l.n, l.c});
+}
+
+// The saved LayerNorm output `saved` as its column-parallel layer's weight
+// gradient reads it: as kept (all n rows) when the forward kept it
+// gathered, else ColumnParallelInput's.
+absl::StatusOr<TensorView> SavedColumnParallelInput(const UnitContext& uctx, const BlockLayout& l,
+                                                    bool kept_gathered, const Buffer& saved, Buffer* gathered,
+                                                    const std::string& what) {
+  if (kept_gathered) return View(saved, {l.n, l.c});
+  return ColumnParallelInput(uctx, l, saved, gathered, what);
 }
 
 // Selective checkpointing: a LayerNorm's output (nl, C) rebuilt from its
@@ -365,17 +378,21 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
   auto s = std::make_unique<BlockSaved>();
   s->layout = l;
   s->selective = uctx.training && uctx.selective_checkpoint;
-  // What selective checkpointing drops lives only through the forward.
+  s->keep_gathered = uctx.training && l.sp && uctx.parallel.keep_gathered_ln_outputs && !s->selective;
+  // What selective checkpointing drops lives only through the forward; with
+  // the gathered LayerNorm outputs kept, their local rows do too.
   const auto dropped = s->selective ? MemoryCategory::kWorkspace : act;
+  const auto ln_local = s->selective || s->keep_gathered ? MemoryCategory::kWorkspace : act;
+  const auto gathered_category = s->keep_gathered ? act : MemoryCategory::kWorkspace;
   ASSIGN_OR_RETURN(s->x, CopyOf(ctx, in, act));
-  ASSIGN_OR_RETURN(s->ln1, AllocateOnDevice(ctx, dropped, dt, nl * c_));
+  ASSIGN_OR_RETURN(s->ln1, AllocateOnDevice(ctx, ln_local, dt, nl * c_));
   ASSIGN_OR_RETURN(s->ln1_mean, AllocateOnDevice(ctx, act, DType::kF32, nl));
   ASSIGN_OR_RETURN(s->ln1_rstd, AllocateOnDevice(ctx, act, DType::kF32, nl));
   ASSIGN_OR_RETURN(s->qkv, AllocateOnDevice(ctx, act, dt, n * l.cq));
   ASSIGN_OR_RETURN(s->att_lse, AllocateOnDevice(ctx, act, DType::kF32, b * l.nh * t));
   ASSIGN_OR_RETURN(s->atty, AllocateOnDevice(ctx, act, dt, n * l.ca));
   ASSIGN_OR_RETURN(s->res2, AllocateOnDevice(ctx, act, dt, nl * c_));
-  ASSIGN_OR_RETURN(s->ln2, AllocateOnDevice(ctx, dropped, dt, nl * c_));
+  ASSIGN_OR_RETURN(s->ln2, AllocateOnDevice(ctx, ln_local, dt, nl * c_));
   ASSIGN_OR_RETURN(s->ln2_mean, AllocateOnDevice(ctx, act, DType::kF32, nl));
   ASSIGN_OR_RETURN(s->ln2_rstd, AllocateOnDevice(ctx, act, DType::kF32, nl));
   ASSIGN_OR_RETURN(s->fch, AllocateOnDevice(ctx, act, dt, n * l.cf));
@@ -389,10 +406,11 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
   RETURN_IF_ERROR(ln_1_.Forward(ctx, params[kLn1W], params[kLn1B], x, View(s->ln1, {nl, c_}),
                                 View(s->ln1_mean, {nl}), View(s->ln1_rstd, {nl})));
   {
-    Buffer gathered;  // sequence parallel: ln_1's output on every row, for c_attn only
-    ASSIGN_OR_RETURN(const TensorView ln1,
-                     ColumnParallelInput(uctx, l, s->ln1, &gathered, absl::StrCat(name_, ".ln_1 output")));
+    Buffer gathered;  // sequence parallel: ln_1's output on every row, for c_attn (and kept, if asked)
+    ASSIGN_OR_RETURN(const TensorView ln1, ColumnParallelInput(uctx, l, s->ln1, &gathered,
+                                                               absl::StrCat(name_, ".ln_1 output"), gathered_category));
     RETURN_IF_ERROR(layers.c_attn.Forward(ctx, params[kAttnW], params[kAttnB], ln1, View(s->qkv, {n, l.cq})));
+    if (s->keep_gathered) s->ln1 = std::move(gathered);
   }
   if (s->selective) s->ln1.Reset();
   RETURN_IF_ERROR(layers.attn.Forward(ctx, View(s->qkv, {b, t, l.cq}), View(s->atty, {b, t, l.ca}),
@@ -405,8 +423,8 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
                                 View(s->ln2_mean, {nl}), View(s->ln2_rstd, {nl})));
   {
     Buffer gathered;
-    ASSIGN_OR_RETURN(const TensorView ln2,
-                     ColumnParallelInput(uctx, l, s->ln2, &gathered, absl::StrCat(name_, ".ln_2 output")));
+    ASSIGN_OR_RETURN(const TensorView ln2, ColumnParallelInput(uctx, l, s->ln2, &gathered,
+                                                               absl::StrCat(name_, ".ln_2 output"), gathered_category));
     if (s->selective) {
       // The GELU the backward recomputes with: the same kernel on the same
       // fch (on the CPU bitwise ForwardGelu's; on CUDA cuBLASLt's fused
@@ -418,6 +436,7 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
       RETURN_IF_ERROR(layers.c_fc.ForwardGelu(ctx, params[kFcW], params[kFcB], ln2, View(s->fch, {n, l.cf}),
                                               View(s->fch_gelu, {n, l.cf})));
     }
+    if (s->keep_gathered) s->ln2 = std::move(gathered);
   }
   if (s->selective) s->ln2.Reset();
   RETURN_IF_ERROR(RowParallelForward(uctx, l, layers.mlp_c_proj, name_ + ".mlp.c_proj", params[kFcProjW],
@@ -502,7 +521,8 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
         ASSIGN_OR_RETURN(rebuilt, RecomputeLayerNorm(ctx, l, ln_2_, params[kLn2W], params[kLn2B], s->res2, ws));
         local = &rebuilt;
       }
-      ASSIGN_OR_RETURN(ln2, ColumnParallelInput(uctx, l, *local, &gathered, absl::StrCat(name_, ".ln_2 output")));
+      ASSIGN_OR_RETURN(ln2, SavedColumnParallelInput(uctx, l, s->keep_gathered, *local, &gathered,
+                                                     absl::StrCat(name_, ".ln_2 output")));
     }
     RETURN_IF_ERROR(layers.c_fc.Backward(ctx, params[kFcW], ln2, View(dfch, {n, l.cf}), dnc_all, grads[kFcW],
                                          grads[kFcB]));
@@ -531,7 +551,8 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
         ASSIGN_OR_RETURN(rebuilt, RecomputeLayerNorm(ctx, l, ln_1_, params[kLn1W], params[kLn1B], s->x, ws));
         local = &rebuilt;
       }
-      ASSIGN_OR_RETURN(ln1, ColumnParallelInput(uctx, l, *local, &gathered, absl::StrCat(name_, ".ln_1 output")));
+      ASSIGN_OR_RETURN(ln1, SavedColumnParallelInput(uctx, l, s->keep_gathered, *local, &gathered,
+                                                     absl::StrCat(name_, ".ln_1 output")));
     }
     RETURN_IF_ERROR(layers.c_attn.Backward(ctx, params[kAttnW], ln1, View(dqkv, {n, l.cq}), dnc_all, grads[kAttnW],
                                            grads[kAttnB]));
@@ -676,7 +697,8 @@ absl::Status Gpt2BlockUnit::BackwardWeight(const UnitContext& uctx, absl::Span<c
     Buffer gathered;
     TensorView ln2 = View(saved_ln2, {nl, c_});
     if (grads[kFcW].data != nullptr) {
-      ASSIGN_OR_RETURN(ln2, ColumnParallelInput(uctx, l, saved_ln2, &gathered, absl::StrCat(name_, ".ln_2 output")));
+      ASSIGN_OR_RETURN(ln2, SavedColumnParallelInput(uctx, l, s->keep_gathered, saved_ln2, &gathered,
+                                                     absl::StrCat(name_, ".ln_2 output")));
     }
     RETURN_IF_ERROR(layers.c_fc.Backward(ctx, kNone, ln2, View(w->dfch, {n, l.cf}), kNone, grads[kFcW], grads[kFcB]));
   }
@@ -693,7 +715,8 @@ absl::Status Gpt2BlockUnit::BackwardWeight(const UnitContext& uctx, absl::Span<c
     Buffer gathered;
     TensorView ln1 = View(saved_ln1, {nl, c_});
     if (grads[kAttnW].data != nullptr) {
-      ASSIGN_OR_RETURN(ln1, ColumnParallelInput(uctx, l, saved_ln1, &gathered, absl::StrCat(name_, ".ln_1 output")));
+      ASSIGN_OR_RETURN(ln1, SavedColumnParallelInput(uctx, l, s->keep_gathered, saved_ln1, &gathered,
+                                                     absl::StrCat(name_, ".ln_1 output")));
     }
     RETURN_IF_ERROR(layers.c_attn.Backward(ctx, kNone, ln1, View(w->dqkv, {n, l.cq}), kNone, grads[kAttnW],
                                            grads[kAttnB]));

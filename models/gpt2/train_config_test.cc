@@ -347,6 +347,17 @@ const BadConfig kBadConfigs[] = {
      "PATH: invalid config:\nengine.parallel: dp*tp*pp = 4 but the world has 3 ranks"},
     {"sequence_parallel_without_tp", "engine { parallel { sequence_parallel: true } }", false, 3,
      "PATH: invalid config:\nengine.parallel.sequence_parallel: true needs engine.parallel.tp > 1 (is 1)"},
+    {"keep_gathered_without_sequence_parallel", "engine { parallel { dp: 1 tp: 3 keep_gathered_ln_outputs: true } }",
+     false, 3,
+     "PATH: invalid config:\nmodel.n_head: 2 is not a multiple of engine.parallel.tp = 3 (each tp rank holds whole "
+     "heads)\nmodel.n_embd: 32 is not a multiple of engine.parallel.tp = 3\nengine.parallel.keep_gathered_ln_outputs: "
+     "true needs engine.parallel.sequence_parallel: true (is false)"},
+    {"keep_gathered_with_selective",
+     "engine { parallel { dp: 1 tp: 2 sequence_parallel: true keep_gathered_ln_outputs: true } "
+     "activation_checkpointing { selective: true } }",
+     false, 2,
+     "PATH: invalid config:\nengine.parallel.keep_gathered_ln_outputs: true cannot be combined with "
+     "engine.activation_checkpointing.selective: true (which drops the LayerNorm outputs it would keep)"},
     {"master_bf16", "engine { precision { master_dtype: BF16 } }", false, 3,
      "PATH: invalid config:\nengine.precision.master_dtype: BF16 is not allowed; expected F32"},
     {"preempt_deadline_zero", "engine { checkpoint { preempt_deadline_s: 0 } }", false, 3,

@@ -65,11 +65,13 @@ ProcessGrid& Grid(int dp, int tp) { return CachedGrid({dp, tp, 1}); }
 struct Case {
   int dp = 1, tp = 1, stage = 0, m = 2;
   bool sp = false;
+  bool keep_gathered = false;  // engine.parallel.keep_gathered_ln_outputs
   int steps = kSteps;
   DTypeProto compute = F32;  // F16 runs with a static loss scale of 1024
   ActivationCheckpointingConfig::Policy policy = ActivationCheckpointingConfig::NONE;
   std::string Name() const {
     return absl::StrCat("dp ", dp, " tp ", tp, " ZeRO ", stage, sp ? " sequence parallel" : "",
+                        keep_gathered ? " keeping gathered LN outputs" : "",
                         compute == F32 ? "" : absl::StrCat(" ", DTypeProto_Name(compute)),
                         policy == ActivationCheckpointingConfig::NONE
                             ? ""
@@ -86,6 +88,7 @@ EngineConfig Config(const Case& c) {
   e.mutable_parallel()->set_dp(c.dp);
   e.mutable_parallel()->set_tp(c.tp);
   e.mutable_parallel()->set_sequence_parallel(c.sp);
+  e.mutable_parallel()->set_keep_gathered_ln_outputs(c.keep_gathered);
   e.mutable_optimizer()->set_lr(1e-3);
   e.mutable_optimizer()->set_eps(1e-6);
   e.mutable_device()->set_threads_per_rank(1);
@@ -213,7 +216,8 @@ struct TpTraffic {
   }
 };
 
-TpTraffic ExpectedTpTraffic(int tp, bool sp, int m, int L, int64_t N, int64_t C) {
+// keep_gathered: the backward's ln_1/ln_2 output gathers are not issued.
+TpTraffic ExpectedTpTraffic(int tp, bool sp, int m, int L, int64_t N, int64_t C, bool keep_gathered = false) {
   TpTraffic t;
   t.tp = tp;
   const int64_t rows = N / tp;
@@ -238,7 +242,7 @@ TpTraffic ExpectedTpTraffic(int tp, bool sp, int m, int L, int64_t N, int64_t C)
     t.Add(CommOp::kReduceScatter, rows * C);  // head backward
     t.Add(CommOp::kAllReduce, 2 * C);         // ln_f's gradients
     for (int b = 0; b < L; ++b) {
-      for (int i = 0; i < 4; ++i) t.Add(CommOp::kAllGather, rows * C);
+      for (int i = 0; i < (keep_gathered ? 2 : 4); ++i) t.Add(CommOp::kAllGather, rows * C);
       for (int i = 0; i < 2; ++i) t.Add(CommOp::kReduceScatter, rows * C);
       t.Add(CommOp::kAllReduce, 4 * C);  // LayerNorms' gradients
     }
@@ -379,6 +383,60 @@ TEST(TensorParallelMpiTest, SequenceParallelismDividesRowActivationsByTp) {
                 static_cast<long long>(off), static_cast<long long>(on));
   }
   EXPECT_EQ(off - on, row_bytes - row_bytes / n);
+}
+
+// Sequence parallelism keeping the gathered LayerNorm outputs, at ZeRO 3
+// on every rank as tp: bitwise the weights and losses of regathering (also
+// under full activation checkpointing, whose recomputed forward gathers
+// again); per step 2 fewer tp all-gathers per block and micro-batch
+// (ExpectedTpTraffic exactly); the activations kept at the first backward up
+// by the two outputs' other ranks' rows, 2·(N − N/tp)·C·4 per block.
+TEST(TensorParallelMpiTest, KeepingGatheredLayerNormOutputsIsBitwiseWithTwoGathersFewerPerBlock) {
+  const int n = WorldSize();
+  if (n < 2) GTEST_SKIP() << "tensor parallelism needs at least 2 ranks";
+  Case base;
+  base.tp = n;
+  base.stage = 3;
+  base.sp = true;
+  base.steps = 3;
+  uint32_t seed = 0;
+  const std::vector<int32_t> tokens = SharedTokens(base.Batch(), TestModel(1), &seed);
+  SCOPED_TRACE(absl::StrCat("token seed ", seed));
+  const Gpt2Config model = TestModel(n);
+  for (auto policy : {ActivationCheckpointingConfig::NONE, ActivationCheckpointingConfig::EVERY_UNIT}) {
+    Case c = base;
+    c.policy = policy;
+    const Outcome regathered = RunTensorParallel(c, tokens);
+    c.keep_gathered = true;
+    SCOPED_TRACE(c.Name());
+    const Outcome kept = RunTensorParallel(c, tokens);
+    EXPECT_TRUE(BitwiseEqual(kept.weights, regathered.weights)) << "differs from regathering";
+    EXPECT_EQ(kept.losses, regathered.losses);
+  }
+  Case c = base;
+  c.keep_gathered = true;
+  ProcessGrid& grid = Grid(1, n);
+  auto engine = Engine::Create(Config(c), &grid, std::move(BuildGpt2(model)).value());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<HostBatch> batches = MicroBatchesForRank(tokens, c.Batch(), model.seq_len, 1, c.m, 0);
+  const CommStats before = (*engine)->comm_stats_by_group().at("tp");
+  ASSERT_TRUE((*engine)->TrainStep(Views(batches)).ok());
+  const CommStats ran = (*engine)->comm_stats_by_group().at("tp") - before;
+  const int64_t N = int64_t{c.Batch() / c.m} * model.seq_len, C = model.n_embd, L = model.n_layer;
+  const TpTraffic want = ExpectedTpTraffic(n, true, c.m, L, N, C, /*keep_gathered=*/true);
+  const TpTraffic regather = ExpectedTpTraffic(n, true, c.m, L, N, C);
+  EXPECT_EQ(regather.ops.at(CommOp::kAllGather).calls - want.ops.at(CommOp::kAllGather).calls, 2 * L * c.m);
+  for (CommOp op : {CommOp::kAllGather, CommOp::kReduceScatter, CommOp::kAllReduce}) {
+    EXPECT_EQ(ran[op].calls, want.ops.at(op).calls) << CommOpName(op);
+    EXPECT_EQ(ran[op].bytes_sent, want.ops.at(op).bytes_sent) << CommOpName(op);
+  }
+  Case one = base;
+  one.m = 1;
+  const int64_t off = KeptActivationBytes(one, tokens);
+  one.keep_gathered = true;
+  const int64_t on = KeptActivationBytes(one, tokens);
+  const int64_t rows = int64_t{one.Batch()} * model.seq_len;
+  EXPECT_EQ(on - off, L * 2 * (rows - rows / n) * C * 4);
 }
 
 // bf16 and f16 at tp 2 (tp 3 on 3 ranks) track the f32 run of the same

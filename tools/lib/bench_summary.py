@@ -120,22 +120,23 @@ def worst(values):
 
 
 def simulated_vs_measured_step(sec):
-    # Every pipeline table's simulated step beside the measured one: its
-    # "simulated / measured" column right after "simulated ms", else
-    # simulated ms / the measured step ms.
+    # The pp = 2 bubble table's simulated step beside the measured one, at
+    # m = 8 (the target's case, as for the schedule rows): its "simulated /
+    # measured" column right after "simulated ms", else simulated ms / the
+    # measured step ms.
+    header, rows = pipeline_rows(sec)
+    if header is None or "simulated ms" not in header:
+        return None
+    sim = header.index("simulated ms")
+    ratio = sim + 1 if sim + 1 < len(header) and header[sim + 1] == "simulated / measured" else None
+    measured = sim - 1 if sim > 0 and header[sim - 1].startswith("step before the optimizer") else None
     ratios = []
-    for _, header, rows in tables(sec.get("pipeline", "")):
-        if "simulated ms" not in header:
-            continue
-        sim = header.index("simulated ms")
-        ratio = sim + 1 if sim + 1 < len(header) and header[sim + 1] == "simulated / measured" else None
-        measured = sim - 1 if sim > 0 and header[sim - 1].startswith("step before the optimizer") else None
-        for r in rows:
-            if ratio is not None and ratio < len(r):
-                ratios.append(number(r[ratio]))
-            elif measured is not None and sim < len(r) and number(r[measured]):
-                v = number(r[sim])
-                ratios.append(v / number(r[measured]) if v is not None else None)
+    for r in rows.values():
+        if ratio is not None and ratio < len(r):
+            ratios.append(number(r[ratio]))
+        elif measured is not None and sim < len(r) and number(r[measured]):
+            v = number(r[sim])
+            ratios.append(v / number(r[measured]) if v is not None else None)
     return worst(ratios)
 
 
