@@ -4,6 +4,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/args.h"
+#include "cli/layout_suggest.h"
 #include "cli/run_config.h"
+#include "engine/cost_profile.h"
 #include "engine/config_validation.h"
 #include "engine/engine_options.h"
 #include "engine/pipeline_plan.h"
@@ -25,7 +28,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: zeroshard schedule CONFIG [--world-size N] [--rank R] [--simulate] [--costs F,B,W]\n"
-    "                          [--set PATH=VALUE ...]\n"
+    "                          [--profile PROFILE [--suggest]] [--set PATH=VALUE ...]\n"
     "\n"
     "Prints the training step program of rank R (default 0) exactly as the engine\n"
     "would run it for CONFIG: one action per line (FORWARD, BACKWARD, GATHER,\n"
@@ -41,6 +44,11 @@ constexpr char kUsage[] =
     "(a deadlock names the actions that wait on each other). --costs sets one\n"
     "unit's forward, input-gradient and weight-gradient times (default 1,1,1; a\n"
     "chunk costs the sum of its units').\n"
+    "--profile reads a cost profile (zeroshard trace TRACE --write-profile\n"
+    "PROFILE) and ends the output with the step time it predicts for CONFIG\n"
+    "(docs/simulator.md). --suggest prints instead every (dp, tp, pp,\n"
+    "micro-batches, schedule) of the world size that fits the memory plan,\n"
+    "ranked by predicted step, and the best as --set flags.\n"
     "--world-size checks dp*tp*pp against N ranks (default: $OMPI_COMM_WORLD_SIZE\n"
     "if set); --set overrides one config field (repeatable).\n"
     "Exits 0; 1 when the dry run finds the programs inconsistent or deadlocked; 2\n"
@@ -128,9 +136,22 @@ std::string FormatSimulation(const std::vector<std::string>& unit_names, const s
   return out;
 }
 
+// The --profile section's lines.
+std::string FormatPrediction(const StepTimePrediction& p, const std::string& profile_path) {
+  std::string out = absl::StrFormat(
+      "predicted step (cost profile %s): %.1f ms; compute %.1f ms, optimizer %.1f ms, collectives %.1f ms, "
+      "exposed %.1f ms",
+      profile_path, p.step_seconds * 1000, p.compute_seconds * 1000, p.optimizer_seconds * 1000,
+      p.comm_seconds * 1000, p.exposed_seconds * 1000);
+  if (p.bubble_fraction > 0) absl::StrAppendFormat(&out, ", bubble %.3f", p.bubble_fraction);
+  absl::StrAppend(&out, "\n");
+  for (const std::string& note : p.notes) absl::StrAppend(&out, "  note: ", note, "\n");
+  return out;
+}
+
 int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedArgs> args = ParseArgs(
-      argc, argv, 1, {{"world-size"}, {"rank"}, {"set", true, true}, {"help", false}, {"simulate", false}, {"costs"}});
+      argc, argv, 1, {{"world-size"}, {"rank"}, {"set", true, true}, {"help", false}, {"simulate", false}, {"costs"}, {"profile"}, {"suggest", false}});
   if (!args.ok()) {
     err << kName << ": " << args.status().message() << "\n" << kUsage;
     return 2;
@@ -164,6 +185,38 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return 2;
   }
 
+  std::optional<CostProfile> profile;
+  if (args->Has("profile")) {
+    absl::StatusOr<CostProfile> read = ReadCostProfile(args->Get("profile", ""));
+    if (!read.ok()) {
+      err << kName << ": --profile: " << read.status().message() << "\n";
+      return 2;
+    }
+    profile = *std::move(read);
+  }
+  if (args->Has("suggest")) {
+    if (!profile.has_value()) {
+      err << kName << ": --suggest needs --profile PROFILE (zeroshard trace TRACE --write-profile PROFILE)\n";
+      return 2;
+    }
+    if (world_size < 1) {
+      err << kName << ": --suggest needs --world-size N (or $OMPI_COMM_WORLD_SIZE)\n";
+      return 2;
+    }
+    absl::StatusOr<std::vector<LayoutChoice>> choices = SuggestLayouts(path, args->GetAll("set"), world_size, *profile);
+    if (!choices.ok()) {
+      err << choices.status().message() << "\n";
+      return 2;
+    }
+    out << path << ": layouts of " << Plural(world_size, "rank") << " ranked by the step cost profile "
+        << args->Get("profile", "") << " predicts (docs/simulator.md)\n"
+        << FormatLayoutChoices(*choices);
+    for (const LayoutChoice& c : *choices) {
+      if (c.feasible) return 0;
+    }
+    return 1;
+  }
+
   absl::StatusOr<RunConfig> run = LoadRunConfig(path, args->GetAll("set"), world_size);
   if (!run.ok()) {
     err << run.status().message() << "\n";
@@ -185,6 +238,15 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (!model.ok()) {
     err << path << ": " << model.status().message() << "\n";
     return 2;
+  }
+  std::string predicted;
+  if (profile.has_value()) {
+    absl::StatusOr<StepTimePrediction> p = PredictRunStep(*run, *profile);
+    if (!p.ok()) {
+      err << path << ": --profile " << args->Get("profile", "") << ": " << p.status().message() << "\n";
+      return 2;
+    }
+    predicted = FormatPrediction(*p, args->Get("profile", ""));
   }
   const int dp = parallel.dp();
   const int pp = parallel.pp();
@@ -248,7 +310,7 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
       const std::string section = FormatSimulation(
           program.names.units, {0, units}, "one stage", PipelineScheduleKind::kOneFOneB, shape,
           *BuildPipelineSchedule(PipelineScheduleKind::kOneFOneB, shape), *costs, dp, simulation, &code);
-      out << header << "\n" << section;
+      out << header << "\n" << section << predicted;
       return code;
     }
     absl::StrAppend(&header, "; train program of rank ", rank, ": ", Plural(program.num_units, "unit"), ", ",
@@ -256,7 +318,8 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
     std::map<std::string, int> sizes;
     for (const auto& [name, members] : ranks[rank].groups) sizes[name] = static_cast<int>(members.size());
     out << header << FormatProgram(program)
-        << FormatScheduleSummary(program, sizes, rank, "every dp rank's program simulated", dp, simulation);
+        << FormatScheduleSummary(program, sizes, rank, "every dp rank's program simulated", dp, simulation)
+        << predicted;
     return simulation.ok() ? 0 : 1;
   }
 
@@ -275,7 +338,7 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
         plan->stages[0].train.names.units, plan->chunk_begin,
         plan->partitioned_by_cost ? "partitioned by cost" : "engine.parallel.pp_partition",
         options->pipeline.schedule, plan->shape, plan->schedule, *costs, dp, simulation, &code);
-    out << header << "\n" << section;
+    out << header << "\n" << section << predicted;
     return code;
   }
   const int stage = rank / dp;
@@ -287,7 +350,8 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
   for (const auto& [name, members] : ranks[rank].groups) sizes[name] = static_cast<int>(members.size());
   out << header << FormatProgram(program)
       << FormatScheduleSummary(program, sizes, rank, "every rank's program simulated", static_cast<int>(ranks.size()),
-                               simulation);
+                               simulation)
+      << predicted;
   return simulation.ok() ? 0 : 1;
 }
 

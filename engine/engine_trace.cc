@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/file_io.h"
 #include "core/status_macros.h"
 #include "engine/engine_impl.h"
+#include "kernels/context.h"
 
 namespace zeroshard {
 
@@ -51,6 +53,11 @@ absl::StatusOr<TraceFileInfo> EngineImpl::WriteTrace() {
       {"sequence_parallel", res_.options.tensor.sequence_parallel ? "true" : "false"},
       {"compute_dtype", absl::StrCat("\"", DTypeName(res_.options.compute_dtype), "\"")},
       {"traced_steps", absl::StrCat(traced_steps_)},
+      // How many threads shared this host's cores (a cost profile's
+      // contention model, docs/simulator.md); 0 cores on a GPU device.
+      {"host_cores", absl::StrCat(res_.device() == Device::kCpu ? std::thread::hardware_concurrency() : 0u)},
+      {"ranks_on_host", absl::StrCat(RanksOnHost())},
+      {"threads_per_rank", absl::StrCat(res_.device() == Device::kCpu ? kernels::CpuThreads() : 0)},
   };
   trace_result_ = WriteMergedTrace(*res_.comms.control, *res_.timeline, trace_path_, other_data);
   res_.timeline->Clear();

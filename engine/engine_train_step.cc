@@ -28,8 +28,12 @@ absl::StatusOr<StepResult> EngineImpl::RunTrainStep(absl::Span<const Batch> micr
   std::optional<TraceScope> step_span;
   if (res_.timeline != nullptr && res_.timeline->recording()) {
     // Named after the optimizer step it makes (a skipped attempt repeats it).
+    // The micro-batch's first tensor's elements (tokens for a language
+    // model): a cost profile scales compute by it (docs/simulator.md).
+    const int64_t elements =
+        micro_batches.empty() || micro_batches[0].empty() ? 0 : micro_batches[0].tensors()[0].view.numel();
     step_span.emplace(res_.timeline.get(), "step", "step", absl::StrCat(state_->step() + 1),
-                      std::initializer_list<TraceArg>{{"step", state_->step() + 1}});
+                      std::initializer_list<TraceArg>{{"step", state_->step() + 1}, {"micro_batch_elements", elements}});
   }
   RunContext run;
   run.host_batches = micro_batches;

@@ -333,7 +333,12 @@ absl::Status OptimizerPhase::Update(int bucket, StepResult* result, OptimizerPha
     }
     return StepGatheredOnHost(bucket, with_region, grads, result);
   }
-  TraceScope span(res_->timeline.get(), "optimizer", "update", {}, {{"bucket", bucket}});
+  int64_t elements = 0;
+  for (int u : units) {
+    if (state_->optimizer_region(u) >= 0) elements += state_->unit_shard(u)->master_numel();
+  }
+  // `elements` lets a cost profile price the update per element (docs/simulator.md).
+  TraceScope span(res_->timeline.get(), "optimizer", "update", {}, {{"bucket", bucket}, {"elements", elements}});
   return state_->optimizer().StepRegions(regions, masters, grads, result->lr, state_->step());
 }
 
@@ -382,7 +387,7 @@ absl::Status OptimizerPhase::UpdateChunk(int c, StepResult* result, OptimizerPha
                                              : static_cast<void*>(state_->optimizer().mutable_state(k, region).as<float>() +
                                                                   chunk.begin));
   }
-  TraceScope span(res_->timeline.get(), "optimizer", "update", {}, {{"bucket", chunk.bucket}, {"chunk", c}});
+  TraceScope span(res_->timeline.get(), "optimizer", "update", {}, {{"bucket", chunk.bucket}, {"chunk", c}, {"elements", chunk.length}});
   RETURN_IF_ERROR(
       state_->optimizer().StepChunk(region, chunk.begin, chunk.length, master, grads, states, result->lr, state_->step()));
   return shard.RoundMasterRange(chunk.begin, chunk.length, master);

@@ -45,7 +45,9 @@ absl::Status OptimizerPhase::UpdateOnHost(int bucket, StepResult* result, Optimi
 
 absl::Status OptimizerPhase::StepOnHost(int bucket, absl::Span<const int> units, StepResult* result) {
   HostOffload& host = *state_->host_offload();
-  TraceScope span(res_->timeline.get(), "optimizer", "update", {}, {{"bucket", bucket}});
+  int64_t elements = 0;
+  for (int u : units) elements += host.numel(state_->optimizer_region(u));
+  TraceScope span(res_->timeline.get(), "optimizer", "update", {}, {{"bucket", bucket}, {"elements", elements}});
   const int kinds = host.state_kinds();
   for (int u : units) {
     const int r = state_->optimizer_region(u);

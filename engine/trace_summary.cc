@@ -6,40 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/straggler_report.h"
+#include "engine/trace_intervals.h"
 #include "nlohmann/json.hpp"
 
 namespace zeroshard {
 namespace {
 
-using Interval = std::pair<double, double>;  // [begin, end) in µs
-
-bool IsComputation(const std::string& cat, const std::string& name) {
-  return cat == "forward" || cat == "backward" || cat == "recompute" || (cat == "optimizer" && name == "update");
-}
-
-// Sorted, disjoint.
-std::vector<Interval> Union(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
-    if (!out.empty() && i.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, i.second);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
-double Overlap(const Interval& x, const std::vector<Interval>& sorted_disjoint) {
-  double total = 0;
-  auto it = std::lower_bound(sorted_disjoint.begin(), sorted_disjoint.end(), Interval{x.first, x.first},
-                             [](const Interval& a, const Interval& b) { return a.second < b.first; });
-  for (; it != sorted_disjoint.end() && it->first < x.second; ++it) {
-    total += std::max(0.0, std::min(x.second, it->second) - std::max(x.first, it->first));
-  }
-  return total;
-}
+using Interval = TraceInterval;
 
 struct RankSpans {
   std::vector<Interval> computation;
@@ -76,7 +49,7 @@ absl::StatusOr<std::vector<RankTraceSummary>> SummarizeTrace(absl::string_view j
     const std::string cat = e["cat"].get<std::string>(), name = e["name"].get<std::string>();
     if (e["tid"].get<int>() == 1) {
       r.comm.push_back({cat, {ts, ts + dur}});
-    } else if (IsComputation(cat, name)) {
+    } else if (IsComputationSpan(cat, name)) {
       r.computation.push_back({ts, ts + dur});
     } else if (cat == "step") {
       r.step_us.push_back(dur);
@@ -96,14 +69,14 @@ absl::StatusOr<std::vector<RankTraceSummary>> SummarizeTrace(absl::string_view j
           n % 2 == 1 ? spans.step_us[n / 2] : (spans.step_us[n / 2 - 1] + spans.step_us[n / 2]) / 2;
       s.median_step_ms = median_us / 1000;
     }
-    const std::vector<Interval> computation = Union(spans.computation);
+    const std::vector<Interval> computation = UnionOf(spans.computation);
     for (const Interval& i : computation) s.compute_ms += (i.second - i.first) / 1000;
     s.blocked_ms = spans.blocked_us / 1000;
     for (const auto& [cat, span] : spans.comm) {
       CommSummary& c = s.comm[cat];
       ++c.count;
       c.ms += (span.second - span.first) / 1000;
-      c.hidden_ms += Overlap(span, computation) / 1000;
+      c.hidden_ms += OverlapWith(span, computation) / 1000;
     }
     out.push_back(std::move(s));
   }
