@@ -127,7 +127,8 @@ absl::StatusOr<CostProfile> CostProfileFromTrace(absl::string_view json_text, ab
     if (!valid(e)) continue;
     const double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
     if (tid_of(e) == 1) {
-      comm[pid_of(e)].push_back({ts, ts + dur});
+      // A pipeline receive's "wait" on the comm thread blocks; it computes nothing.
+      if (e["cat"].get<std::string>() != "wait") comm[pid_of(e)].push_back({ts, ts + dur});
     } else if (IsComputationSpan(e["cat"].get<std::string>(), e["name"].get<std::string>())) {
       computation[pid_of(e)].push_back({ts, ts + dur});
     }

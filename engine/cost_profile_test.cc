@@ -88,7 +88,9 @@ TEST(CostProfileTest, OverlappedSpansCountAtTheSharedCoreRate) {
     absl::StrAppend(&events, r == 0 ? "" : ",", Span(r, 0, "forward", "forward h.0", 0, 1000), ",",
                     Span(r, 0, "backward", "backward h.0", 2000, 400), ",",
                     Span(r, 0, "optimizer", "update", 3000, 100, R"({"bucket":0,"elements":100})"), ",",
-                    Span(r, 1, "gather", "AllGather h.0", 500, 1000, R"({"bytes":1000,"queued_us":0})"));
+                    Span(r, 1, "gather", "AllGather h.0", 500, 1000, R"({"bytes":1000,"queued_us":0})"), ",",
+                    // A pipeline receive blocked on the comm thread: no contention.
+                    Span(r, 1, "wait", "Recv header", 2000, 400, R"({"bytes":64,"queued_us":0})"));
   }
   const std::string trace = absl::StrCat(R"({"traceEvents":[)", events,
                                          R"(],"otherData":{"dp":2,"shard_group_size":2,"host_cores":2,)",

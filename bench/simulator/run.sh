@@ -76,11 +76,12 @@ predicted() {
 
 ratio() { python3 -c "print(f'{$1 / $2:.3f}')"; }
 
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # Rounds interleave the layouts (the machine's noise drifts); each layout's
 # measured step is the median over rounds of its runs' median steps. The
-# profile is the first round's run of the profiled layout.
+# profile is the profiled layout's median run (the round whose step is the
+# median), so one noisy run does not set every prediction.
 pp_layouts=(GPIPE:1 ONE_F_ONE_B:1 INTERLEAVED_1F1B:2 ZERO_BUBBLE_H1:1)
 declare -A runs
 for round in $(seq 1 "$rounds"); do
@@ -94,29 +95,42 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 
+# median_round NAME: the round of NAME's median run.
+median_round() {
+  local m r=1
+  m=$(median ${runs[$1]})
+  for v in ${runs[$1]}; do
+    [ "$v" = "$m" ] && { echo "$r"; return; }
+    r=$((r + 1))
+  done
+  echo 1
+}
+dp_profile=$work/zero3.r$(median_round zero3).profile.pbtxt
+pp_profile=$work/ZERO_BUBBLE_H1.r$(median_round ZERO_BUBBLE_H1).profile.pbtxt
+
 echo "## Predicted vs measured step, dp 2, GPT-2 4 x 256, V 8192, T 64, 4 sequences a rank, 1 thread a rank"
 echo
-echo "Profile: the stage 3 run's trace ($steps traced steps + 1), \`zeroshard trace --write-profile\`; measured: median over $rounds interleaved rounds of each run's median step."
+echo "Profile: the median stage 3 run's trace ($steps traced steps + 1), \`zeroshard trace --write-profile\`; measured: median over $rounds interleaved rounds of each run's median step."
 echo
 echo "| stage | measured ms | runs | predicted ms | predicted / measured |"
 echo "|---|---|---|---|---|"
 for stage in 0 1 2 3; do
   m=$(median ${runs[zero$stage]})
-  read -r p _ < <(predicted "$work/dp.pbtxt" "$work/zero3.r1.profile.pbtxt" engine.zero.stage=$stage)
+  read -r p _ < <(predicted "$work/dp.pbtxt" "$dp_profile" engine.zero.stage=$stage)
   echo "| $stage | $m |${runs[zero$stage]} | $p | $(ratio "$p" "$m") |"
 done
 
 echo
 echo "## Predicted vs measured step, pp 2 (dp 1), m 8, GPT-2 8 x 192, V 256, 4 x 64 tokens a micro-batch, ZeRO 0"
 echo
-echo "Profile: the ZERO_BUBBLE_H1 run's trace (its split backward measured)."
+echo "Profile: the median ZERO_BUBBLE_H1 run's trace (its split backward measured); no link is fitted at dp 1, so transfers are not priced."
 echo
 echo "| schedule | v | measured ms | runs | predicted ms | predicted / measured | predicted bubble |"
 echo "|---|---|---|---|---|---|---|"
 for spec in "${pp_layouts[@]}"; do
   schedule=${spec%:*} v=${spec#*:}
   m=$(median ${runs[$schedule]})
-  read -r p bubble < <(predicted "$work/pp.pbtxt" "$work/ZERO_BUBBLE_H1.r1.profile.pbtxt" \
+  read -r p bubble < <(predicted "$work/pp.pbtxt" "$pp_profile" \
     engine.parallel.pipeline_schedule=$schedule engine.parallel.virtual_stages=$v)
   echo "| $schedule | $v | $m |${runs[$schedule]} | $p | $(ratio "$p" "$m") | $bubble |"
 done
