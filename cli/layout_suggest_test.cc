@@ -2,12 +2,10 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "cli/schedule.h"
 #include "engine/cost_profile.h"
 #include "gtest/gtest.h"
 
@@ -51,35 +49,6 @@ CostProfile Profile() {
   return p;
 }
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result Schedule(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int code = RunSchedule(args, out, err);
-  return {code, out.str(), err.str()};
-}
-
-TEST(LayoutSuggestTest, OneRankStepIsItsUnitsComputeAtTheProfiledMicroBatch) {
-  const std::string config = WriteConfig("one_rank.pbtxt", "zero { stage: 0 }");
-  const std::string profile = TempPath("one_rank_profile.pbtxt");
-  ASSERT_TRUE(WriteCostProfile(Profile(), profile).ok());
-  const Result r = Schedule({config, "--profile", profile});
-  ASSERT_EQ(r.code, 0) << r.err;
-  // 6 units x (1 + 2) ms, nothing to communicate on one rank.
-  EXPECT_TRUE(absl::StrContains(r.out, "predicted step (cost profile " + profile +
-                                           "): 18.0 ms; compute 18.0 ms, optimizer 0.0 ms, collectives 0.0 ms, "
-                                           "exposed 0.0 ms\n"))
-      << r.out;
-  // Two micro-batches of half the rows: the same compute.
-  const Result m2 = Schedule({config, "--profile", profile, "--set", "engine.gradient_accumulation_steps=2"});
-  ASSERT_EQ(m2.code, 0) << m2.err;
-  EXPECT_TRUE(absl::StrContains(m2.out, "): 18.0 ms; compute 18.0 ms")) << m2.out;
-}
-
 TEST(LayoutSuggestTest, RanksFeasibleLayoutsAndEndsWithTheBestAsFlags) {
   const std::string config = WriteConfig("suggest.pbtxt", "zero { stage: 1 }");
   absl::StatusOr<std::vector<LayoutChoice>> choices = SuggestLayouts(config, {}, 2, Profile());
@@ -116,21 +85,6 @@ TEST(LayoutSuggestTest, RanksFeasibleLayoutsAndEndsWithTheBestAsFlags) {
   for (const std::string& s : best.sets) flags += (flags.empty() ? "" : " ") + std::string("--set ") + s;
   EXPECT_TRUE(absl::EndsWith(table, "\nbest: " + flags + "\n")) << table;
   EXPECT_TRUE(absl::StartsWith(table, "| rank | dp | tp | pp | micro-batches | schedule |")) << table;
-}
-
-TEST(LayoutSuggestTest, SuggestNeedsAProfileAndAWorldSize) {
-  const std::string config = WriteConfig("suggest_flags.pbtxt", "zero { stage: 1 }");
-  Result r = Schedule({config, "--suggest", "--world-size", "2"});
-  EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(absl::StrContains(r.err, "--suggest needs --profile PROFILE")) << r.err;
-  const std::string profile = TempPath("flags_profile.pbtxt");
-  ASSERT_TRUE(WriteCostProfile(Profile(), profile).ok());
-  r = Schedule({config, "--suggest", "--profile", profile, "--world-size", "2"});
-  EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(absl::StrContains(r.out, "\nbest: --set engine.parallel.dp=")) << r.out;
-  r = Schedule({config, "--profile", TempPath("missing.pbtxt")});
-  EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(absl::StrContains(r.err, "--profile: ")) << r.err;
 }
 
 }  // namespace

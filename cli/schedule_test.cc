@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "engine/cost_profile.h"
 #include "engine/data_parallel_program.h"
 #include "engine/program_simulator.h"
 #include "engine/step_program.h"
@@ -133,6 +135,33 @@ std::string WriteConfig(const std::string& name, const std::string& engine) {
                          "engine { zero { stage: 3 } "
                       << engine << " }\n";
   return path;
+}
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+// A cost profile of the config's units: each F 1 ms, fused backward 2 ms,
+// at a micro-batch of 16 x 16 tokens; updates free; a dp link of 10 us and
+// 1 GB/s.
+CostProfile Profile() {
+  CostProfile p;
+  p.set_source("profile.pbtxt");
+  p.set_tp(1);
+  p.set_micro_batch_elements(256);
+  for (const char* name : {"embed", "h.0", "h.1", "h.2", "h.3", "head"}) {
+    UnitCost* u = p.add_units();
+    u->set_name(name);
+    u->set_forward_seconds(1e-3);
+    u->set_backward_input_seconds(2e-3);
+    u->set_recompute_seconds(1e-3);
+  }
+  LinkCost* dp = p.add_links();
+  dp->set_group("dp");
+  dp->set_latency_seconds(1e-5);
+  dp->set_bytes_per_second(1e9);
+  return p;
 }
 
 struct Result {
@@ -552,6 +581,39 @@ TEST(ScheduleCommandTest, BadInputs) {
   r = Schedule({path, "--rank", "2"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "zeroshard schedule: --rank: 2 is outside [0, 2) for a world of 2 ranks\n");
+}
+
+TEST(ScheduleCommandTest, ProfilePredictsOneRanksStepAsItsUnitsCompute) {
+  const std::string config = WriteConfig("one_rank.pbtxt", "");
+  const std::string profile = TempPath("one_rank_profile.pbtxt");
+  ASSERT_TRUE(WriteCostProfile(Profile(), profile).ok());
+  const Result r = Schedule({config, "--profile", profile, "--set", "engine.zero.stage=0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // 6 units x (1 + 2) ms, nothing to communicate on one rank.
+  EXPECT_TRUE(absl::StrContains(r.out, "predicted step (cost profile " + profile +
+                                           "): 18.0 ms; compute 18.0 ms, optimizer 0.0 ms, collectives 0.0 ms, "
+                                           "exposed 0.0 ms\n"))
+      << r.out;
+  // Two micro-batches of half the rows: the same compute.
+  const Result m2 = Schedule({config, "--profile", profile, "--set", "engine.zero.stage=0", "--set",
+                                 "engine.gradient_accumulation_steps=2"});
+  ASSERT_EQ(m2.code, 0) << m2.err;
+  EXPECT_TRUE(absl::StrContains(m2.out, "): 18.0 ms; compute 18.0 ms")) << m2.out;
+}
+
+TEST(ScheduleCommandTest, SuggestNeedsAProfileAndAWorldSize) {
+  const std::string config = WriteConfig("suggest_flags.pbtxt", "");
+  Result r = Schedule({config, "--suggest", "--world-size", "2"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "--suggest needs --profile PROFILE")) << r.err;
+  const std::string profile = TempPath("flags_profile.pbtxt");
+  ASSERT_TRUE(WriteCostProfile(Profile(), profile).ok());
+  r = Schedule({config, "--suggest", "--profile", profile, "--world-size", "2"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "\nbest: --set engine.parallel.dp=")) << r.out;
+  r = Schedule({config, "--profile", TempPath("missing.pbtxt")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "--profile: ")) << r.err;
 }
 
 }  // namespace

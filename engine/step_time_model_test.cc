@@ -65,13 +65,18 @@ struct TwoUnits {
   }
 };
 
+// Forward a, b; backward b, reduce {b}; backward a, reduce {a}; wait both;
+// update both.
+std::vector<Action> ReduceEachBucketAfterItsBackward() {
+  return {Compute(ActionKind::kForward, 0),   Compute(ActionKind::kForward, 1), Compute(ActionKind::kBackward, 1),
+          Bucket(ActionKind::kReduce, 0, 128), Compute(ActionKind::kBackward, 0), Bucket(ActionKind::kReduce, 1, 128),
+          Bucket(ActionKind::kWaitReduce, 0), Bucket(ActionKind::kWaitReduce, 1), Bucket(ActionKind::kUpdate, 0),
+          Bucket(ActionKind::kUpdate, 1)};
+}
+
 TEST(StepTimeModelTest, AReductionBehindBackwardIsHiddenTheLastIsExposed) {
   TwoUnits t;
-  t.plan.train.actions = {Compute(ActionKind::kForward, 0),    Compute(ActionKind::kForward, 1),
-                          Compute(ActionKind::kBackward, 1),   Bucket(ActionKind::kReduce, 0, 128),
-                          Compute(ActionKind::kBackward, 0),   Bucket(ActionKind::kReduce, 1, 128),
-                          Bucket(ActionKind::kWaitReduce, 0),  Bucket(ActionKind::kWaitReduce, 1),
-                          Bucket(ActionKind::kUpdate, 0),      Bucket(ActionKind::kUpdate, 1)};
+  t.plan.train.actions = ReduceEachBucketAfterItsBackward();
   absl::StatusOr<StepTimePrediction> p = PredictStepTime(t.plan, t.options, {{"dp", 2}}, 1.0, t.profile);
   ASSERT_TRUE(p.ok()) << p.status();
   // F a [0,1], F b [1,4], B b [4,8]; its reduce [8,9] under B a [8,10];
@@ -86,11 +91,7 @@ TEST(StepTimeModelTest, AReductionBehindBackwardIsHiddenTheLastIsExposed) {
 
 TEST(StepTimeModelTest, ComputeAndCommShareCoresWhileBothRun) {
   TwoUnits t;
-  t.plan.train.actions = {Compute(ActionKind::kForward, 0),    Compute(ActionKind::kForward, 1),
-                          Compute(ActionKind::kBackward, 1),   Bucket(ActionKind::kReduce, 0, 128),
-                          Compute(ActionKind::kBackward, 0),   Bucket(ActionKind::kReduce, 1, 128),
-                          Bucket(ActionKind::kWaitReduce, 0),  Bucket(ActionKind::kWaitReduce, 1),
-                          Bucket(ActionKind::kUpdate, 0),      Bucket(ActionKind::kUpdate, 1)};
+  t.plan.train.actions = ReduceEachBucketAfterItsBackward();
   // 2 ranks of 1 thread on 2 cores: b's reduction (1 s of work) beside a's
   // backward (2 s) both run at half speed for 2 s, so the backward ends at
   // 11, not 10; a's reduction [11, 12] is waited; the updates follow.
