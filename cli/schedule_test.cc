@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "cli/layout_suggest.h"
 #include "engine/cost_profile.h"
 #include "engine/data_parallel_program.h"
 #include "engine/program_simulator.h"
@@ -614,6 +615,44 @@ TEST(ScheduleCommandTest, SuggestNeedsAProfileAndAWorldSize) {
   r = Schedule({config, "--profile", TempPath("missing.pbtxt")});
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "--profile: ")) << r.err;
+}
+
+TEST(ScheduleCommandTest, SuggestRanksFeasibleLayoutsAndEndsWithTheBestAsFlags) {
+  const std::string config = WriteConfig("suggest.pbtxt", "");
+  absl::StatusOr<std::vector<LayoutChoice>> choices = SuggestLayouts(config, {"engine.zero.stage=1"}, 2, Profile());
+  ASSERT_TRUE(choices.ok()) << choices.status();
+  ASSERT_FALSE(choices->empty());
+  const LayoutChoice& best = choices->front();
+  ASSERT_TRUE(best.feasible && best.priced) << best.verdict;
+  bool saw_tp = false, saw_refused = false;
+  for (const LayoutChoice& c : *choices) {
+    EXPECT_EQ(c.dp * c.tp * c.pp, 2);
+    if (c.feasible && c.priced) {
+      EXPECT_LE(best.prediction.step_seconds, c.prediction.step_seconds);
+    }
+    if (c.tp == 2 && c.feasible) {
+      saw_tp = true;
+      EXPECT_FALSE(c.priced);
+      EXPECT_TRUE(absl::StrContains(c.verdict, "tp collectives not priced (profiled at tp 1)")) << c.verdict;
+    }
+    if (c.pp == 2 && c.schedule == "ZERO_BUBBLE_H1" && c.micro_batches == 1) {
+      saw_refused = true;
+      EXPECT_FALSE(c.feasible);
+      EXPECT_TRUE(absl::StrContains(c.verdict, "ZERO_BUBBLE_H1 needs engine.gradient_accumulation_steps (1) >= "
+                                               "engine.parallel.pp (2)"))
+          << c.verdict;
+    }
+  }
+  EXPECT_TRUE(saw_tp);
+  EXPECT_TRUE(saw_refused);
+  // dp 2 halves each rank's micro-batch: below one rank's 18 ms.
+  EXPECT_LT(best.prediction.step_seconds, 18e-3);
+
+  const std::string table = FormatLayoutChoices(*choices);
+  std::string flags;
+  for (const std::string& s : best.sets) flags += (flags.empty() ? "" : " ") + std::string("--set ") + s;
+  EXPECT_TRUE(absl::EndsWith(table, "\nbest: " + flags + "\n")) << table;
+  EXPECT_TRUE(absl::StartsWith(table, "| rank | dp | tp | pp | micro-batches | schedule |")) << table;
 }
 
 }  // namespace
