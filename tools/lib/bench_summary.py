@@ -16,7 +16,7 @@ import sys
 
 # The benchmarks tools/bench runs, as its section names.
 SECTIONS = ["zero", "comm", "single_rank", "pipeline", "tp", "activation_checkpointing", "offload", "offload_dp2",
-            "offload_io", "memory_by_stage", "overlap"]
+            "offload_io", "simulator", "memory_by_stage", "overlap"]
 
 NOT_MEASURED = "not measured"
 
@@ -120,7 +120,17 @@ def worst(values):
 
 
 def simulated_vs_measured_step(sec):
-    # The pp = 2 bubble table's simulated step beside the measured one, at
+    # The simulator benchmark's tables (ZeRO 0-3 at dp 2 and the pp 2, m 8
+    # schedules, each predicted from a cost profile) when it ran: the worst
+    # "predicted / measured".
+    ratios = []
+    for _, header, rows in tables(sec.get("simulator", "")):
+        c = column(header, "predicted / measured")
+        if c is not None:
+            ratios += [number(r[c]) for r in rows if c < len(r)]
+    if ratios:
+        return worst(ratios)
+    # Else the pp = 2 bubble table's simulated step beside the measured one, at
     # m = 8 (the target's case, as for the schedule rows): its "simulated /
     # measured" column right after "simulated ms", else simulated ms / the
     # measured step ms.

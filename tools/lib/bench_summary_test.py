@@ -86,6 +86,17 @@ class BenchSummaryTest(unittest.TestCase):
         # The farthest from 1 at m = 8 (m = 2's 0.90 is not the target's case), not the bubble's ratio.
         self.assertEqual(v["simulated / measured step"], "0.95")
 
+    def test_simulated_step_prefers_the_simulator_benchmark(self):
+        simulator = (
+            "## Predicted vs measured step, dp 2\n\n"
+            "| stage | measured ms | runs | predicted ms | predicted / measured |\n|---|---|---|---|---|\n"
+            "| 0 | 153.1 | 153.1 160.2 | 133.5 | 0.872 |\n| 1 | 136.1 | 132.7 | 131.3 | 0.965 |\n\n"
+            "## Predicted vs measured step, pp 2\n\n"
+            "| schedule | v | measured ms | runs | predicted ms | predicted / measured | predicted bubble |\n"
+            "|---|---|---|---|---|---|---|\n| GPIPE | 1 | 393.4 | 401.1 | 367.3 | 0.934 | 0.126 |\n")
+        v = bench_summary.values({"pipeline": PIPELINE, "simulator": simulator})
+        self.assertEqual(v["simulated / measured step"], "0.87")  # the farthest from 1 over both tables
+
     def test_missing_rows_read_not_measured_and_previous_na(self):
         ac_without_selective = "\n".join(l for l in AC.splitlines() if not l.startswith("| selective"))
         text = bench_summary.summary({"activation_checkpointing": ac_without_selective}, {})
