@@ -151,7 +151,9 @@ std::string FormatPrediction(const StepTimePrediction& p, const std::string& pro
 
 int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedArgs> args = ParseArgs(
-      argc, argv, 1, {{"world-size"}, {"rank"}, {"set", true, true}, {"help", false}, {"simulate", false}, {"costs"}, {"profile"}, {"suggest", false}});
+      argc, argv, 1,
+      {{"world-size"}, {"rank"}, {"set", true, true}, {"help", false}, {"simulate", false}, {"costs"}, {"profile"},
+       {"suggest", false}});
   if (!args.ok()) {
     err << kName << ": " << args.status().message() << "\n" << kUsage;
     return 2;
@@ -185,9 +187,10 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return 2;
   }
 
+  const std::string profile_path = args->Get("profile", "");
   std::optional<CostProfile> profile;
   if (args->Has("profile")) {
-    absl::StatusOr<CostProfile> read = ReadCostProfile(args->Get("profile", ""));
+    absl::StatusOr<CostProfile> read = ReadCostProfile(profile_path);
     if (!read.ok()) {
       err << kName << ": --profile: " << read.status().message() << "\n";
       return 2;
@@ -209,7 +212,7 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
       return 2;
     }
     out << path << ": layouts of " << Plural(world_size, "rank") << " ranked by the step cost profile "
-        << args->Get("profile", "") << " predicts (docs/simulator.md)\n"
+        << profile_path << " predicts (docs/simulator.md)\n"
         << FormatLayoutChoices(*choices);
     for (const LayoutChoice& c : *choices) {
       if (c.feasible) return 0;
@@ -243,10 +246,10 @@ int RunCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (profile.has_value()) {
     absl::StatusOr<StepTimePrediction> p = PredictRunStep(*run, *profile);
     if (!p.ok()) {
-      err << path << ": --profile " << args->Get("profile", "") << ": " << p.status().message() << "\n";
+      err << path << ": --profile " << profile_path << ": " << p.status().message() << "\n";
       return 2;
     }
-    predicted = FormatPrediction(*p, args->Get("profile", ""));
+    predicted = FormatPrediction(*p, profile_path);
   }
   const int dp = parallel.dp();
   const int pp = parallel.pp();

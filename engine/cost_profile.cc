@@ -15,13 +15,6 @@
 namespace zeroshard {
 namespace {
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 struct UnitSamples {
   std::vector<double> forward, backward, weight, recompute;
 };
@@ -220,11 +213,11 @@ absl::StatusOr<CostProfile> CostProfileFromTrace(absl::string_view json_text, ab
     if (s.forward.empty() || (s.backward.empty() && s.weight.empty())) continue;  // evaluated, or a loose span
     UnitCost* u = profile.add_units();
     u->set_name(name);
-    u->set_forward_seconds(Median(s.forward));
-    u->set_backward_input_seconds(Median(s.backward));
+    u->set_forward_seconds(MedianOf(s.forward));
+    u->set_backward_input_seconds(MedianOf(s.backward));
     u->set_split_measured(!s.weight.empty());
-    u->set_backward_weight_seconds(Median(s.weight));
-    u->set_recompute_seconds(s.recompute.empty() ? u->forward_seconds() : Median(s.recompute));
+    u->set_backward_weight_seconds(MedianOf(s.weight));
+    u->set_recompute_seconds(s.recompute.empty() ? u->forward_seconds() : MedianOf(s.recompute));
   }
   if (profile.units_size() == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -238,7 +231,7 @@ absl::StatusOr<CostProfile> CostProfileFromTrace(absl::string_view json_text, ab
   profile.set_optimizer_seconds_per_element(update_seconds / update_elements);
   for (const auto& [group, samples] : links) *profile.add_links() = FitLink(group, samples);
   double slowest = 0;
-  for (const auto& [rank, steps] : step_seconds) slowest = std::max(slowest, Median(steps));
+  for (const auto& [rank, steps] : step_seconds) slowest = std::max(slowest, MedianOf(steps));
   profile.set_measured_step_seconds(slowest);
   return profile;
 }

@@ -71,19 +71,23 @@ class Links {
  public:
   Links(const CostProfile& profile, std::map<std::string, int> sizes) : profile_(profile), sizes_(std::move(sizes)) {}
 
+  // Group g's link: the profile's fit for g, else its "dp" fit (noted);
+  // null when it has neither.
+  const LinkCost* Find(const std::string& group) {
+    const LinkCost* link = FindLinkCost(profile_, group);
+    if (link != nullptr) return link;
+    link = FindLinkCost(profile_, "dp");
+    if (link != nullptr) notes_.insert(absl::StrCat("group '", group, "' priced with the 'dp' link"));
+    return link;
+  }
   double Seconds(const IssuedCollective& c) {
     auto size = sizes_.find(c.group);
     const int n = size == sizes_.end() ? 1 : size->second;
     if (n <= 1) return 0;
-    const LinkCost* link = FindLinkCost(profile_, c.group);
+    const LinkCost* link = Find(c.group);
     if (link == nullptr) {
-      link = FindLinkCost(profile_, "dp");
-      if (link == nullptr && profile_.links_size() > 0) link = &profile_.links(0);
-      if (link == nullptr) {
-        notes_.insert(absl::StrCat("group '", c.group, "' not priced (the profile fitted no link)"));
-        return 0;
-      }
-      notes_.insert(absl::StrCat("group '", c.group, "' priced with the '", link->group(), "' link"));
+      notes_.insert(absl::StrCat("group '", c.group, "' not priced (the profile fitted no link)"));
+      return 0;
     }
     return CollectiveSeconds(CommOpName(c.op), c.bytes_per_rank, n, *link);
   }
@@ -91,13 +95,6 @@ class Links {
     double total = 0;
     for (const IssuedCollective& c : issues) total += Seconds(c);
     return total;
-  }
-  const LinkCost* Find(const std::string& group) {
-    const LinkCost* link = FindLinkCost(profile_, group);
-    if (link != nullptr) return link;
-    link = FindLinkCost(profile_, "dp");
-    if (link != nullptr) notes_.insert(absl::StrCat("group '", group, "' priced with the 'dp' link"));
-    return link;
   }
   void Note(std::string note) { notes_.insert(std::move(note)); }
   std::vector<std::string> notes() const { return {notes_.begin(), notes_.end()}; }

@@ -1,5 +1,5 @@
-// Interval arithmetic over a trace's spans, shared by the trace summary and
-// the cost profile: [begin, end) pairs in microseconds.
+// Arithmetic over a trace's spans, shared by the trace summary and the cost
+// profile: [begin, end) intervals in microseconds, and medians.
 #ifndef ZEROSHARD_ENGINE_TRACE_INTERVALS_H_
 #define ZEROSHARD_ENGINE_TRACE_INTERVALS_H_
 
@@ -41,6 +41,14 @@ inline double OverlapWith(const TraceInterval& x, const std::vector<TraceInterva
     total += std::max(0.0, std::min(x.second, it->second) - std::max(x.first, it->first));
   }
   return total;
+}
+
+// The median (the mean of the middle two for an even count); 0 for none.
+inline double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 }  // namespace zeroshard

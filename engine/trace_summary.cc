@@ -62,13 +62,7 @@ absl::StatusOr<std::vector<RankTraceSummary>> SummarizeTrace(absl::string_view j
     RankTraceSummary s;
     s.rank = rank;
     s.steps = static_cast<int>(spans.step_us.size());
-    if (!spans.step_us.empty()) {
-      std::sort(spans.step_us.begin(), spans.step_us.end());
-      const size_t n = spans.step_us.size();
-      const double median_us =
-          n % 2 == 1 ? spans.step_us[n / 2] : (spans.step_us[n / 2 - 1] + spans.step_us[n / 2]) / 2;
-      s.median_step_ms = median_us / 1000;
-    }
+    s.median_step_ms = MedianOf(spans.step_us) / 1000;
     const std::vector<Interval> computation = UnionOf(spans.computation);
     for (const Interval& i : computation) s.compute_ms += (i.second - i.first) / 1000;
     s.blocked_ms = spans.blocked_us / 1000;
