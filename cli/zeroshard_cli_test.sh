@@ -156,7 +156,7 @@ expect_eq pipeline_zb_timeline "$(grep '^stage 1 |' <<<"$out")" \
 out=$("$bin" schedule "$demo" "${pp4[@]}" --rank 3 2>&1)
 expect_eq pipeline_program_rc $? 0
 expect_eq pipeline_program_header "$(head -1 <<<"$out" | sed 's/.*; dp=/dp=/')" \
-  "dp=1, pp=4 (ONE_F_ONE_B), ZeRO stage 3, 8 micro-batches; train program of rank 3 (stage 3, dp rank 0): 6 units, 1 bucket, 153 actions"
+  "dp=1, pp=4 (ONE_F_ONE_B), ZeRO stage 3, 8 micro-batches; train program of rank 3 (stage 3, dp rank 0): 6 units, 1 bucket, 154 actions"
 expect_eq pipeline_program_begin "$(sed -n 2p <<<"$out")" "BEGIN_STEP"
 # A micro-batch of 2 rows x 64 tokens x 128 channels in f32: 65536 bytes.
 expect_eq pipeline_program_first "$(sed -n 3p <<<"$out")" "RECV_ACT mb=0 unit=h.3 peer=2 bytes=65536"

@@ -44,9 +44,9 @@ StateRegion EngineStateViewImpl::region(int unit, int kind) const {
     r.begin = shard->zero().shards_params() ? shard->master_begin() : 0;
     r.length = shard->zero().shards_params() ? layout.shard_numel() : layout.padded_numel();
   } else if (kind == kMaster) {
-    r.present = true;
+    r.present = state_->holds_master(unit);  // not a tied mirror's
     r.begin = shard->master_begin();
-    r.length = shard->master_numel();
+    r.length = r.present ? shard->master_numel() : 0;
   } else if (kind == kGrad) {
     r.present = const_cast<UnitShard*>(shard)->grad_shard() != nullptr || Streamed(unit, kind);
     r.begin = layout.ShardBegin(shard->rank());

@@ -142,7 +142,7 @@ int64_t StagingBytes(const StepPlan& plan, const EngineOptions& o, int dp_size) 
 // one reducing), or all of them when reductions are deferred.
 int64_t StepGradBytes(const StepPlan& plan, const EngineOptions& o) {
   const int L = static_cast<int>(plan.layouts.size());
-  auto trains = [&](int u) { return plan.units[u].held && plan.units[u].trainable && plan.units[u].has_params; };
+  auto trains = [&](int u) { return plan.units[u].has_grads(); };
   int64_t total = 0;
   if (!o.zero.shards_grads()) {
     for (int u = 0; u < L; ++u) {
@@ -210,12 +210,15 @@ std::string FormatGiB(int64_t bytes) {
 TierBytes MemoryPlan::ByTier(PlanCategory category) const {
   TierBytes t;
   const int64_t b = bytes[Idx(category)];
+  const int64_t pinned = category == PlanCategory::kGrads ? resident_grad_bytes : 0;
   switch (tier[Idx(category)]) {
     case OffloadTier::kNvme:
-      t.nvme = b;
+      t.nvme = b - pinned;
+      t.device = pinned;
       break;
     case OffloadTier::kHost:
-      t.host = b;
+      t.host = b - pinned;
+      t.device = pinned;
       break;
     case OffloadTier::kDevice:
       t.device = b;
@@ -309,19 +312,27 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     const int64_t master = (o.zero.shards_master() ? S : P) * 4;
     bytes[Idx(PlanCategory::kParams)] += params;
     files[Idx(PlanCategory::kParams)] += p.params_offloadable ? AlignIo(params) : 0;
-    bytes[Idx(PlanCategory::kMasterWeights)] += master;
-    files[Idx(PlanCategory::kMasterWeights)] += AlignIo(master);
+    // A tied mirror keeps no master (the owning stage does).
+    if (!up.mirror) {
+      bytes[Idx(PlanCategory::kMasterWeights)] += master;
+      files[Idx(PlanCategory::kMasterWeights)] += AlignIo(master);
+    }
     if (up.trainable) {
       if (!o.zero.shards_grads()) {
         bytes[Idx(PlanCategory::kGrads)] += P * c;
       } else {
         bytes[Idx(PlanCategory::kGrads)] += S * 4;
-        files[Idx(PlanCategory::kGrads)] += AlignIo(S * 4);
+        // A mirror's shard stays resident (it has no optimizer region).
+        if (up.mirror) {
+          p.resident_grad_bytes += S * 4;
+        } else {
+          files[Idx(PlanCategory::kGrads)] += AlignIo(S * 4);
+        }
       }
       // Error feedback's residuals (f32, the padded buffer) are gradients too.
       if (o.sharding.error_feedback && P > 0) bytes[Idx(PlanCategory::kGrads)] += P * 4;
     }
-    if (up.trainable && up.has_params) {
+    if (up.optimized()) {
       const int64_t region = o.zero.shards_master() ? S : P;
       // As HostOffload allocates it: the f32 gradient, the rounded
       // parameters unless the compute dtype is f32.
@@ -393,7 +404,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     p.bounce_bytes = AlignIo(StreamChunkElements(o.offload.buffer_bytes, bytes_per_element) * 4);
     int64_t largest_region = 0;
     for (int u = 0; u < L; ++u) {
-      if (!plan.units[u].held || !plan.units[u].has_params || !plan.units[u].trainable) continue;
+      if (!plan.units[u].optimized()) continue;
       largest_region = std::max(largest_region, o.zero.shards_master() ? plan.layouts[u].shard_numel()
                                                                        : plan.layouts[u].padded_numel());
     }

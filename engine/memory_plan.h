@@ -98,6 +98,9 @@ struct MemoryPlan {
   // The offloadable classes' file bytes: each region (unit, state kind)
   // rounded up with AlignIo, whatever the class's tier.
   std::array<int64_t, kNumPlanCategories> file_bytes{};
+  // Of the gradients' bytes, those that stay on the device whatever their
+  // tier: a tied mirror's f32 shard (no optimizer region streams it).
+  int64_t resident_grad_bytes = 0;
   // The staging pool when the master, the gradients or the optimizer state
   // are NVME (buffer_count x buffer_bytes).
   int64_t staging_pool_bytes = 0;

@@ -93,12 +93,21 @@ TEST(MemoryPlanTest, EachPipelineStageStateIsExact) {
     compute.kernels = kernels::KernelContext::Cpu(1);
     compute.tracker = &tracker;
     absl::StatusOr<std::unique_ptr<ShardedState>> state =
-        ShardedState::Create(*step, *model, *options, comms[0].get(), nullptr, &tracker, compute, nullptr);
+        ShardedState::Create(*step, *model, *options, comms[0].get(), nullptr, comms[0].get(), &tracker, compute, nullptr);
     ASSERT_TRUE(state.ok()) << state.status();
     absl::StatusOr<MemoryPlan> plan = Plan(*options, *step, *model, kRows, 8);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ExpectStateMatches(*plan, tracker, absl::StrCat("pp stage ", stage));
     EXPECT_GT(plan->bytes_of(PlanCategory::kActivations), 0);
+    // Masters and AdamW's two moments only for the units the stage computes:
+    // the last stage's wte mirror has its parameters and gradient only.
+    int64_t computed = 0;
+    for (size_t u = 0; u < step->units.size(); ++u) {
+      if (step->units[u].computed) computed += step->layouts[u].padded_numel();
+    }
+    EXPECT_EQ(step->units[0].mirror, stage == 1);
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kMasterWeights), computed * 4) << "stage " << stage;
+    EXPECT_EQ(plan->bytes_of(PlanCategory::kOptimizerState), computed * 8) << "stage " << stage;
   }
 }
 
@@ -336,16 +345,15 @@ int64_t LargestBucketShards(const StepPlan& step) {
   for (const GradBucket& b : step.buckets) {
     int64_t bytes = 0;
     for (int u : b.units) {
-      if (step.units[u].held && step.units[u].trainable) bytes += AlignIo(step.layouts[u].shard_numel() * 4);
+      if (step.units[u].optimized()) bytes += AlignIo(step.layouts[u].shard_numel() * 4);
     }
     largest = std::max(largest, bytes);
   }
   return largest;
 }
 
-// Gradient shards on NVMe under a pipeline (each stage's own units and the
-// last stage's wte mirror, whose TIED_REDUCE takes one of the two grad
-// staging buffers) and under hybrid sharding (a bucket holds its buffer
+// Gradient shards on NVMe under a pipeline (each stage's own units; the
+// last stage's wte mirror keeps its shard resident) and under hybrid sharding (a bucket holds its buffer
 // until its replica all-reduce lands): the same two buffers, counted as
 // each stage's ShardedState allocates them, and the shards leave memory.
 TEST(MemoryPlanTest, GradsOnNvmeUnderAPipelineAndHybridShardingCountTheirStaging) {
@@ -373,12 +381,15 @@ TEST(MemoryPlanTest, GradsOnNvmeUnderAPipelineAndHybridShardingCountTheirStaging
     compute.kernels = kernels::KernelContext::Cpu(1);
     compute.tracker = &tracker;
     absl::StatusOr<std::unique_ptr<ShardedState>> state =
-        ShardedState::Create(*step, *model, *options, comms[0].get(), nullptr, &tracker, compute, nullptr);
+        ShardedState::Create(*step, *model, *options, comms[0].get(), nullptr, comms[0].get(), &tracker, compute, nullptr);
     ASSERT_TRUE(state.ok()) << state.status();
     absl::StatusOr<MemoryPlan> plan = Plan(*options, *step, *model, kRows, 8);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_EQ(plan->tier_of(PlanCategory::kGrads), OffloadTier::kNvme);
-    EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current, 0);
+    // Only the mirror's shard stays (it has no optimizer region to stream with).
+    const int64_t mirror_shard = stage == 1 ? step->layouts[0].shard_numel() * 4 : 0;
+    EXPECT_EQ(tracker.Usage(MemoryCategory::kGrads).current, mirror_shard);
+    EXPECT_EQ(plan->ByTier(PlanCategory::kGrads).device, mirror_shard);
     EXPECT_EQ(plan->grad_pool_bytes, 2 * LargestBucketShards(*step));
     EXPECT_GT(plan->grad_pool_bytes, 0);
     EXPECT_EQ(plan->staging_pool_bytes + plan->grad_pool_bytes, tracker.Usage(MemoryCategory::kOffloadStaging).current);

@@ -59,6 +59,8 @@ absl::Status OptimizerPhase::Run(const Action& a, absl::Span<const LossTerms> lo
       return a.chunk >= 0 ? UpdateChunk(a.chunk, result, phase) : Update(a.bucket, result, phase);
     case ActionKind::kPublish:
       return Publish(a.bucket, result, phase);
+    case ActionKind::kTiedPublish:
+      return TiedPublish(a.unit, result, phase);
     case ActionKind::kScalerUpdate:
       return ScalerUpdate(result, phase);
     default:
@@ -412,6 +414,20 @@ absl::Status OptimizerPhase::Publish(int bucket, StepResult* result, OptimizerPh
   }
   const Clock::time_point t0 = Clock::now();
   RETURN_IF_ERROR(WaitAll(works, "AllGather params"));
+  result->timings.publish_wait += SecondsSince(t0);
+  return absl::OkStatus();
+}
+
+// Both ends skip it alike after a skipped step (REDUCE_NORM's flags are
+// the world's). After a failed parameter-shard read it still runs, so no
+// peer is left in the broadcast; SCALER_UPDATE fails the step.
+absl::Status OptimizerPhase::TiedPublish(int unit, StepResult* result, OptimizerPhaseState* phase) {
+  if (!phase->update) return absl::OkStatus();
+  const Clock::time_point t0 = Clock::now();
+  RETURN_IF_ERROR(state_->PublishTiedParams(unit, [&](Work& w, int64_t bytes) {
+    return WaitTracedOn(w, res_->compute.kernels.cuda_stream, res_->timeline.get(), "publish", "Broadcast tied params",
+                        res_->plan.layouts[unit].unit_name(), Clock::now(), bytes);
+  }));
   result->timings.publish_wait += SecondsSince(t0);
   return absl::OkStatus();
 }

@@ -1,6 +1,6 @@
 // OptimizerPhase: the optimizer phase's actions of a step program
 // (engine/optimizer_program.h) — TIED_REDUCE, NORM_PARTIAL, REDUCE_NORM,
-// UPDATE, PUBLISH and SCALER_UPDATE — over the sharded state: the gradient
+// UPDATE, PUBLISH, TIED_PUBLISH and SCALER_UPDATE — over the sharded state: the gradient
 // norm and the step's loss in one fixed summation order, the skip decision,
 // the unscale/reweigh/clip multiply, the optimizer's per-region step, the
 // publication of the new weights, and the loss scaler's update. It sends
@@ -76,6 +76,7 @@ class OptimizerPhase {
 
   void Start(StepResult* result, OptimizerPhaseState* phase);
   absl::Status TiedReduce(int unit);
+  absl::Status TiedPublish(int unit, StepResult* result, OptimizerPhaseState* phase);
   absl::Status NormPartial(int bucket, OptimizerPhaseState* phase);
   // The sums of squares NORM_PARTIAL counts for `units`' current gradient
   // shards into by_unit[u] (0 for a unit this rank does not count).

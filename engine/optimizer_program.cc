@@ -163,6 +163,18 @@ void AddStepPrologueAndOptimizerPhase(const OptimizerPhaseInput& in, StepProgram
     }
     actions.push_back(Make(ActionKind::kPublish, -1, b, std::move(params)));
   }
+  for (int u = 0; u < L; ++u) {
+    const OptimizerPhaseUnit& unit = in.units[u];
+    if (!updated[u] || !unit.tied || unit.shard_numel == 0) continue;
+    const int64_t sent = in.zero.shards_master() ? unit.shard_numel : unit.padded_numel;
+    std::vector<IssuedCollective> issues = {
+        {"embed", CommOp::kBroadcast, sent * in.compute_dtype_bytes, absl::StrCat("tied params ", unit.name)}};
+    if (unit.mirror && in.zero.publishes_by_all_gather()) {
+      issues.push_back({"dp", CommOp::kAllGather, unit.shard_numel * in.compute_dtype_bytes,
+                        absl::StrCat("params ", unit.name)});
+    }
+    actions.push_back(Make(ActionKind::kTiedPublish, u, -1, std::move(issues)));
+  }
   actions.push_back(Make(ActionKind::kScalerUpdate));
 }
 

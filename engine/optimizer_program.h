@@ -5,6 +5,7 @@
 //   REDUCE_NORM
 //   UPDATE(b), PUBLISH(b)  for each bucket in forward order (the last
 //                          bucket, holding the first units, first)
+//   TIED_PUBLISH(u)     for each tied unit with a gradient shard, unit order
 //   SCALER_UPDATE
 // Every collective of the phase is listed on the action that issues it:
 // TIED_REDUCE's "embed" all-reduce of the f32 shard, REDUCE_NORM's
@@ -12,8 +13,12 @@
 // sharding make dp less than the job, else "dp"), UPDATE's "dp" all-gather
 // of the f32 reduced shards where the ZeRO policy all-gathers them (stage
 // 0), PUBLISH's "dp" all-gather of the compute parameters where it
-// publishes by all-gather (stages 1-2). Units with an empty shard issue
-// nothing.
+// publishes by all-gather (stages 1-2), TIED_PUBLISH's "embed" broadcast
+// of the owner's updated compute parameters (its shard; stage 0: the whole
+// buffer) into the mirror's, and on the mirror at stages 1-2 the "dp"
+// all-gather that completes them. Units with an empty shard issue nothing.
+// TIED_PUBLISH follows every PUBLISH, in unit order on both ends, so the
+// two ends meet its broadcasts in the same order whatever their buckets.
 //
 // Streaming (OptimizerPhaseInput::stream, docs/offload_streaming.md): each
 // unit's optimizer region, in update order (buckets in forward order, a
@@ -54,6 +59,8 @@ struct OptimizerPhaseUnit {
   // Streaming: the unit's optimizer region (its master's elements: the
   // padded buffer at stage 0, the shard otherwise); 0 for a unit without one.
   int64_t region_numel = 0;
+  int64_t padded_numel = 0;  // the whole flat buffer
+  bool mirror = false;       // the tied end that does not own it (no region)
 };
 
 // The NVMe tier's streaming; off unless `slots` > 0.

@@ -61,6 +61,8 @@ std::vector<Use> FindUses(const ParamShardIoInput& in, const StepProgram& progra
     } else if ((a.kind == ActionKind::kUpdate || a.kind == ActionKind::kPublish) && a.chunk < 0 && a.bucket >= 0 &&
                a.bucket < static_cast<int>(in.buckets.size()) && !chunked[a.bucket]) {
       for (int u : in.buckets[a.bucket]) touch(u, i);
+    } else if (a.kind == ActionKind::kTiedPublish) {
+      touch(a.unit, i);  // the owner's shard is sent, the mirror's received
     }
   }
   std::stable_sort(uses.begin(), uses.end(), [](const Use& x, const Use& y) { return x.first < y.first; });

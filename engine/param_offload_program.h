@@ -7,7 +7,8 @@
 //   * in the optimizer phase, each unit the phase rounds into: from its
 //     first UPDATE (UPDATE(bucket), or its first streamed UPDATE(chunk)) to
 //     its last rounding (the bucket's PUBLISH, or its last UPDATE(chunk)),
-//     then STORE(u) writes the update back.
+//     then STORE(u) writes the update back; a tied unit's use runs on to
+//     its TIED_PUBLISH (the owner sends the shard, the mirror receives it).
 // Uses take param slots greedily in program order, each the slot free the
 // longest, so every LOAD goes as far ahead as the slots allow: right after
 // the slot's previous use (after WAIT_STORE where that use stored), or,

@@ -69,9 +69,12 @@ TEST(PipelinePlanTest, ToyModelOverTwoStagesWithATiedWeight) {
   EXPECT_EQ(Mirrors(plan->stages[1]), (std::vector<int>{0}));  // the head reads wte
   EXPECT_EQ(plan->tied_stages, (std::vector<int>{0, 1}));
   // The embedding's (67 + 8) x 16 parameters in shards of 608 f32 (padded)
-  // over dp 2: the owner and the mirror sum their gradient shards, then
-  // every rank joins the norm's AllReduce.
-  const std::string tied = "embed AllReduce 2432 tied grads embed\nworld AllReduce 20 norm, loss, overflow\n";
+  // over dp 2: the owner and the mirror sum their gradient shards, every
+  // rank joins the norm's AllReduce, and the owner broadcasts the updated
+  // shard into the mirror's.
+  const std::string tied =
+      "embed AllReduce 2432 tied grads embed\nworld AllReduce 20 norm, loss, overflow\n"
+      "embed Broadcast 2432 tied params embed\n";
   EXPECT_EQ(Collectives(OptimizerPhaseCollectives(plan->stages[0].train)), tied);
   EXPECT_EQ(Collectives(OptimizerPhaseCollectives(plan->stages[1].train)), tied);
   // Stage 1's buckets hold the mirror's gradient next to its own units'.

@@ -257,7 +257,8 @@ class Simulator {
     for (int i = 0; i < static_cast<int>(p.actions.size()); ++i) {
       const Action& a = p.actions[i];
       const bool uses_unit = IsCompute(a.kind) || a.kind == ActionKind::kGather || a.kind == ActionKind::kWaitGather ||
-                             a.kind == ActionKind::kRelease || a.kind == ActionKind::kTiedReduce;
+                             a.kind == ActionKind::kRelease || a.kind == ActionKind::kTiedReduce ||
+                             a.kind == ActionKind::kTiedPublish;
       const bool uses_mb = IsCompute(a.kind) || IsSend(a.kind) || IsRecv(a.kind);
       const bool uses_bucket = a.kind == ActionKind::kReduce || a.kind == ActionKind::kWaitReduce ||
                                a.kind == ActionKind::kNormPartial || a.kind == ActionKind::kUpdate ||
@@ -770,6 +771,7 @@ class Simulator {
       case ActionKind::kReduceNorm:
       case ActionKind::kUpdate:
       case ActionKind::kPublish:
+      case ActionKind::kTiedPublish:
       case ActionKind::kScalerUpdate:
         RETURN_IF_ERROR(CheckOptimizerOrder(r, a));
         break;
@@ -872,6 +874,9 @@ class Simulator {
       case ActionKind::kUpdate:
         if (s.has_reduce_norm && !s.norm_reduced) return Violation(r, "UPDATE before REDUCE_NORM");
         if (a.chunk < 0 && s.updated[a.bucket]) return Violation(r, "a second UPDATE of the bucket");
+        break;
+      case ActionKind::kTiedPublish:
+        if (s.has_reduce_norm && !s.norm_reduced) return Violation(r, "TIED_PUBLISH before REDUCE_NORM");
         break;
       case ActionKind::kPublish:
         if (!s.updated[a.bucket]) return Violation(r, "PUBLISH before the bucket's UPDATE");

@@ -32,6 +32,7 @@
 //     them follows its last REDUCE, and it is waited before the optimizer
 //     phase; per bucket NORM_PARTIAL, then (after REDUCE_NORM, which
 //     follows every NORM_PARTIAL) UPDATE, then PUBLISH, each once;
+//     TIED_PUBLISH after REDUCE_NORM;
 //     SCALER_UPDATE after every PUBLISH; BEGIN_STEP only first;
 //   * the NVMe tier's streaming, per rank, with the program taken as cyclic
 //     (run twice: the last stores of a step drain into the next): a slot

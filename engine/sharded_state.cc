@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "engine/optimizer_program.h"
 #include "nn/param_init.h"
@@ -12,11 +13,18 @@ namespace zeroshard {
 
 absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPlan& plan, const Model& model,
                                                                    const EngineOptions& options, Communicator* dp,
-                                                                   Communicator* replica, MemoryTracker* tracker,
+                                                                   Communicator* replica, Communicator* embedding,
+                                                                   MemoryTracker* tracker,
                                                                    const ComputeContext& compute, Timeline* timeline) {
   std::unique_ptr<ShardedState> state(new ShardedState());
   state->plan_ = &plan;
   state->dp_ = dp;
+  state->embedding_ = embedding;
+  for (const UnitPlan& u : plan.units) {
+    if (u.tied && embedding == nullptr) {
+      return absl::InvalidArgumentError("a tied unit needs the embedding group's communicator");
+    }
+  }
   state->device_ = options.device;
   state->shards_master_ = options.zero.shards_master();
   const int L = static_cast<int>(plan.layouts.size());
@@ -43,8 +51,10 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
       state->shards_.push_back(nullptr);
       continue;
     }
-    const bool region = trainable && plan.units[u].has_params;
-    const bool resident_master = !((master_nvme || host) && region);
+    const bool region = plan.units[u].optimized();
+    // A mirror's master stays with the owner; its parameters come by
+    // PublishTiedParams.
+    const bool resident_master = !plan.units[u].mirror && !((master_nvme || host) && region);
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
                      UnitShard::Create(&plan.layouts[u], options.zero, dp, tracker, options.compute_dtype,
                                        compute.kernels, trainable, resident_master,
@@ -52,8 +62,8 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
                                        /*resident_grads=*/!(grads_nvme && region)));
     shard->set_timeline(timeline);
     if (options.sharding.quantize_weights) shard->set_weight_quantization(options.sharding.quantization_block);
-    with_grads.push_back(trainable && plan.units[u].has_params ? shard.get() : nullptr);
-    if (trainable && plan.units[u].has_params) {
+    with_grads.push_back(plan.units[u].has_grads() ? shard.get() : nullptr);
+    if (region) {
       OptimizerRegion region{&plan.layouts[u], shard->master_begin(), shard->master_numel(), {}};
       for (const ParamSpec& p : model.units[u]->params()) {
         const float decay = p.weight_decay_mult.has_value()            ? *p.weight_decay_mult
@@ -166,6 +176,11 @@ void ShardedState::ReleaseAll() {
 }
 
 absl::Status ShardedState::ReadMaster(int unit, int64_t offset, int64_t count, float* out) {
+  if (!holds_master(unit)) {
+    return absl::FailedPreconditionError(absl::StrCat("unit '", plan_->layouts[unit].unit_name(),
+                                                      "': this rank holds no master of it (a tied mirror's "
+                                                      "master is on the owning pipeline stage)"));
+  }
   if (master_streams(unit)) return offload_->ReadRange(regions_[unit], -1, offset, count, out);
   if (master_on_host(unit)) return host_offload_->Read(regions_[unit], -1, offset, count, out);
   return DeviceCopy(out, Device::kCpu, shards_[unit]->master() + offset, device_,
@@ -180,7 +195,7 @@ absl::Status ShardedState::InitParams(const Model& model, uint64_t seed, int tp_
     const FlatParamLayout& layout = plan_->layouts[u];
     UnitShard& shard = *shards_[u];
     const std::vector<ParamSpec>& specs = model.units[u]->params();
-    if (shard.master_numel() == 0) continue;
+    if (shard.master_numel() == 0 || !holds_master(u)) continue;
     if (master_streams(u)) {
       // Streamed to the file window by window (one chunk of memory).
       const int64_t n = offload_->chunk_elements();
@@ -238,7 +253,7 @@ absl::Status ShardedState::PublishMasterWeights() {
   }
   for (int u = 0; u < num_units(); ++u) {
     UnitShard* shard = shards_[u].get();
-    if (shard == nullptr) continue;
+    if (shard == nullptr || !holds_master(u)) continue;
     if (params_stream(u)) shard->BindParamShard(param_store_->slot(0));
     if (master_streams(u)) {
       // Rounded window by window from the file; the all-gather is issued
@@ -274,7 +289,41 @@ absl::Status ShardedState::PublishMasterWeights() {
     absl::Status s = w->Wait();
     if (status.ok()) status = s;
   }
+  // Every rank of both ends takes part whatever happened above.
+  for (int u = 0; u < num_units(); ++u) {
+    UnitShard* shard = shards_[u].get();
+    if (shard == nullptr || !plan_->units[u].tied) continue;
+    const int64_t bytes = shard->layout().shard_numel() * static_cast<int64_t>(DTypeSize(shard->compute_dtype()));
+    if (params_stream(u)) {
+      shard->BindParamShard(param_store_->slot(0));
+      if (holds_master(u) && status.ok()) status = param_store_->Read(u, 0, bytes, param_store_->slot(0));
+    }
+    absl::Status s = PublishTiedParams(u, [](Work& w, int64_t) { return w.Wait(); });
+    if (status.ok()) status = s;
+    if (params_stream(u) && !holds_master(u) && status.ok()) {
+      status = param_store_->Write(u, 0, bytes, param_store_->slot(0));
+    }
+  }
   return status;
+}
+
+absl::Status ShardedState::PublishTiedParams(int unit, const std::function<absl::Status(Work&, int64_t)>& wait) {
+  UnitShard& shard = *shards_[unit];
+  const FlatParamLayout& layout = plan_->layouts[unit];
+  if (layout.shard_numel() == 0) return absl::OkStatus();
+  // The embedding group's ranks are in pipeline-stage order, the first and
+  // the last stage (engine/pipeline_plan.h).
+  const int root = plan_->units[unit].stage == 0 ? 0 : embedding_->size() - 1;
+  const int64_t count = shards_master_ ? layout.shard_numel() : layout.padded_numel();
+  void* params = shards_master_ ? shard.param_shard() : shard.full_params();
+  const int64_t size = static_cast<int64_t>(DTypeSize(shard.compute_dtype()));
+  std::unique_ptr<Work> sent = embedding_->Broadcast(params, count, shard.compute_dtype(), root);
+  RETURN_IF_ERROR(wait(*sent, count * size));
+  if (holds_master(unit)) return absl::OkStatus();
+  // The mirror's slice is in place: stages 1-2 complete the full buffer.
+  ASSIGN_OR_RETURN(std::unique_ptr<Work> gathered, shard.PublishRounded());
+  if (gathered == nullptr) return absl::OkStatus();
+  return wait(*gathered, layout.shard_numel() * size);
 }
 
 absl::Status ShardedState::FetchReducedGrads(int bucket) {

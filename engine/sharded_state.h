@@ -11,6 +11,7 @@
 #define ZEROSHARD_ENGINE_SHARDED_STATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -41,11 +42,15 @@ class ShardedState {
   // the reducer over the trainable ones, the optimizer over their masters,
   // the scaler and the schedule. No collective; the weights are not
   // initialised yet (InitParams). `replica` is hybrid sharding's replica
-  // group (null: none).
+  // group (null: none). A tied weight's mirror (plan.units[u].mirror) gets
+  // compute parameters and gradients only; `embedding`, the group of the
+  // pipeline ends that hold it, carries the owner's parameters into it
+  // (null: no pipeline ties).
   static absl::StatusOr<std::unique_ptr<ShardedState>> Create(const StepPlan& plan, const Model& model,
                                                               const EngineOptions& options, Communicator* dp,
-                                                              Communicator* replica, MemoryTracker* tracker,
-                                                              const ComputeContext& compute, Timeline* timeline);
+                                                              Communicator* replica, Communicator* embedding,
+                                                              MemoryTracker* tracker, const ComputeContext& compute,
+                                                              Timeline* timeline);
   ~ShardedState();
 
   ShardedState(const ShardedState&) = delete;
@@ -55,8 +60,21 @@ class ShardedState {
   // (the same values whatever the layout), then published (PublishMasterWeights).
   absl::Status InitParams(const Model& model, uint64_t seed, int tp_rank, int tp_size);
   // Collective over dp: rounds every unit's master weights into its compute
-  // parameters, as a step's publication does (after a checkpoint load).
+  // parameters, as a step's publication does (after a checkpoint load);
+  // then, over the embedding group, every tied unit's owner sends them to
+  // its mirror (PublishTiedParams, unit order).
   absl::Status PublishMasterWeights();
+  // Collective over the embedding group (and dp on a mirror at stages 1-2):
+  // the owner of tied unit `unit` broadcasts its compute parameters — the
+  // rank's shard, stage 0's whole buffer — into the mirror's, which stages
+  // 1-2 then all-gather over dp. `wait` waits each collective issued (the
+  // all-gather only once the broadcast has landed), told its bytes; nothing
+  // for a unit with an empty shard. With the parameter shards on the NVMe
+  // tier the shard must be bound to a param slot (the step program's
+  // WAIT_LOAD; PublishMasterWeights binds slot 0).
+  absl::Status PublishTiedParams(int unit, const std::function<absl::Status(Work&, int64_t bytes)>& wait);
+  // Whether this rank keeps the unit's master (a mirror does not).
+  bool holds_master(int unit) const { return shards_[unit] != nullptr && !plan_->units[unit].mirror; }
   // Releases every gathered unit, finishes every reduction and the NVMe
   // tier's I/O in flight (errors ignored): the engine is going away.
   void ReleaseAll();
@@ -133,6 +151,7 @@ class ShardedState {
 
   const StepPlan* plan_ = nullptr;
   Communicator* dp_ = nullptr;
+  Communicator* embedding_ = nullptr;
   Device device_ = Device::kCpu;
   bool shards_master_ = false;
   // Per unit: its optimizer region, -1 when frozen or without parameters.

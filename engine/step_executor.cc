@@ -484,6 +484,7 @@ absl::Status StepExecutor::RunAction(const Action& a, RunContext* run) {
     case ActionKind::kReduceNorm:
     case ActionKind::kUpdate:
     case ActionKind::kPublish:
+    case ActionKind::kTiedPublish:
     case ActionKind::kScalerUpdate:
       RETURN_IF_ERROR(optimizer_->Run(a, run->losses, run->nominal_weight, run->result, &run->optimizer));
       if (t != nullptr) t->optimizer += SecondsSince(t0);

@@ -211,7 +211,7 @@ int64_t GradStagingBytes(const StepPlan& plan, const EngineOptions& options) {
     int64_t bytes = 0;
     for (int u : b.units) {
       const UnitPlan& up = plan.units[u];
-      if (up.held && up.trainable && up.has_params) bytes += AlignIo(plan.layouts[u].shard_numel() * 4);
+      if (up.optimized()) bytes += AlignIo(plan.layouts[u].shard_numel() * 4);
     }
     largest = std::max(largest, bytes);
   }
@@ -265,10 +265,18 @@ namespace {
 absl::StatusOr<OptimizerPhaseInput> OptimizerPhase(const StepPlan& plan, const EngineOptions& options) {
   OptimizerPhaseInput in;
   for (size_t u = 0; u < plan.units.size(); ++u) {
-    const bool region = plan.units[u].held && plan.units[u].has_params && plan.units[u].trainable;
-    const int64_t region_numel =
-        !region ? 0 : options.zero.shards_master() ? plan.layouts[u].shard_numel() : plan.layouts[u].padded_numel();
-    in.units.push_back({plan.layouts[u].unit_name(), plan.layouts[u].shard_numel(), plan.units[u].tied, region_numel});
+    const UnitPlan& up = plan.units[u];
+    const int64_t region_numel = !up.optimized()                ? 0
+                                 : options.zero.shards_master() ? plan.layouts[u].shard_numel()
+                                                                : plan.layouts[u].padded_numel();
+    OptimizerPhaseUnit unit;
+    unit.name = plan.layouts[u].unit_name();
+    unit.shard_numel = plan.layouts[u].shard_numel();
+    unit.padded_numel = plan.layouts[u].padded_numel();
+    unit.tied = up.tied;
+    unit.mirror = up.mirror;
+    unit.region_numel = region_numel;
+    in.units.push_back(std::move(unit));
   }
   const int64_t streamed = StreamedBytesPerElement(options);
   if (streamed > 0) {
@@ -302,7 +310,7 @@ std::vector<GradBucket> HeldBuckets(const StepPlan& plan, const EngineOptions& o
   const int L = static_cast<int>(plan.units.size());
   std::vector<const FlatParamLayout*> with_grads(L, nullptr);
   for (int u = 0; u < L; ++u) {
-    if (plan.units[u].held && plan.units[u].has_params && plan.units[u].trainable) with_grads[u] = &plan.layouts[u];
+    if (plan.units[u].has_grads()) with_grads[u] = &plan.layouts[u];
   }
   return FormGradBuckets(with_grads, options.bucket_bytes, options.reduce_dtype);
 }

@@ -45,11 +45,20 @@ struct UnitPlan {
   // unit's weight is shared with another stage (held on both ends of the
   // embedding group: gradients summed over it before the update). With
   // pp = 1 every unit is computed and held, none tied.
+  // A mirror keeps the compute parameters and their gradient only: the
+  // master and the optimizer state stay on the owning stage, which sends
+  // the updated parameters over the embedding group (TIED_PUBLISH).
   bool computed = true;
   bool held = true;
   bool mirror = false;  // held but computed on another stage
   bool tied = false;
   int stage = 0;        // the pipeline stage that computes it
+
+  // Whether this rank keeps the unit's master and optimizer state (an
+  // optimizer region): held, not a mirror, trainable, with parameters.
+  bool optimized() const { return held && !mirror && trainable && has_params; }
+  // Whether this rank has the unit's gradients (a mirror's included).
+  bool has_grads() const { return held && trainable && has_params; }
 };
 
 struct StepPlan {

@@ -14,7 +14,7 @@ constexpr ActionKind kAllKinds[kNumActionKinds] = {
     ActionKind::kSendGrad,  ActionKind::kRecvGrad,   ActionKind::kBeginStep,     ActionKind::kTiedReduce,
     ActionKind::kNormPartial, ActionKind::kReduceNorm, ActionKind::kUpdate,      ActionKind::kPublish,
     ActionKind::kScalerUpdate, ActionKind::kLoad,      ActionKind::kWaitLoad,     ActionKind::kStore,
-    ActionKind::kWaitStore,
+    ActionKind::kWaitStore, ActionKind::kTiedPublish,
 };
 
 // The name at `index` when there is one, else the index itself.
@@ -77,6 +77,8 @@ const char* ActionKindName(ActionKind kind) {
       return "STORE";
     case ActionKind::kWaitStore:
       return "WAIT_STORE";
+    case ActionKind::kTiedPublish:
+      return "TIED_PUBLISH";
   }
   return "UNKNOWN_ACTION";
 }
@@ -88,6 +90,7 @@ bool IsOptimizerPhase(ActionKind kind) {
     case ActionKind::kReduceNorm:
     case ActionKind::kUpdate:
     case ActionKind::kPublish:
+    case ActionKind::kTiedPublish:
     case ActionKind::kScalerUpdate:
       return true;
     default:

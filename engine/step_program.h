@@ -60,7 +60,7 @@
 // The optimizer phase, once the gradients are reduced:
 //   TIED_REDUCE(unit)          sum a weight's reduced gradient shard over
 //                              the embedding group (both pipeline ends hold
-//                              it, so both copies take the same update)
+//                              it; the owning end updates it)
 //   NORM_PARTIAL(bucket)       the sum of squares of each unit's reduced
 //                              gradient shard in the bucket (local)
 //   REDUCE_NORM                one all-reduce of [sum of squares, loss,
@@ -72,6 +72,10 @@
 //                              shards: every rank updates the whole buffer)
 //   PUBLISH(bucket)            round the bucket's masters into the compute
 //                              parameters (stages 1-2 all-gather them)
+//   TIED_PUBLISH(unit)         the owning end broadcasts the weight's
+//                              updated compute parameters over the
+//                              embedding group into the mirror's (which
+//                              keeps no master or optimizer state)
 //   SCALER_UPDATE              the loss scaler, the step counters, and the
 //                              per-step buffers freed
 // After a skipped step (overflow), UPDATE and PUBLISH change nothing.
@@ -155,11 +159,13 @@ enum class ActionKind : uint8_t {
   kWaitLoad,
   kStore,
   kWaitStore,
+  // Appended to the optimizer phase's kinds: the numbering stays stable.
+  kTiedPublish,
 };
-inline constexpr int kNumActionKinds = 25;
+inline constexpr int kNumActionKinds = 26;
 
 // Whether the kind belongs to the optimizer phase (TIED_REDUCE through
-// SCALER_UPDATE): FormatProgram heads them with "OPTIMIZER:".
+// SCALER_UPDATE, TIED_PUBLISH): FormatProgram heads them with "OPTIMIZER:".
 bool IsOptimizerPhase(ActionKind kind);
 // LOAD, WAIT_LOAD, STORE, WAIT_STORE: placed in backward and in the
 // optimizer phase alike, so FormatProgram's "OPTIMIZER:" heading ignores them.
@@ -169,7 +175,7 @@ bool IsOffloadIo(ActionKind kind);
 // "GATHER", "WAIT_GATHER", "RELEASE", "REDUCE", "WAIT_REDUCE", "SEND_ACT",
 // "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "BEGIN_STEP", "TIED_REDUCE",
 // "NORM_PARTIAL", "REDUCE_NORM", "UPDATE", "PUBLISH", "SCALER_UPDATE",
-// "LOAD", "WAIT_LOAD", "STORE", "WAIT_STORE".
+// "LOAD", "WAIT_LOAD", "STORE", "WAIT_STORE", "TIED_PUBLISH".
 const char* ActionKindName(ActionKind kind);
 // The inverse; kInvalidArgument listing the kinds for anything else.
 absl::StatusOr<ActionKind> ParseActionKind(absl::string_view name);

@@ -17,6 +17,7 @@ constexpr ActionKind kKinds[] = {
     ActionKind::kSendGrad,  ActionKind::kRecvGrad,   ActionKind::kBeginStep,     ActionKind::kTiedReduce,
     ActionKind::kNormPartial, ActionKind::kReduceNorm, ActionKind::kUpdate,      ActionKind::kPublish,
     ActionKind::kScalerUpdate, ActionKind::kLoad, ActionKind::kWaitLoad, ActionKind::kStore, ActionKind::kWaitStore,
+    ActionKind::kTiedPublish,
 };
 
 Action Make(ActionKind kind, int mb, int unit, int bucket = -1, int peer = -1,
@@ -47,7 +48,7 @@ TEST(ActionKindTest, NamesRoundTripAndAreDistinct) {
       "FORWARD", "BACKWARD",    "BACKWARD_INPUT", "BACKWARD_WEIGHT", "RECOMPUTE", "GATHER",    "WAIT_GATHER", "RELEASE",
       "REDUCE",  "WAIT_REDUCE", "SEND_ACT",       "RECV_ACT",        "SEND_GRAD", "RECV_GRAD", "BEGIN_STEP",
       "TIED_REDUCE", "NORM_PARTIAL", "REDUCE_NORM", "UPDATE", "PUBLISH", "SCALER_UPDATE",
-      "LOAD", "WAIT_LOAD", "STORE", "WAIT_STORE"};
+      "LOAD", "WAIT_LOAD", "STORE", "WAIT_STORE", "TIED_PUBLISH"};
   for (int i = 0; i < kNumActionKinds; ++i) {
     EXPECT_EQ(ActionKindName(kKinds[i]), expected[i]);
     absl::StatusOr<ActionKind> parsed = ParseActionKind(expected[i]);
@@ -66,7 +67,7 @@ TEST(ActionKindTest, ParseRejectsUnknownNamesListingTheKinds) {
                   "', expected one of FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, RECOMPUTE, GATHER, "
                   "WAIT_GATHER, RELEASE, REDUCE, WAIT_REDUCE, SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD, BEGIN_STEP, "
                   "TIED_REDUCE, NORM_PARTIAL, REDUCE_NORM, UPDATE, PUBLISH, SCALER_UPDATE, LOAD, WAIT_LOAD, STORE, "
-                  "WAIT_STORE");
+                  "WAIT_STORE, TIED_PUBLISH");
   }
 }
 
@@ -145,6 +146,7 @@ TEST(FormatProgramTest, OneLinePerActionAndTheOptimizerPhaseUnderAHeading) {
             "UPDATE bucket=head\n"
             "SCALER_UPDATE\n");
   EXPECT_TRUE(IsOptimizerPhase(ActionKind::kTiedReduce));
+  EXPECT_TRUE(IsOptimizerPhase(ActionKind::kTiedPublish));
   EXPECT_FALSE(IsOptimizerPhase(ActionKind::kBeginStep));
   EXPECT_FALSE(IsOptimizerPhase(ActionKind::kWaitReduce));
   EXPECT_EQ(FormatProgram(StepProgram()), "");

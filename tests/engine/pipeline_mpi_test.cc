@@ -8,7 +8,6 @@
 // One launch per world size (2, 3, 4) runs the whole matrix in-process.
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <set>
 #include <string>
@@ -20,6 +19,7 @@
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/state_view.h"
+#include "engine/testing/tied_copies.h"
 #include "engine/testing/function_observer.h"
 #include "engine/testing/global_batch.h"
 #include "engine/testing/mpi_grids.h"
@@ -101,17 +101,6 @@ std::vector<int32_t> SharedTokens(int rows, uint32_t* seed_out) {
   const int32_t seed = SharedTestSeed(Grid(WorldSize(), 1).world());
   *seed_out = static_cast<uint32_t>(seed);
   return RandomTokens(static_cast<uint32_t>(seed), rows, Model().seq_len, Model().vocab_size);
-}
-
-// Whether the embed unit's master shard on the first stage equals its
-// mirror's on the last (both ends of this rank's embedding group).
-bool TiedCopiesEqual(Engine& engine, ProcessGrid& grid) {
-  if (grid.shape().pp == 1 || (grid.pp_rank() != 0 && grid.pp_rank() != grid.shape().pp - 1)) return true;
-  EngineStateView& view = engine.state();
-  const int64_t n = view.region(0, EngineStateView::kMaster).length;
-  std::vector<float> both(2 * n);
-  EXPECT_TRUE(grid.embedding().AllGather(view.data(0, EngineStateView::kMaster), both.data(), n, DType::kF32)->Wait().ok());
-  return std::memcmp(both.data(), both.data() + n, n * sizeof(float)) == 0;
 }
 
 Outcome RunPipeline(const Case& c, const std::vector<int32_t>& tokens, EngineObserver* observer = nullptr) {

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +26,7 @@
 #include "comm/process_grid.h"
 #include "engine/engine.h"
 #include "engine/state_view.h"
+#include "engine/testing/tied_copies.h"
 #include "engine/testing/global_batch.h"
 #include "gtest/gtest.h"
 #include "models/gpt2/gpt2.h"
@@ -115,17 +115,6 @@ std::vector<int32_t> SharedTokens(uint32_t* seed_out) {
   *seed_out = static_cast<uint32_t>(seed);
   const Gpt2Config m = TestModel(1);
   return RandomTokens(static_cast<uint32_t>(seed), kRows, m.seq_len, m.vocab_size);
-}
-
-// The embed unit's master shard on the first stage against its mirror's on
-// the last (the same tp slice and dp shard at both ends of the group).
-bool TiedCopiesEqual(Engine& engine, ProcessGrid& grid) {
-  if (grid.shape().pp == 1 || (grid.pp_rank() != 0 && grid.pp_rank() != grid.shape().pp - 1)) return true;
-  EngineStateView& view = engine.state();
-  const int64_t n = view.region(0, EngineStateView::kMaster).length;
-  std::vector<float> both(2 * n);
-  EXPECT_TRUE(grid.embedding().AllGather(view.data(0, EngineStateView::kMaster), both.data(), n, DType::kF32)->Wait().ok());
-  return std::memcmp(both.data(), both.data() + n, n * sizeof(float)) == 0;
 }
 
 Outcome Run3d(const Case& c, const std::vector<int32_t>& tokens) {
