@@ -74,6 +74,21 @@ inline double ZeroStateTheory(int stage, double psi, int n, int64_t state_bytes 
   }
 }
 
+// A tied weight's mirror on another pipeline stage: the compute parameters
+// and their gradient only (the owner keeps the master and the optimizer
+// state): stages 0-1: 8Ψ, 2: 4Ψ + 4Ψ/n, 3: 8Ψ/n.
+inline double ZeroMirrorTheory(int stage, double psi, int n) {
+  switch (stage) {
+    case 0:
+    case 1:
+      return 8 * psi;
+    case 2:
+      return 4 * psi + 4 * psi / n;
+    default:
+      return 8 * psi / n;
+  }
+}
+
 // Elements a rank sends over dp per step (k = 1): a reduce-scatter and an
 // all-gather of every unit's psi elements, (N-1)/N of each; stage 3 gathers
 // for forward and again for backward, less `turnaround` elements, the last

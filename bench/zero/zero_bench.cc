@@ -17,8 +17,9 @@
 //   grid:   (--grid_memory) model-state bytes per rank at every --layouts
 //           (dp, tp, pp) layout the world size fits, per ZeRO stage and
 //           pipeline stage, vs. the ZeRO formula over the elements the rank
-//           holds: its stage's units (the tied embedding's mirror included)
-//           at Ψ_tp = split / tp + replicated, with N = dp.
+//           holds: its stage's units at Ψ_tp = split / tp + replicated, with
+//           N = dp, plus the tied embedding's mirror at its parameters and
+//           gradient only (bench::ZeroMirrorTheory).
 //
 // The memory and comm tables use f32 compute, so the theory is the ZeRO
 // paper's formulas (docs/sharding.md) with 4-byte params and grads:
@@ -263,8 +264,13 @@ int64_t TpLocalElements(const Unit& unit, int tp) {
 
 // What one rank reports for the grid table (gathered as int64 over the world).
 struct RankState {
-  int64_t pp_rank, held_mask, mirror_mask, psi_held, params, grads, master, optim;
+  int64_t pp_rank, held_mask, mirror_mask, psi_held, psi_mirror, params, grads, master, optim;
   int64_t total() const { return params + grads + master + optim; }
+  // The ZeRO formula over its own units, and the mirror's parameters and gradient.
+  double Theory(int stage, int dp) const {
+    return bench::ZeroStateTheory(stage, static_cast<double>(psi_held), dp) +
+           bench::ZeroMirrorTheory(stage, static_cast<double>(psi_mirror), dp);
+  }
 };
 
 // "embed..h.0", "h.1..head + embed (mirror)": the units a rank holds.
@@ -323,14 +329,18 @@ void GridMemory(int world_rank, int world_size, int threads) {
       Check((*engine)->TrainStep(views).status(), "TrainStep");
       const StepPlan& plan = (*engine)->plan();
       const MemoryTracker& m = (*engine)->memory();
-      RankState mine{grid.pp_rank(), 0, 0, 0,
+      RankState mine{grid.pp_rank(), 0, 0, 0, 0,
                      m.Usage(MemoryCategory::kParams).current, m.Usage(MemoryCategory::kGrads).current,
                      m.Usage(MemoryCategory::kMasterParams).current, m.Usage(MemoryCategory::kOptimizerState).current};
       for (size_t u = 0; u < plan.units.size(); ++u) {
         if (!plan.units[u].held) continue;
         mine.held_mask |= int64_t{1} << u;
-        if (plan.units[u].mirror) mine.mirror_mask |= int64_t{1} << u;
-        mine.psi_held += local[u];
+        if (plan.units[u].mirror) {
+          mine.mirror_mask |= int64_t{1} << u;
+          mine.psi_mirror += local[u];
+        } else {
+          mine.psi_held += local[u];
+        }
       }
       // Gathered as raw 32-bit words: the counts exceed what a float carries exactly.
       std::vector<RankState> all(grid.world().size());
@@ -343,14 +353,14 @@ void GridMemory(int world_rank, int world_size, int threads) {
         for (const RankState& r : all) {
           if (r.pp_rank != s) continue;
           if (first == nullptr) first = &r;
-          const double ratio = r.total() / bench::ZeroStateTheory(stage, static_cast<double>(r.psi_held), l.dp);
+          const double ratio = r.total() / r.Theory(stage, l.dp);
           if (std::abs(ratio - 1) > std::abs(worst - 1)) worst = ratio;
         }
-        const double theory = bench::ZeroStateTheory(stage, static_cast<double>(first->psi_held), l.dp);
+        const double theory = first->Theory(stage, l.dp);
         std::printf("| %d, %d, %d | %d | %d | %s | %lld | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB |"
                     " %.6f |\n",
                     l.dp, l.tp, l.pp, stage, s, HeldUnits(names, first->held_mask, first->mirror_mask).c_str(),
-                    static_cast<long long>(first->psi_held), first->params / 1e6, first->grads / 1e6,
+                    static_cast<long long>(first->psi_held + first->psi_mirror), first->params / 1e6, first->grads / 1e6,
                     first->master / 1e6, first->optim / 1e6, first->total() / 1e6, theory / 1e6, worst);
       }
     }
