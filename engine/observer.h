@@ -104,8 +104,9 @@ class EngineObserver {
   virtual void OnWait(const WaitEvent& wait) {}
 
   // After the step's gradient reduction and before the overflow check (and
-  // a pipeline's tied-weight sum), once per trainable unit in unit order:
-  // the reduced, still scaled gradient. A non-finite element written
+  // a pipeline's tied-weight sum), once per trainable unit this rank
+  // updates, in unit order (a tied weight on its owning stage only): the
+  // reduced, still scaled gradient. A non-finite element written
   // here makes the step an overflow: skipped, on every rank.
   virtual void OnReducedGradient(const GradientEvent& grad) {}
   // Right before the update of a step that is not skipped, once per
