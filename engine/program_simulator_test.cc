@@ -506,6 +506,24 @@ TEST(ProgramSimulatorTest, ReductionViolations) {
             "rank 0 action 3 (REDUCE bucket=a..b): REDUCE of a bucket still in flight (WAIT_REDUCE first)");
 }
 
+// The owner's updated parameters go to the mirror only once the step's
+// norm decided the update: TIED_PUBLISH before REDUCE_NORM is refused, and
+// a TIED_PUBLISH without a unit is malformed.
+TEST(ProgramSimulatorTest, TiedPublishFollowsTheNormReduction) {
+  EXPECT_EQ(Violation(DataParallel(Hand({Act(K::kForward, 0, 0), Act(K::kBackward, 0, 0), Act(K::kTiedPublish, -1, 0),
+                                         Act(K::kReduceNorm)}),
+                                   1, false)),
+            "rank 0 action 2 (TIED_PUBLISH unit=a): TIED_PUBLISH before REDUCE_NORM");
+  EXPECT_EQ(Failure(DataParallel(Hand({Act(K::kForward, 0, 0), Act(K::kBackward, 0, 0), Act(K::kReduceNorm),
+                                       Act(K::kTiedPublish, -1, 0)}),
+                                 1, false),
+                    absl::StatusCode::kOk),
+            "ok");
+  EXPECT_EQ(Failure(DataParallel(Hand({Act(K::kReduceNorm), Act(K::kTiedPublish)}), 1, false),
+                    absl::StatusCode::kInvalidArgument),
+            "rank 0 action 1 (TIED_PUBLISH): unit -1, expected in [0, 4)");
+}
+
 TEST(ProgramSimulatorTest, MalformedInputs) {
   auto invalid = [](const std::vector<SimulatedRank>& ranks) {
     return Failure(ranks, absl::StatusCode::kInvalidArgument);
