@@ -326,8 +326,9 @@ absl::Status EngineImpl::CheckMemory() {
 }
 
 absl::Status EngineImpl::Allocate() {
-  ASSIGN_OR_RETURN(state_, ShardedState::Create(res_.plan, *res_.model, res_.options, res_.comms.dp, res_.comms.replica,
-                                                res_.comms.embedding, &res_.tracker, res_.compute, res_.timeline.get()));
+  ASSIGN_OR_RETURN(state_,
+                   ShardedState::Create(res_.plan, *res_.model, res_.options, res_.comms.dp, res_.comms.replica,
+                                        res_.comms.embedding, &res_.tracker, res_.compute, res_.timeline.get()));
   state_view_.Init(state_.get(), res_.options.compute_dtype);
   transport_ =
       std::make_unique<PipelineTransport>(res_.comms.pp, &res_.tracker, res_.device(), &res_.compute,

@@ -108,8 +108,9 @@ absl::StatusOr<std::unique_ptr<EngineParts>> MakeParts(const EngineConfig& confi
   ASSIGN_OR_RETURN(r.model, BuildGpt2(kModel));
   ASSIGN_OR_RETURN(r.plan, PlanStep(*r.model, r.options, comm->size(), /*stage=*/0));
   RETURN_IF_ERROR(r.InitDevice());
-  ASSIGN_OR_RETURN(parts->state, ShardedState::Create(r.plan, *r.model, r.options, comm, replica, /*embedding=*/nullptr,
-                                                      &r.tracker, r.compute, r.timeline.get()));
+  ASSIGN_OR_RETURN(parts->state, ShardedState::Create(r.plan, *r.model, r.options, comm, replica,
+                                                      /*embedding=*/nullptr, &r.tracker, r.compute,
+                                                      r.timeline.get()));
   if (host != (parts->state->host_offload() != nullptr)) {
     return absl::InternalError(absl::StrCat("host offload ", host ? "missing" : "present"));
   }

@@ -313,7 +313,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInputs& in) {
     bytes[Idx(PlanCategory::kParams)] += params;
     files[Idx(PlanCategory::kParams)] += p.params_offloadable ? AlignIo(params) : 0;
     // A tied mirror keeps no master (the owning stage does).
-    if (!up.mirror) {
+    if (up.keeps_master()) {
       bytes[Idx(PlanCategory::kMasterWeights)] += master;
       files[Idx(PlanCategory::kMasterWeights)] += AlignIo(master);
     }

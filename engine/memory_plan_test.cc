@@ -93,7 +93,8 @@ TEST(MemoryPlanTest, EachPipelineStageStateIsExact) {
     compute.kernels = kernels::KernelContext::Cpu(1);
     compute.tracker = &tracker;
     absl::StatusOr<std::unique_ptr<ShardedState>> state =
-        ShardedState::Create(*step, *model, *options, comms[0].get(), nullptr, comms[0].get(), &tracker, compute, nullptr);
+        ShardedState::Create(*step, *model, *options, comms[0].get(), nullptr, comms[0].get(), &tracker, compute,
+                             nullptr);
     ASSERT_TRUE(state.ok()) << state.status();
     absl::StatusOr<MemoryPlan> plan = Plan(*options, *step, *model, kRows, 8);
     ASSERT_TRUE(plan.ok()) << plan.status();
@@ -353,9 +354,10 @@ int64_t LargestBucketShards(const StepPlan& step) {
 }
 
 // Gradient shards on NVMe under a pipeline (each stage's own units; the
-// last stage's wte mirror keeps its shard resident) and under hybrid sharding (a bucket holds its buffer
-// until its replica all-reduce lands): the same two buffers, counted as
-// each stage's ShardedState allocates them, and the shards leave memory.
+// last stage's wte mirror keeps its shard resident) and under hybrid
+// sharding (a bucket holds its buffer until its replica all-reduce lands):
+// the same two buffers, counted as each stage's ShardedState allocates
+// them, and the other shards leave memory.
 TEST(MemoryPlanTest, GradsOnNvmeUnderAPipelineAndHybridShardingCountTheirStaging) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   auto streamed = [&](EngineConfig config) {
@@ -381,7 +383,8 @@ TEST(MemoryPlanTest, GradsOnNvmeUnderAPipelineAndHybridShardingCountTheirStaging
     compute.kernels = kernels::KernelContext::Cpu(1);
     compute.tracker = &tracker;
     absl::StatusOr<std::unique_ptr<ShardedState>> state =
-        ShardedState::Create(*step, *model, *options, comms[0].get(), nullptr, comms[0].get(), &tracker, compute, nullptr);
+        ShardedState::Create(*step, *model, *options, comms[0].get(), nullptr, comms[0].get(), &tracker, compute,
+                             nullptr);
     ASSERT_TRUE(state.ok()) << state.status();
     absl::StatusOr<MemoryPlan> plan = Plan(*options, *step, *model, kRows, 8);
     ASSERT_TRUE(plan.ok()) << plan.status();

@@ -20,9 +20,11 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
   state->plan_ = &plan;
   state->dp_ = dp;
   state->embedding_ = embedding;
-  for (const UnitPlan& u : plan.units) {
-    if (u.tied && embedding == nullptr) {
-      return absl::InvalidArgumentError("a tied unit needs the embedding group's communicator");
+  for (size_t u = 0; u < plan.units.size(); ++u) {
+    if (plan.units[u].tied && embedding == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unit '", plan.layouts[u].unit_name(),
+                                                     "' is tied across pipeline stages, but no embedding-group "
+                                                     "communicator was given"));
     }
   }
   state->device_ = options.device;
@@ -54,7 +56,7 @@ absl::StatusOr<std::unique_ptr<ShardedState>> ShardedState::Create(const StepPla
     const bool region = plan.units[u].optimized();
     // A mirror's master stays with the owner; its parameters come by
     // PublishTiedParams.
-    const bool resident_master = !plan.units[u].mirror && !((master_nvme || host) && region);
+    const bool resident_master = plan.units[u].keeps_master() && !((master_nvme || host) && region);
     ASSIGN_OR_RETURN(std::unique_ptr<UnitShard> shard,
                      UnitShard::Create(&plan.layouts[u], options.zero, dp, tracker, options.compute_dtype,
                                        compute.kernels, trainable, resident_master,

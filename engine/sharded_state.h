@@ -74,7 +74,7 @@ class ShardedState {
   // WAIT_LOAD; PublishMasterWeights binds slot 0).
   absl::Status PublishTiedParams(int unit, const std::function<absl::Status(Work&, int64_t bytes)>& wait);
   // Whether this rank keeps the unit's master (a mirror does not).
-  bool holds_master(int unit) const { return shards_[unit] != nullptr && !plan_->units[unit].mirror; }
+  bool holds_master(int unit) const { return plan_->units[unit].keeps_master(); }
   // Releases every gathered unit, finishes every reduction and the NVMe
   // tier's I/O in flight (errors ignored): the engine is going away.
   void ReleaseAll();

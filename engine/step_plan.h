@@ -54,9 +54,12 @@ struct UnitPlan {
   bool tied = false;
   int stage = 0;        // the pipeline stage that computes it
 
-  // Whether this rank keeps the unit's master and optimizer state (an
-  // optimizer region): held, not a mirror, trainable, with parameters.
-  bool optimized() const { return held && !mirror && trainable && has_params; }
+  // Whether this rank keeps the unit's master: held and not a mirror (a
+  // frozen unit's too).
+  bool keeps_master() const { return held && !mirror; }
+  // Whether it also keeps optimizer state (an optimizer region): a master
+  // of a trainable unit with parameters.
+  bool optimized() const { return keeps_master() && trainable && has_params; }
   // Whether this rank has the unit's gradients (a mirror's included).
   bool has_grads() const { return held && trainable && has_params; }
 };

@@ -360,8 +360,8 @@ void GridMemory(int world_rank, int world_size, int threads) {
         std::printf("| %d, %d, %d | %d | %d | %s | %lld | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB |"
                     " %.6f |\n",
                     l.dp, l.tp, l.pp, stage, s, HeldUnits(names, first->held_mask, first->mirror_mask).c_str(),
-                    static_cast<long long>(first->psi_held + first->psi_mirror), first->params / 1e6, first->grads / 1e6,
-                    first->master / 1e6, first->optim / 1e6, first->total() / 1e6, theory / 1e6, worst);
+                    static_cast<long long>(first->psi_held + first->psi_mirror), first->params / 1e6,
+                    first->grads / 1e6, first->master / 1e6, first->optim / 1e6, first->total() / 1e6, theory / 1e6, worst);
       }
     }
   }

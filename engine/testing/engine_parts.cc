@@ -17,8 +17,9 @@ absl::StatusOr<std::unique_ptr<EngineParts>> MakeEngineParts(const EngineConfig&
   r.model = std::move(model);
   ASSIGN_OR_RETURN(r.plan, PlanStep(*r.model, r.options, comm->size(), /*stage=*/0));
   RETURN_IF_ERROR(r.InitDevice());
-  ASSIGN_OR_RETURN(parts->state, ShardedState::Create(r.plan, *r.model, r.options, comm, /*replica=*/nullptr, /*embedding=*/nullptr,
-                                                      &r.tracker, r.compute, r.timeline.get()));
+  ASSIGN_OR_RETURN(parts->state, ShardedState::Create(r.plan, *r.model, r.options, comm, /*replica=*/nullptr,
+                                                      /*embedding=*/nullptr, &r.tracker, r.compute,
+                                                      r.timeline.get()));
   RETURN_IF_ERROR(parts->state->InitParams(*r.model, r.options.seed, /*tp_rank=*/0, /*tp_size=*/1));
   return parts;
 }
