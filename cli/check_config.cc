@@ -59,6 +59,11 @@ int Run(int argc, char** argv) {
     std::cerr << config.status().message() << "\n";
     return 2;
   }
+  // The environment the run would start in: its error is the engine's.
+  if (const absl::Status isa = kernels::ConfigureCpuVectorIsa(); !isa.ok()) {
+    std::cerr << "zeroshard check-config: " << isa.message() << "\n";
+    return 2;
+  }
   std::cout << ConfigSummary(*config, world_size);
   absl::StatusOr<EngineOptions> options = EngineOptionsFromConfig(config->engine);
   if (!options.ok()) {
@@ -105,8 +110,8 @@ std::string ConfigSummary(const RunConfig& c, int world_size) {
   // it picks on this machine, and engine.device.threads_per_rank or the default.
   const kernels::CpuBlasInfo blas = kernels::DescribeCpuBlas();
   const int threads = kernels::CpuThreadsOrDefault(e.device().threads_per_rank());
-  absl::StrAppendFormat(&out, "cpu        %s, %s kernels, %d thread%s per rank\n", blas.library, blas.core, threads,
-                        threads == 1 ? "" : "s");
+  absl::StrAppendFormat(&out, "cpu        %s, %s kernels, %d thread%s per rank, %s loops\n", blas.library, blas.core,
+                        threads, threads == 1 ? "" : "s", blas.vector_isa);
   absl::StrAppendFormat(&out, "parallel   dp=%d tp=%d pp=%d\n", p.dp(), p.tp(), p.pp());
   if (p.pp() > 1) {
     absl::StrAppend(&out, "pipeline   ", ParallelConfig::PipelineSchedule_Name(p.pipeline_schedule()), ", ",

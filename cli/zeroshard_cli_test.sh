@@ -28,6 +28,10 @@ expect normalized 0 "stage: 3" -- "$bin" check-config "$tmp/good.pbtxt"
 # Prescott is OpenBLAS's generic x86-64 kernel set: every x86-64 CPU runs it.
 expect cpu_kernels 0 "Prescott kernels, 3 threads per rank" -- env OPENBLAS_CORETYPE=Prescott "$bin" check-config \
   "$tmp/good.pbtxt" --set engine.device.threads_per_rank=3
+expect vector_isa 0 "3 threads per rank, baseline loops" -- env ZEROSHARD_CPU_ISA=baseline "$bin" check-config \
+  "$tmp/good.pbtxt" --set engine.device.threads_per_rank=3
+expect bad_vector_isa 2 "ZEROSHARD_CPU_ISA=sse9: expected one of baseline, avx2, avx512 (or unset for the widest)" -- \
+  env ZEROSHARD_CPU_ISA=sse9 "$bin" check-config "$tmp/good.pbtxt"
 expect world 2 "engine.parallel: dp*tp*pp = 4 but the world has 2 ranks" -- "$bin" check-config "$tmp/good.pbtxt" --world-size 2
 expect override 2 "engine.zero.stage: 5 is out of range [0, 3]" -- "$bin" check-config "$tmp/good.pbtxt" --set engine.zero.stage=5
 expect override_ok 0 "zero       stage 1" -- "$bin" check-config "$tmp/good.pbtxt" --set engine.zero.stage=1

@@ -20,6 +20,15 @@
 #define ZS_HOST_DEVICE
 #endif
 
+// An inline function the compiler must inline: per-element helpers, so that
+// the CPU loops that call them are compiled whole at each vector ISA
+// (kernels/cpu/vector_isa.h).
+#if defined(__CUDACC__)
+#define ZS_FORCE_INLINE __forceinline__
+#else
+#define ZS_FORCE_INLINE __attribute__((always_inline)) inline
+#endif
+
 namespace zeroshard {
 
 // New types are appended: the numbering travels in pipeline transfer headers
@@ -33,22 +42,22 @@ const char* DTypeName(DType dtype);
 // Inverse of DTypeName; kInvalidArgument naming the text otherwise.
 absl::StatusOr<DType> ParseDType(absl::string_view name);
 
-ZS_HOST_DEVICE inline uint32_t F32Bits(float f) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE uint32_t F32Bits(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof(u));
   return u;
 }
 
-ZS_HOST_DEVICE inline float F32FromBits(uint32_t u) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE float F32FromBits(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof(f));
   return f;
 }
 
 // bf16 is the top half of an f32.
-ZS_HOST_DEVICE inline float BF16ToF32(uint16_t h) { return F32FromBits(static_cast<uint32_t>(h) << 16); }
+ZS_HOST_DEVICE ZS_FORCE_INLINE float BF16ToF32(uint16_t h) { return F32FromBits(static_cast<uint32_t>(h) << 16); }
 
-ZS_HOST_DEVICE inline uint16_t F32ToBF16(float f) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE uint16_t F32ToBF16(float f) {
   uint32_t u = F32Bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep sign, force quiet.
     return static_cast<uint16_t>((u >> 16) | 0x0040u);
@@ -58,7 +67,7 @@ ZS_HOST_DEVICE inline uint16_t F32ToBF16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-ZS_HOST_DEVICE inline float F16ToF32(uint16_t h) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE float F16ToF32(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -72,7 +81,7 @@ ZS_HOST_DEVICE inline float F16ToF32(uint16_t h) {
   return F32FromBits(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-ZS_HOST_DEVICE inline uint16_t F32ToF16(float f) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE uint16_t F32ToF16(float f) {
   uint32_t u = F32Bits(f);
   uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   uint32_t abs = u & 0x7fffffffu;

@@ -102,6 +102,7 @@ absl::StatusOr<EngineRuntime> CreateEngineRuntime(const EngineConfig& config, co
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> world, CreateMpiWorld(options));
   EngineRuntime rt;
   kernels::SetCpuThreads(kernels::CpuThreadsOrDefault(config.device().threads_per_rank()));
+  RETURN_IF_ERROR(kernels::ConfigureCpuVectorIsa());
   rt.cpu_kernels = kernels::CpuBlasSummary();
   ASSIGN_OR_RETURN(const std::vector<std::string> cores, GatherCpuCores(*world, kernels::DescribeCpuBlas().core));
   rt.cpu_kernels_warning = MixedCpuKernelsWarning(cores);

@@ -44,7 +44,8 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::st
         {"cpu_kernels",
          {{"library", header.cpu_kernels.library},
           {"core", header.cpu_kernels.core},
-          {"threads", header.cpu_kernels.threads}}},
+          {"threads", header.cpu_kernels.threads},
+          {"vector_isa", header.cpu_kernels.vector_isa}}},
     };
     if (!header.pipeline.empty()) j["pipeline"] = header.pipeline;
     if (header.shard_group_size > 0) j["shard_group_size"] = header.shard_group_size;

@@ -28,7 +28,7 @@ TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
   h.tp = 2;
   h.sequence_parallel = true;
   h.zero_stage = 3;
-  h.cpu_kernels = {"OpenBLAS 0.3.21", "Zen", 2};
+  h.cpu_kernels = {"OpenBLAS 0.3.21", "Zen", 2, "avx2"};
   MemoryTracker mem;
   mem.Allocated(MemoryCategory::kParams, 100);
   mem.Allocated(MemoryCategory::kActivations, 50);
@@ -65,7 +65,7 @@ TEST(MetricsWriterTest, HeaderThenOneObjectPerStepWithEveryMemoryCategory) {
   EXPECT_EQ(lines[0]["sequence_parallel"], true);
   EXPECT_EQ(lines[0]["compute_dtype"], "f32");
   EXPECT_EQ(lines[0]["cpu_kernels"],
-            nlohmann::json({{"library", "OpenBLAS 0.3.21"}, {"core", "Zen"}, {"threads", 2}}));
+            nlohmann::json({{"library", "OpenBLAS 0.3.21"}, {"core", "Zen"}, {"threads", 2}, {"vector_isa", "avx2"}}));
   EXPECT_EQ(lines[1]["step"], 1);
   EXPECT_EQ(lines[1]["loss"], 2.5);
   EXPECT_EQ(lines[1]["comm_bytes"], 4096);

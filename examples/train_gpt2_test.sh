@@ -39,7 +39,7 @@ record_case loss_falls_and_memory_reported $((st == 0)) "$(tail -1 "$tmp/s3.json
 grep -q "step    20/20 | loss" "$tmp/stage3.log"
 st=$?
 record_case progress_line_printed $((st == 0)) "$(tail -3 "$tmp/stage3.log")"
-grep -Eq "^zeroshard: cpu kernels OpenBLAS [0-9.]+, [A-Za-z0-9]+ kernels, [0-9]+ threads?$" "$tmp/stage3.log"
+grep -Eq "^zeroshard: cpu kernels OpenBLAS [0-9.]+, [A-Za-z0-9]+ kernels, [0-9]+ threads?, [a-z0-9]+ loops$" "$tmp/stage3.log"
 st=$?
 json_check x "header['cpu_kernels']['library'].startswith('OpenBLAS ') and header['cpu_kernels']['core'] != '' and header['cpu_kernels']['threads'] >= 1" "$tmp/s3.jsonl"
 st_json=$?

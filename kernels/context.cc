@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/local_ranks.h"
+#include "kernels/cpu/vector_isa.h"
 
 namespace zeroshard::kernels {
 namespace {
@@ -62,12 +63,20 @@ CpuBlasInfo DescribeCpuBlas() {
   info.library = words.size() >= 2 ? absl::StrCat(words[0], " ", words[1]) : std::string(openblas_get_config());
   info.core = openblas_get_corename();
   info.threads = CpuThreads();
+  info.vector_isa = cpu::VectorIsaName(cpu::ActiveVectorIsa());
   return info;
+}
+
+absl::Status ConfigureCpuVectorIsa() {
+  absl::StatusOr<cpu::VectorIsa> isa = cpu::VectorIsaFromEnvironment();
+  if (!isa.ok()) return isa.status();
+  return cpu::SetActiveVectorIsa(*isa);
 }
 
 std::string CpuBlasSummary() {
   const CpuBlasInfo info = DescribeCpuBlas();
-  return absl::StrCat(info.library, ", ", info.core, " kernels, ", info.threads, info.threads == 1 ? " thread" : " threads");
+  return absl::StrCat(info.library, ", ", info.core, " kernels, ", info.threads, info.threads == 1 ? " thread" : " threads",
+                      ", ", info.vector_isa, " loops");
 }
 
 }  // namespace zeroshard::kernels

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <string>
 
+#include "absl/status/status.h"
 #include "core/device.h"
 
 namespace zeroshard::kernels {
@@ -66,10 +67,17 @@ struct CpuBlasInfo {
   std::string library;  // e.g. "OpenBLAS 0.3.21" (the loaded library's own word)
   std::string core;     // the kernels it picked, e.g. "Haswell", "Zen", "SkylakeX"
   int threads = 1;      // CpuThreads()
+  std::string vector_isa = "baseline";  // the element-wise loops' ISA (kernels/cpu/vector_isa.h)
 };
 CpuBlasInfo DescribeCpuBlas();
 
-// "OpenBLAS 0.3.21, Haswell kernels, 2 threads".
+// Applies ZEROSHARD_CPU_ISA, the vector ISA of the element-wise CPU loops
+// (kernels/cpu/vector_isa.h; unset: the widest the CPU has). Results are the
+// same bits at every ISA. kInvalidArgument naming the value if it is not
+// baseline, avx2 or avx512, or the CPU lacks it.
+absl::Status ConfigureCpuVectorIsa();
+
+// "OpenBLAS 0.3.21, Haswell kernels, 2 threads, avx512 loops".
 std::string CpuBlasSummary();
 
 // ctx.num_threads if > 0, else CpuThreads().

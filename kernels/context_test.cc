@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/vector_isa.h"
 
 namespace zeroshard::kernels {
 namespace {
@@ -78,9 +79,24 @@ TEST(Context, DescribeCpuBlasNamesLibraryCoreAndThreads) {
   EXPECT_EQ(info.core, std::string(openblas_get_corename()));
   EXPECT_FALSE(info.core.empty());
   EXPECT_EQ(info.threads, 3);
-  EXPECT_EQ(CpuBlasSummary(), info.library + ", " + info.core + " kernels, 3 threads");
+  EXPECT_EQ(info.vector_isa, cpu::VectorIsaName(cpu::ActiveVectorIsa()));
+  EXPECT_EQ(CpuBlasSummary(), info.library + ", " + info.core + " kernels, 3 threads, " + info.vector_isa + " loops");
   SetCpuThreads(1);
-  EXPECT_EQ(CpuBlasSummary(), info.library + ", " + info.core + " kernels, 1 thread");
+  EXPECT_EQ(CpuBlasSummary(), info.library + ", " + info.core + " kernels, 1 thread, " + info.vector_isa + " loops");
+}
+
+TEST(Context, ConfigureCpuVectorIsaAppliesTheEnvironment) {
+  ASSERT_EQ(setenv(cpu::kVectorIsaEnv, "baseline", 1), 0);
+  ASSERT_TRUE(ConfigureCpuVectorIsa().ok());
+  EXPECT_EQ(DescribeCpuBlas().vector_isa, "baseline");
+  ASSERT_EQ(setenv(cpu::kVectorIsaEnv, "avx1024", 1), 0);
+  const absl::Status bad = ConfigureCpuVectorIsa();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(), "ZEROSHARD_CPU_ISA=avx1024: expected one of baseline, avx2, avx512 (or unset for the widest)");
+  EXPECT_EQ(DescribeCpuBlas().vector_isa, "baseline");  // unchanged by the failure
+  ASSERT_EQ(unsetenv(cpu::kVectorIsaEnv), 0);
+  ASSERT_TRUE(ConfigureCpuVectorIsa().ok());
+  EXPECT_EQ(DescribeCpuBlas().vector_isa, cpu::VectorIsaName(cpu::BestVectorIsa()));
 }
 
 // tools/test --determinism selects kernels with OPENBLAS_CORETYPE: the tier

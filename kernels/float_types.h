@@ -20,22 +20,22 @@ struct F16 {
   uint16_t bits;
 };
 
-ZS_HOST_DEVICE inline float Load(float v) { return v; }
-ZS_HOST_DEVICE inline float Load(Bf16 v) { return BF16ToF32(v.bits); }
-ZS_HOST_DEVICE inline float Load(F16 v) { return F16ToF32(v.bits); }
+ZS_HOST_DEVICE ZS_FORCE_INLINE float Load(float v) { return v; }
+ZS_HOST_DEVICE ZS_FORCE_INLINE float Load(Bf16 v) { return BF16ToF32(v.bits); }
+ZS_HOST_DEVICE ZS_FORCE_INLINE float Load(F16 v) { return F16ToF32(v.bits); }
 
 template <typename T>
-ZS_HOST_DEVICE inline T Store(float v);
+ZS_HOST_DEVICE ZS_FORCE_INLINE T Store(float v);
 template <>
-ZS_HOST_DEVICE inline float Store<float>(float v) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE float Store<float>(float v) {
   return v;
 }
 template <>
-ZS_HOST_DEVICE inline Bf16 Store<Bf16>(float v) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE Bf16 Store<Bf16>(float v) {
   return Bf16{F32ToBF16(v)};
 }
 template <>
-ZS_HOST_DEVICE inline F16 Store<F16>(float v) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE F16 Store<F16>(float v) {
   return F16{F32ToF16(v)};
 }
 

@@ -18,7 +18,7 @@ struct LionScalars {
   float weight_decay;
 };
 
-ZS_HOST_DEVICE inline float LionAdd(float a, float b) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE float LionAdd(float a, float b) {
 #ifdef __CUDA_ARCH__
   return __fadd_rn(a, b);
 #else
@@ -26,7 +26,7 @@ ZS_HOST_DEVICE inline float LionAdd(float a, float b) {
 #endif
 }
 
-ZS_HOST_DEVICE inline float LionMul(float a, float b) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE float LionMul(float a, float b) {
 #ifdef __CUDA_ARCH__
   return __fmul_rn(a, b);
 #else
@@ -35,12 +35,12 @@ ZS_HOST_DEVICE inline float LionMul(float a, float b) {
 }
 
 // sign(c): 1 or -1, and c itself for +-0 and NaN (as torch.sign).
-ZS_HOST_DEVICE inline float LionSign(float c) { return c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : c); }
+ZS_HOST_DEVICE ZS_FORCE_INLINE float LionSign(float c) { return c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : c); }
 
 // The paper's order (Chen et al. 2023, Program 1):
 //   c = beta1*m + (1-beta1)*g;  p = p - lr*(sign(c) + wd*p);
 //   m = beta2*m + (1-beta2)*g.
-ZS_HOST_DEVICE inline void LionElement(float& p, float g, float& m, const LionScalars& s) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE void LionElement(float& p, float g, float& m, const LionScalars& s) {
   const float c = LionAdd(LionMul(s.beta1, m), LionMul(s.one_minus_beta1, g));
   p = LionAdd(p, -LionMul(s.lr, LionAdd(LionSign(c), LionMul(s.weight_decay, p))));
   m = LionAdd(LionMul(s.beta2, m), LionMul(s.one_minus_beta2, g));

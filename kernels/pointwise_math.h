@@ -19,7 +19,7 @@ namespace zeroshard::kernels {
 // (where exp is subnormal), +inf above, NaN for NaN. The same on every x86-64
 // CPU at the default (baseline) ISA, where no multiply-add can be fused.
 // Device code keeps CUDA's expf.
-ZS_HOST_DEVICE inline float ExpF32(float x) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE float ExpF32(float x) {
 #ifdef __CUDA_ARCH__
   return expf(x);
 #else
@@ -62,13 +62,13 @@ inline constexpr float kGeluCube = 0.044715f;
 
 // 0.5 x (1 + tanh(u)) == x * sigmoid(2u): one exp instead of tanhf, and no
 // cancellation near u = 0. exp overflow for very negative u gives -0.
-ZS_HOST_DEVICE inline float GeluTanh(float x) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE float GeluTanh(float x) {
   float u = kGeluScale * (x + kGeluCube * x * x * x);
   return x / (1.0f + ExpF32(-2.0f * u));
 }
 
 // d/dx GeluTanh(x) = s + x * s * (1 - s) * 2 du/dx with s = sigmoid(2u).
-ZS_HOST_DEVICE inline float GeluTanhGrad(float x) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE float GeluTanhGrad(float x) {
   float u = kGeluScale * (x + kGeluCube * x * x * x);
   float s = 1.0f / (1.0f + ExpF32(-2.0f * u));
   float du = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
@@ -78,17 +78,17 @@ ZS_HOST_DEVICE inline float GeluTanhGrad(float x) {
 // LayerNorm backward for one element, given the row's
 //   dnorm_mean = mean_c(dout*w), dnorm_norm_mean = mean_c(dout*w*norm):
 // dinp = rstd * (dout*w - dnorm_mean - norm * dnorm_norm_mean).
-ZS_HOST_DEVICE inline float LayerNormInputGrad(float dout_times_weight, float norm, float rstd, float dnorm_mean,
+ZS_HOST_DEVICE ZS_FORCE_INLINE float LayerNormInputGrad(float dout_times_weight, float norm, float rstd, float dnorm_mean,
                                                float dnorm_norm_mean) {
   return rstd * (dout_times_weight - dnorm_mean - norm * dnorm_norm_mean);
 }
 
 // Softmax backward for one element of a row: p * (dp - sum_k p_k dp_k).
-ZS_HOST_DEVICE inline float SoftmaxInputGrad(float p, float dp, float sum_p_dp) { return p * (dp - sum_p_dp); }
+ZS_HOST_DEVICE ZS_FORCE_INLINE float SoftmaxInputGrad(float p, float dp, float sum_p_dp) { return p * (dp - sum_p_dp); }
 
 // Cross-entropy gradient for one logit: (softmax - onehot) * dloss, with the
 // softmax computed from the row's log-sum-exp.
-ZS_HOST_DEVICE inline float CrossEntropyLogitGrad(float logit, float lse, bool is_target, float dloss) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE float CrossEntropyLogitGrad(float logit, float lse, bool is_target, float dloss) {
   float p = ExpF32(logit - lse);
   return (p - (is_target ? 1.0f : 0.0f)) * dloss;
 }
@@ -111,7 +111,7 @@ struct AdamWScalars {
 // kSmallWeight selects torch.lerp's form for weight 1-b1 < 0.5 (branch-free
 // loops call this directly; AdamWElement picks it per call).
 template <bool kSmallWeight>
-ZS_HOST_DEVICE inline void AdamWElementT(float& p, float g, float& m, float& v, const AdamWScalars& s) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE void AdamWElementT(float& p, float g, float& m, float& v, const AdamWScalars& s) {
   p *= s.decay_factor;
   m = kSmallWeight ? m + s.one_minus_beta1 * (g - m) : g - (g - m) * (1.0f - s.one_minus_beta1);
   v = v * s.beta2 + s.one_minus_beta2 * g * g;
@@ -119,7 +119,7 @@ ZS_HOST_DEVICE inline void AdamWElementT(float& p, float g, float& m, float& v, 
   p = p - (s.step_size * m) / denom;  // addcdiv_(m, denom, -step_size)
 }
 
-ZS_HOST_DEVICE inline void AdamWElement(float& p, float g, float& m, float& v, const AdamWScalars& s) {
+ZS_HOST_DEVICE ZS_FORCE_INLINE void AdamWElement(float& p, float g, float& m, float& v, const AdamWScalars& s) {
   if (s.one_minus_beta1 < 0.5f) {
     AdamWElementT<true>(p, g, m, v, s);
   } else {
@@ -130,7 +130,7 @@ ZS_HOST_DEVICE inline void AdamWElement(float& p, float g, float& m, float& v, c
 // One SGD element with PyTorch's semantics (torch.optim.SGD):
 //   g += wd*p; if momentum: buf = first ? g : momentum*buf + (1-dampening)*g;
 //   g = nesterov ? g + momentum*buf : buf; p -= lr*g.
-ZS_HOST_DEVICE inline void SgdElement(float& p, float g, float* buf, float lr, float momentum, float dampening,
+ZS_HOST_DEVICE ZS_FORCE_INLINE void SgdElement(float& p, float g, float* buf, float lr, float momentum, float dampening,
                                       float weight_decay, bool nesterov, bool first_step) {
   if (weight_decay != 0.0f) g = g + weight_decay * p;
   if (momentum != 0.0f) {

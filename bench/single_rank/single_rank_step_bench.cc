@@ -241,9 +241,11 @@ int Run() {
   const double gemm_time = Median(gemm_total_s);
   const double step = Median(step_s);
   const int64_t step_flops = 3 * Gpt2ForwardGemmFlops(cfg, b, t);
-  std::printf("\nGPT-2 %lld params (L=%d C=%d NH=%d V=%d), batch %lld x %lld tokens, %d threads, median of %d steps\n",
-              static_cast<long long>(model->num_params()), cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size,
-              static_cast<long long>(b), static_cast<long long>(t), threads, repeats);
+  std::printf(
+      "\nGPT-2 %lld params (L=%d C=%d NH=%d V=%d), batch %lld x %lld tokens, %d threads, %s loops, median of %d steps\n",
+      static_cast<long long>(model->num_params()), cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size,
+      static_cast<long long>(b), static_cast<long long>(t), threads, kernels::DescribeCpuBlas().vector_isa.c_str(),
+      repeats);
   std::printf("| quantity | value |\n|---|---|\n");
   std::printf("| step: zero grads + forward/backward + AdamW | %.1f ms |\n", 1e3 * step);
   std::printf("|   zero grads | %.1f ms |\n", 1e3 * Median(zero_s));

@@ -4,10 +4,49 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/row_reductions.h"
+#include "kernels/cpu/vector_isa.h"
 #include "kernels/float_types.h"
 #include "kernels/pointwise_math.h"
 
 namespace zeroshard::kernels::cpu {
+
+namespace {
+
+// Row loops, compiled per vector ISA (vector_isa.h).
+struct ForwardRows {
+  template <typename T>
+  ZS_FORCE_INLINE static void Run(float* losses, float* lse, const T* z, const int32_t* targets, int64_t vocab,
+                                  int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* zr = z + r * vocab;
+      const float mx = RowMax(zr, vocab);
+      // f64 sum: V is ~5e4 and this is the loss's only long reduction.
+      const double sum = RowSumExp(zr, vocab, mx);
+      const float row_lse = mx + static_cast<float>(std::log(sum));
+      lse[r] = row_lse;
+      losses[r] = targets[r] < 0 ? 0.0f : row_lse - Load(zr[targets[r]]);
+    }
+  }
+};
+
+struct BackwardRows {
+  template <typename T>
+  ZS_FORCE_INLINE static void Run(T* dz, const T* z, const float* lse, const int32_t* targets, float dloss,
+                                  int64_t vocab, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* zr = z + r * vocab;
+      T* dzr = dz + r * vocab;
+      const int64_t target = targets[r];
+      if (target < 0) {
+        for (int64_t v = 0; v < vocab; ++v) dzr[v] = Store<T>(0.0f);
+        continue;
+      }
+      CrossEntropyRowGrad(zr, dzr, vocab, lse[r], target, dloss);
+    }
+  }
+};
+
+}  // namespace
 
 absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* loss_sums, const void* logits,
                                  const int32_t* targets, int64_t rows, int64_t vocab, DType dtype) {
@@ -15,15 +54,7 @@ absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* 
     using T = decltype(tag);
     const T* z = static_cast<const T*>(logits);
     ParallelFor(threads, rows, MinItems(4 * vocab), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* zr = z + r * vocab;
-        const float mx = RowMax(zr, vocab);
-        // f64 sum: V is ~5e4 and this is the loss's only long reduction.
-        const double sum = RowSumExp(zr, vocab, mx);
-        const float row_lse = mx + static_cast<float>(std::log(sum));
-        lse[r] = row_lse;
-        losses[r] = targets[r] < 0 ? 0.0f : row_lse - Load(zr[targets[r]]);
-      }
+      RunVectorized<ForwardRows>(losses, lse, z, targets, vocab, r0, r1);
     });
     if (loss_sums != nullptr) {
       double total = 0.0;
@@ -47,17 +78,7 @@ absl::Status CrossEntropyBackward(int threads, void* dlogits, const void* logits
     const T* z = static_cast<const T*>(logits);
     T* dz = static_cast<T*>(dlogits);
     ParallelFor(threads, rows, MinItems(4 * vocab), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* zr = z + r * vocab;
-        T* dzr = dz + r * vocab;
-        const float row_lse = lse[r];
-        const int64_t target = targets[r];
-        if (target < 0) {
-          for (int64_t v = 0; v < vocab; ++v) dzr[v] = Store<T>(0.0f);
-          continue;
-        }
-        CrossEntropyRowGrad(zr, dzr, vocab, row_lse, target, dloss);
-      }
+      RunVectorized<BackwardRows>(dz, z, lse, targets, dloss, vocab, r0, r1);
     });
     return absl::OkStatus();
   });

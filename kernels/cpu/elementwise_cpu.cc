@@ -6,10 +6,51 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vector_isa.h"
 #include "kernels/float_types.h"
 #include "kernels/pointwise_math.h"
 
 namespace zeroshard::kernels::cpu {
+
+namespace {
+
+// Loop bodies, compiled per vector ISA (vector_isa.h).
+struct GeluForwardLoop {
+  template <typename T>
+  ZS_FORCE_INLINE static void Run(T* y, const T* x, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = Store<T>(GeluTanh(Load(x[i])));
+  }
+};
+
+struct GeluBackwardLoop {
+  template <typename T>
+  ZS_FORCE_INLINE static void Run(T* dx, const T* x, const T* dy, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dx[i] = Store<T>(GeluTanhGrad(Load(x[i])) * Load(dy[i]));
+  }
+};
+
+struct AddLoop {
+  template <typename T>
+  ZS_FORCE_INLINE static void Run(T* y, const T* a, const T* c, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = Store<T>(Load(a[i]) + Load(c[i]));
+  }
+};
+
+struct CastLoop {
+  template <typename Out, typename In>
+  ZS_FORCE_INLINE static void Run(Out* y, const In* x, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = Store<Out>(Load(x[i]));
+  }
+};
+
+struct AccumulateLoop {
+  template <typename T>
+  ZS_FORCE_INLINE static void Run(float* dst, const T* x, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] += Load(x[i]);
+  }
+};
+
+}  // namespace
 
 absl::Status GeluForward(int threads, void* out, const void* inp, int64_t n, DType dtype) {
   return DispatchFloatDType(dtype, "GeluForward", [&](auto tag) {
@@ -17,7 +58,7 @@ absl::Status GeluForward(int threads, void* out, const void* inp, int64_t n, DTy
     const T* x = static_cast<const T*>(inp);
     T* y = static_cast<T*>(out);
     ParallelFor(threads, n, MinItems(16), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) y[i] = Store<T>(GeluTanh(Load(x[i])));
+      RunVectorized<GeluForwardLoop>(y, x, b, e);
     });
     return absl::OkStatus();
   });
@@ -30,7 +71,7 @@ absl::Status GeluBackward(int threads, void* dinp, const void* inp, const void* 
     const T* dy = static_cast<const T*>(dout);
     T* dx = static_cast<T*>(dinp);
     ParallelFor(threads, n, MinItems(16), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) dx[i] = Store<T>(GeluTanhGrad(Load(x[i])) * Load(dy[i]));
+      RunVectorized<GeluBackwardLoop>(dx, x, dy, b, e);
     });
     return absl::OkStatus();
   });
@@ -42,9 +83,7 @@ absl::Status ResidualForward(int threads, void* out, const void* a, const void* 
     const T* pa = static_cast<const T*>(a);
     const T* pb = static_cast<const T*>(b);
     T* y = static_cast<T*>(out);
-    ParallelFor(threads, n, MinItems(1), [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) y[i] = Store<T>(Load(pa[i]) + Load(pb[i]));
-    });
+    ParallelFor(threads, n, MinItems(1), [&](int64_t s, int64_t e) { RunVectorized<AddLoop>(y, pa, pb, s, e); });
     return absl::OkStatus();
   });
 }
@@ -65,9 +104,7 @@ absl::Status Cast(int threads, void* out, DType out_dtype, const void* in, DType
       const In* x = static_cast<const In*>(in);
       Out* y = static_cast<Out*>(out);
       // bf16 <-> f16 goes through f32, which holds both exactly.
-      ParallelFor(threads, n, MinItems(1), [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) y[i] = Store<Out>(Load(x[i]));
-      });
+      ParallelFor(threads, n, MinItems(1), [&](int64_t s, int64_t e) { RunVectorized<CastLoop>(y, x, s, e); });
       return absl::OkStatus();
     });
   });
@@ -77,9 +114,7 @@ absl::Status AccumulateInto(int threads, float* dst, const void* src, DType src_
   return DispatchFloatDType(src_dtype, "AccumulateInto", [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(src);
-    ParallelFor(threads, n, MinItems(1), [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) dst[i] += Load(x[i]);
-    });
+    ParallelFor(threads, n, MinItems(1), [&](int64_t s, int64_t e) { RunVectorized<AccumulateLoop>(dst, x, s, e); });
     return absl::OkStatus();
   });
 }

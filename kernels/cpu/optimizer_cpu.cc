@@ -1,18 +1,22 @@
 #include "kernels/cpu/optimizer_cpu.h"
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vector_isa.h"
 
 namespace zeroshard::kernels::cpu {
 
 namespace {
 
 // The lerp form is chosen once per call so the loop is branch-free and
-// vectorizes (vector sqrt/div round exactly like the scalar ones).
+// vectorizes (vector sqrt/div round exactly like the scalar ones); compiled
+// per vector ISA (vector_isa.h).
 template <bool kSmallWeight>
-void AdamWBlock(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg,
-                float* __restrict exp_avg_sq, int64_t b, int64_t e, const AdamWScalars s) {
-  for (int64_t i = b; i < e; ++i) AdamWElementT<kSmallWeight>(param[i], grad[i], exp_avg[i], exp_avg_sq[i], s);
-}
+struct AdamWBlock {
+  ZS_FORCE_INLINE static void Run(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg,
+                                  float* __restrict exp_avg_sq, int64_t b, int64_t e, const AdamWScalars s) {
+    for (int64_t i = b; i < e; ++i) AdamWElementT<kSmallWeight>(param[i], grad[i], exp_avg[i], exp_avg_sq[i], s);
+  }
+};
 
 }  // namespace
 
@@ -20,9 +24,9 @@ void AdamWUpdate(int threads, float* param, const float* grad, float* exp_avg, f
                  const AdamWScalars& s) {
   ParallelFor(threads, n, MinItems(4), [&](int64_t b, int64_t e) {
     if (s.one_minus_beta1 < 0.5f) {
-      AdamWBlock<true>(param, grad, exp_avg, exp_avg_sq, b, e, s);
+      RunVectorized<AdamWBlock<true>>(param, grad, exp_avg, exp_avg_sq, b, e, s);
     } else {
-      AdamWBlock<false>(param, grad, exp_avg, exp_avg_sq, b, e, s);
+      RunVectorized<AdamWBlock<false>>(param, grad, exp_avg, exp_avg_sq, b, e, s);
     }
   });
 }

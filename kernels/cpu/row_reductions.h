@@ -2,10 +2,13 @@
 // maximum and a sum of exponentials, each over eight interleaved lanes, and
 // the cross-entropy gradient of a row. The lane split is fixed (element v
 // goes to lane v % 8 and the tail comes last), so a row's result depends on
-// the row alone, never on the thread count or the data's alignment.
+// the row alone, never on the thread count, the data's alignment or the
+// vector ISA. Force-inlined so that callers compiled per ISA
+// (kernels/cpu/vector_isa.h) vectorise them at theirs.
 #ifndef ZEROSHARD_KERNELS_CPU_ROW_REDUCTIONS_H_
 #define ZEROSHARD_KERNELS_CPU_ROW_REDUCTIONS_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -19,7 +22,7 @@ inline constexpr int kRowLanes = 8;
 // max_v z[v], -inf for an empty row. NaNs are skipped, as std::fmax does.
 // Exact: a maximum does not depend on the order it is taken in.
 template <typename T>
-float RowMax(const T* z, int64_t n) {
+ZS_FORCE_INLINE float RowMax(const T* z, int64_t n) {
   float lane[kRowLanes];
   for (int k = 0; k < kRowLanes; ++k) lane[k] = -INFINITY;
   int64_t v = 0;
@@ -39,16 +42,24 @@ float RowMax(const T* z, int64_t n) {
 }
 
 // sum_v exp(z[v] - shift): each exponential in f32 (ExpF32), the sums in
-// f64, lanes combined pairwise, then the tail in order.
+// f64, lanes combined pairwise, then the tail in order. The exponentials of
+// a block are computed first and then summed, so that both loops vectorise;
+// each lane still adds its elements in index order.
 template <typename T>
-double RowSumExp(const T* z, int64_t n, float shift) {
+ZS_FORCE_INLINE double RowSumExp(const T* z, int64_t n, float shift) {
+  constexpr int64_t kBlock = 64 * kRowLanes;
   double lane[kRowLanes] = {};
-  int64_t v = 0;
-  for (; v + kRowLanes <= n; v += kRowLanes) {
-    for (int k = 0; k < kRowLanes; ++k) lane[k] += static_cast<double>(ExpF32(Load(z[v + k]) - shift));
+  float e[kBlock];
+  const int64_t full = n / kRowLanes * kRowLanes;
+  for (int64_t v = 0; v < full; v += kBlock) {
+    const int64_t m = std::min(kBlock, full - v);  // a multiple of kRowLanes
+    for (int64_t j = 0; j < m; ++j) e[j] = ExpF32(Load(z[v + j]) - shift);
+    for (int64_t j = 0; j < m; j += kRowLanes) {
+      for (int k = 0; k < kRowLanes; ++k) lane[k] += static_cast<double>(e[j + k]);
+    }
   }
   double sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-  for (; v < n; ++v) sum += static_cast<double>(ExpF32(Load(z[v]) - shift));
+  for (int64_t v = full; v < n; ++v) sum += static_cast<double>(ExpF32(Load(z[v]) - shift));
   return sum;
 }
 
@@ -57,7 +68,7 @@ double RowSumExp(const T* z, int64_t n, float shift) {
 // target lies elsewhere. The loop has no per-element test, so it vectorises;
 // the target is read before it and written after it, so dz may be z.
 template <typename T>
-void CrossEntropyRowGrad(const T* z, T* dz, int64_t n, float lse, int64_t target, float dloss) {
+ZS_FORCE_INLINE void CrossEntropyRowGrad(const T* z, T* dz, int64_t n, float lse, int64_t target, float dloss) {
   const bool has_target = target >= 0 && target < n;
   const float z_target = has_target ? Load(z[target]) : 0.0f;
   for (int64_t v = 0; v < n; ++v) dz[v] = Store<T>(CrossEntropyLogitGrad(Load(z[v]), lse, false, dloss));

@@ -3,9 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <random>
+#include <string>
 
 #include "kernels/context.h"
+#include "kernels/cpu/vector_isa.h"
 #include "nn/resident_model.h"
 #include "models/gpt2/testing/gpt2_reference.h"
 #include "nn/testing/grad_check.h"
@@ -264,10 +268,10 @@ TEST_F(Gpt2GradientTest, WrongParameterCountIsInvalidArgument) {
   EXPECT_EQ(s.message(), "head: got 2 parameter (ln_f.weight, ln_f.bias, wte.weight) views, expected 3");
 }
 
-// The engine's bitwise-repeatability contract holds whatever the CPU thread
-// count (ranks on one host may run with different counts). Sizes large
-// enough that the kernels do split their loops across threads.
-TEST(Gpt2ThreadsTest, GradientsAreBitwiseIndependentOfThreadCount) {
+// Runs one forward/backward of a model large enough that the kernels split
+// their loops across threads once per setting (each configures the kernels
+// before its run) and expects the same loss and gradients bitwise.
+void ExpectBitwiseAcrossSettings(const std::vector<std::pair<std::string, std::function<void()>>>& settings) {
   const Gpt2Config cfg{1, 4, 64, 512, 32};
   const int64_t b = 4, t = 32;
   auto model = BuildGpt2(cfg).value();
@@ -281,23 +285,49 @@ TEST(Gpt2ThreadsTest, GradientsAreBitwiseIndependentOfThreadCount) {
   for (auto& x : tokens) x = static_cast<int32_t>(rng() % cfg.vocab_size);
   for (auto& x : targets) x = static_cast<int32_t>(rng() % cfg.vocab_size);
   const Batch batch = Gpt2Batch(HostView(tokens, {b, t}), HostView(targets, {b, t}));
-  const int saved_threads = kernels::CpuThreads();
   std::vector<std::vector<float>> grads;
   std::vector<float> losses;
-  for (int threads : {1, 2, 3}) {
-    kernels::SetCpuThreads(threads);
+  for (const auto& [name, configure] : settings) {
+    configure();
     ASSERT_TRUE(rm.ZeroGrads().ok());
     auto loss = rm.ForwardBackward(batch, 1.0f / (b * t));
-    ASSERT_TRUE(loss.ok()) << loss.status();
+    ASSERT_TRUE(loss.ok()) << name << ": " << loss.status();
     losses.push_back(Mean(*loss));
     grads.push_back(rm.CopyGradsToHost().value());
   }
-  kernels::SetCpuThreads(saved_threads);
   for (size_t i = 1; i < grads.size(); ++i) {
-    EXPECT_EQ(std::memcmp(&losses[0], &losses[i], sizeof(float)), 0) << "threads " << i + 1;
+    EXPECT_EQ(std::memcmp(&losses[0], &losses[i], sizeof(float)), 0) << settings[i].first << " vs " << settings[0].first;
     EXPECT_EQ(std::memcmp(grads[0].data(), grads[i].data(), grads[0].size() * sizeof(float)), 0)
-        << "threads " << i + 1;
+        << settings[i].first << " vs " << settings[0].first;
   }
+}
+
+// The engine's bitwise-repeatability contract holds whatever the CPU thread
+// count (ranks on one host may run with different counts).
+TEST(Gpt2ThreadsTest, GradientsAreBitwiseIndependentOfThreadCount) {
+  const int saved_threads = kernels::CpuThreads();
+  std::vector<std::pair<std::string, std::function<void()>>> settings;
+  for (int threads : {1, 2, 3}) {
+    settings.emplace_back(std::to_string(threads) + " threads", [threads] { kernels::SetCpuThreads(threads); });
+  }
+  ExpectBitwiseAcrossSettings(settings);
+  kernels::SetCpuThreads(saved_threads);
+}
+
+// ... and whatever vector ISA the element-wise loops run at (hosts of one job
+// may have different CPUs).
+TEST(Gpt2ThreadsTest, GradientsAreBitwiseIndependentOfVectorIsa) {
+  using kernels::cpu::VectorIsa;
+  const VectorIsa saved = kernels::cpu::ActiveVectorIsa();
+  std::vector<std::pair<std::string, std::function<void()>>> settings;
+  for (VectorIsa isa : {VectorIsa::kBaseline, VectorIsa::kAvx2, VectorIsa::kAvx512}) {
+    if (!kernels::cpu::CpuSupports(isa)) continue;
+    settings.emplace_back(kernels::cpu::VectorIsaName(isa),
+                          [isa] { ASSERT_TRUE(kernels::cpu::SetActiveVectorIsa(isa).ok()); });
+  }
+  if (settings.size() < 2) GTEST_SKIP() << "this CPU runs only the baseline ISA: nothing to compare";
+  ExpectBitwiseAcrossSettings(settings);
+  ASSERT_TRUE(kernels::cpu::SetActiveVectorIsa(saved).ok());
 }
 
 TEST(Gpt2InitTest, InitialLossIsNearLnVocab) {
