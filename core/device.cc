@@ -1,12 +1,17 @@
 #include "core/device.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/host_memset_threads.h"
 #include "core/status_macros.h"
 #include "core/step_profile.h"
 
@@ -220,11 +225,44 @@ absl::Status DeviceCopyAsync(void* dst, Device dst_device, const void* src, Devi
 #endif
 }
 
+namespace {
+
+std::atomic<int> g_host_memset_threads{1};
+
+// Below this many bytes per thread a thread's start costs more than it saves.
+constexpr size_t kMemsetBytesPerThread = size_t{8} << 20;
+
+void HostMemset(void* dst, int value, size_t bytes) {
+  const size_t useful = bytes / kMemsetBytesPerThread;
+  const int threads = static_cast<int>(std::min<size_t>(g_host_memset_threads.load(), std::max<size_t>(1, useful)));
+  char* base = static_cast<char*>(dst);
+  auto part = [&](int i) {
+    const size_t begin = bytes * i / threads, end = bytes * (i + 1) / threads;
+    std::memset(base + begin, value, end - begin);
+  };
+  std::vector<std::thread> helpers;
+  int started = 1;
+  for (; started < threads; ++started) {
+    try {
+      helpers.emplace_back(part, started);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had: the rest on this one
+    }
+  }
+  for (int i = started; i < threads; ++i) part(i);
+  part(0);
+  for (std::thread& t : helpers) t.join();
+}
+
+}  // namespace
+
+void SetHostMemsetThreads(int n) { g_host_memset_threads.store(n < 1 ? 1 : n); }
+
 absl::Status DeviceMemset(void* dst, Device device, int value, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   if (device == Device::kCpu) {
     const step_profile::Scope profile(step_profile::Category::kAllocation);
-    std::memset(dst, value, bytes);
+    HostMemset(dst, value, bytes);
     return absl::OkStatus();
   }
 #ifdef ZEROSHARD_HAS_CUDA

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/host_memset_threads.h"
 #include "core/local_ranks.h"
 #include "kernels/cpu/vector_isa.h"
 
@@ -41,6 +42,7 @@ int CpuThreadsOrDefault(int requested) { return requested > 0 ? requested : Defa
 void SetCpuThreads(int n) {
   if (n < 1) n = 1;
   g_cpu_threads.store(n);
+  SetHostMemsetThreads(n);
   // GEMM threads over fixed tiles, each one single-threaded OpenBLAS call.
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
