@@ -29,23 +29,6 @@ struct ForwardRows {
   }
 };
 
-struct BackwardRows {
-  template <typename T>
-  ZS_FORCE_INLINE static void Run(T* dz, const T* z, const float* lse, const int32_t* targets, float dloss,
-                                  int64_t vocab, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* zr = z + r * vocab;
-      T* dzr = dz + r * vocab;
-      const int64_t target = targets[r];
-      if (target < 0) {
-        for (int64_t v = 0; v < vocab; ++v) dzr[v] = Store<T>(0.0f);
-        continue;
-      }
-      CrossEntropyRowGrad(zr, dzr, vocab, lse[r], target, dloss);
-    }
-  }
-};
-
 }  // namespace
 
 absl::Status CrossEntropyForward(int threads, float* losses, float* lse, float* loss_sums, const void* logits,
@@ -78,7 +61,7 @@ absl::Status CrossEntropyBackward(int threads, void* dlogits, const void* logits
     const T* z = static_cast<const T*>(logits);
     T* dz = static_cast<T*>(dlogits);
     ParallelFor(threads, rows, MinItems(4 * vocab), [&](int64_t r0, int64_t r1) {
-      RunVectorized<BackwardRows>(dz, z, lse, targets, dloss, vocab, r0, r1);
+      RunVectorized<CrossEntropyGradRows>(dz, z, lse, targets, dloss, int64_t{0}, vocab, vocab, r0, r1);
     });
     return absl::OkStatus();
   });

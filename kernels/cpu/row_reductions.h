@@ -75,6 +75,30 @@ ZS_FORCE_INLINE void CrossEntropyRowGrad(const T* z, T* dz, int64_t n, float lse
   if (has_target) dz[target] = Store<T>(CrossEntropyLogitGrad(z_target, lse, true, dloss));
 }
 
+// Rows [r0, r1) of a cross-entropy gradient over row-major (rows, stride)
+// logits whose columns [0, valid) are the vocabulary entries begin, begin+1,
+// ... and the rest padding: a row with a target in range or elsewhere gets
+// CrossEntropyRowGrad, an ignored row (target < 0) and the padding zeros. A
+// loop body for RunVectorized (vector_isa.h).
+struct CrossEntropyGradRows {
+  template <typename T>
+  ZS_FORCE_INLINE static void Run(T* dz, const T* z, const float* lse, const int32_t* targets, float dloss,
+                                  int64_t begin, int64_t valid, int64_t stride, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* zr = z + r * stride;
+      T* dzr = dz + r * stride;
+      const int64_t target = targets[r];
+      int64_t zero_from = 0;
+      if (target >= 0) {
+        // outside [0, valid) when another rank holds the target
+        CrossEntropyRowGrad(zr, dzr, valid, lse[r], target - begin, dloss);
+        zero_from = valid;
+      }
+      for (int64_t v = zero_from; v < stride; ++v) dzr[v] = Store<T>(0.0f);
+    }
+  }
+};
+
 }  // namespace zeroshard::kernels::cpu
 
 #endif  // ZEROSHARD_KERNELS_CPU_ROW_REDUCTIONS_H_

@@ -16,6 +16,7 @@
 #include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/lion_cpu.h"
 #include "kernels/cpu/optimizer_cpu.h"
+#include "kernels/cpu/vocab_parallel_cpu.h"
 #include "kernels/float_types.h"
 
 namespace zeroshard::kernels::cpu {
@@ -165,6 +166,39 @@ TEST_P(VectorIsaTest, CrossEntropyForwardAndBackward) {
         std::vector<T> dz(kRows * kVocab);
         EXPECT_TRUE(CrossEntropyBackward(1, dz.data(), z_special.data(), lse.data(), targets.data(), 0.125f, kRows,
                                          kVocab, dtype)
+                        .ok());
+        return Bytes(dz);
+      });
+      return absl::OkStatus();
+    }).IgnoreError();
+  }
+}
+
+TEST_P(VectorIsaTest, VocabParallelSumExpAndBackward) {
+  // One tp rank's block: columns [0, valid) are vocabulary entries begin.., the rest padding.
+  constexpr int64_t kRows = 4, kLocal = 523, kValid = 517, kBegin = 1000;
+  std::vector<float> logits = Inputs(kRows * kLocal, 4.0f);
+  for (float& v : logits) v = std::isfinite(v) ? std::fmax(-60.0f, std::fmin(60.0f, v)) : -2.5f;
+  const std::vector<int32_t> targets = {1003, -1, 7, 1516};  // here, ignored, another rank's, the last valid
+  std::vector<float> row_max(kRows);
+  for (int64_t r = 0; r < kRows; ++r) row_max[r] = 10.0f + static_cast<float>(r);
+  std::vector<float> lse(kRows);
+  for (int64_t r = 0; r < kRows; ++r) lse[r] = 3.0f + 0.25f * static_cast<float>(r);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    DispatchFloatDType(dtype, "test", [&](auto tag) {
+      using T = decltype(tag);
+      const std::vector<T> z = Stored<T>(logits);
+      ExpectSameBits(std::string("VocabParallelSumExpAndTarget ") + DTypeName(dtype), sizeof(float), [&] {
+        std::vector<float> sums(2 * kRows);
+        EXPECT_TRUE(VocabParallelSumExpAndTarget(1, sums.data(), z.data(), row_max.data(), targets.data(), kRows,
+                                                 kBegin, kLocal, kValid, dtype)
+                        .ok());
+        return Bytes(sums);
+      });
+      ExpectSameBits(std::string("VocabParallelCrossEntropyBackward ") + DTypeName(dtype), sizeof(T), [&] {
+        std::vector<T> dz(kRows * kLocal, Store<T>(7.0f));
+        EXPECT_TRUE(VocabParallelCrossEntropyBackward(1, dz.data(), z.data(), lse.data(), targets.data(), 0.5f, kRows,
+                                                      kBegin, kLocal, kValid, dtype)
                         .ok());
         return Bytes(dz);
       });

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/row_reductions.h"
+#include "kernels/cpu/vector_isa.h"
 #include "kernels/float_types.h"
 #include "kernels/pointwise_math.h"
 
@@ -13,6 +14,22 @@ namespace zeroshard::kernels::cpu {
 namespace {
 
 bool InRange(int64_t token, int64_t begin, int64_t valid) { return token >= begin && token < begin + valid; }
+
+// Each row's sum of exponentials and its target's logit (0 where another
+// rank holds it); compiled per vector ISA (vector_isa.h).
+struct SumExpAndTargetRows {
+  template <typename T>
+  ZS_FORCE_INLINE static void Run(float* sums, const T* z, const float* row_max, const int32_t* targets, int64_t rows,
+                                  int64_t begin, int64_t local, int64_t valid, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* zr = z + r * local;
+      const double sum = RowSumExp(zr, valid, row_max[r]);  // as CrossEntropyForward
+      sums[r] = static_cast<float>(sum);
+      const int64_t target = targets[r];
+      sums[rows + r] = InRange(target, begin, valid) ? Load(zr[target - begin]) : 0.0f;
+    }
+  }
+};
 
 }  // namespace
 
@@ -122,14 +139,7 @@ absl::Status VocabParallelSumExpAndTarget(int threads, float* sums, const void* 
     using T = decltype(tag);
     const T* z = static_cast<const T*>(logits_local);
     ParallelFor(threads, rows, MinItems(4 * valid), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* zr = z + r * local;
-        const float mx = row_max[r];
-        const double sum = RowSumExp(zr, valid, mx);  // as CrossEntropyForward
-        sums[r] = static_cast<float>(sum);
-        const int64_t target = targets[r];
-        sums[rows + r] = InRange(target, begin, valid) ? Load(zr[target - begin]) : 0.0f;
-      }
+      RunVectorized<SumExpAndTargetRows>(sums, z, row_max, targets, rows, begin, local, valid, r0, r1);
     });
     return absl::OkStatus();
   });
@@ -166,19 +176,7 @@ absl::Status VocabParallelCrossEntropyBackward(int threads, void* dlogits_local,
     const T* z = static_cast<const T*>(logits_local);
     T* dz = static_cast<T*>(dlogits_local);
     ParallelFor(threads, rows, MinItems(4 * local), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* zr = z + r * local;
-        T* dzr = dz + r * local;
-        const int64_t target = targets[r];
-        if (target < 0) {
-          for (int64_t v = 0; v < local; ++v) dzr[v] = Store<T>(0.0f);
-          continue;
-        }
-        const float row_lse = lse[r];
-        const int64_t local_target = target - begin;  // outside [0, valid) when another rank holds it
-        CrossEntropyRowGrad(zr, dzr, valid, row_lse, local_target, dloss);
-        for (int64_t v = valid; v < local; ++v) dzr[v] = Store<T>(0.0f);
-      }
+      RunVectorized<CrossEntropyGradRows>(dz, z, lse, targets, dloss, begin, valid, local, r0, r1);
     });
     return absl::OkStatus();
   });
