@@ -91,6 +91,23 @@ json_check x "[r['loss'] for r in rows] == [r['loss'] for r in data[1][1]] and r
 st=$?
 record_case stage0_equals_stage3_losses $((rc == 0 && st == 0)) "rc=$rc"
 
+# The element-wise loops' vector ISA changes no bit: rank 0 at the baseline
+# ISA, rank 1 at the widest this CPU has, trains exactly as both at the widest.
+timeout 300 mpirun "${mpirun_flags[@]}" -np 1 -x ZEROSHARD_CPU_ISA=baseline "$bin" --config "$config" "${common[@]}" \
+  --steps 20 --set engine.zero.stage=3 --set "engine.logging.metrics_path=$tmp/isa.jsonl" : -np 1 "$bin" \
+  --config "$config" "${common[@]}" --steps 20 --set engine.zero.stage=3 --set "engine.logging.metrics_path=$tmp/isa.jsonl" \
+  >"$tmp/isa.log" 2>&1
+rc=$?
+json_check x "[r['loss'] for r in rows] == [r['loss'] for r in data[1][1]] and header['cpu_kernels']['vector_isa'] == 'baseline'" "$tmp/isa.jsonl" "$tmp/s3.jsonl"
+st=$?
+record_case mixed_vector_isa_equals_stage3_losses $((rc == 0 && st == 0)) "rc=$rc: $(tail -3 "$tmp/isa.log")"
+timeout 120 mpirun "${mpirun_flags[@]}" -np 1 -x ZEROSHARD_CPU_ISA=sse9 "$bin" --config "$config" "${common[@]}" \
+  --steps 1 --set engine.parallel.dp=1 >"$tmp/badisa.log" 2>&1
+rc=$?
+grep -q "ZEROSHARD_CPU_ISA=sse9: expected one of baseline, avx2, avx512" "$tmp/badisa.log"
+st=$?
+record_case unknown_vector_isa_refused $((rc != 0 && st == 0)) "rc=$rc: $(cat "$tmp/badisa.log")"
+
 run 1 evalonly --eval_only --set engine.parallel.dp=1
 grep -qE "^val_loss [0-9]+\.[0-9]{6}$" "$tmp/evalonly.log"
 st=$?
