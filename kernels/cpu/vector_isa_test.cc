@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cross_entropy_cpu.h"
 #include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cpu/layernorm_cpu.h"
 #include "kernels/cpu/lion_cpu.h"
 #include "kernels/cpu/optimizer_cpu.h"
 #include "kernels/cpu/vocab_parallel_cpu.h"
@@ -201,6 +202,44 @@ TEST_P(VectorIsaTest, VocabParallelSumExpAndBackward) {
                                                       kBegin, kLocal, kValid, dtype)
                         .ok());
         return Bytes(dz);
+      });
+      return absl::OkStatus();
+    }).IgnoreError();
+  }
+}
+
+TEST_P(VectorIsaTest, LayerNormForwardAndBackward) {
+  constexpr int64_t kRows = 6, kC = 203;  // channels: not a multiple of a vector
+  std::vector<float> x = Inputs(kRows * kC, 2.0f), dy = Inputs(kRows * kC, 1.0f);
+  for (std::vector<float>* v : {&x, &dy}) {  // finite rows: one NaN would make every row statistic NaN
+    for (float& e : *v) e = std::isfinite(e) ? std::fmax(-1e3f, std::fmin(1e3f, e)) : 0.5f;
+  }
+  const std::vector<float> w = Inputs(kC, 1.0f), bias = Inputs(kC, 0.1f);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    DispatchFloatDType(dtype, "test", [&](auto tag) {
+      using T = decltype(tag);
+      const std::vector<T> xs = Stored<T>(x), dys = Stored<T>(dy), ws = Stored<T>(w), bs = Stored<T>(bias);
+      std::vector<float> mean(kRows), rstd(kRows);
+      ExpectSameBits(std::string("LayerNormForward ") + DTypeName(dtype), sizeof(T), [&] {
+        std::vector<T> y(kRows * kC);
+        EXPECT_TRUE(
+            LayerNormForward(1, y.data(), mean.data(), rstd.data(), xs.data(), ws.data(), bs.data(), kRows, kC, 1e-5f,
+                             dtype)
+                .ok());
+        std::vector<uint8_t> bytes = Bytes(y), stats = Bytes(mean), r = Bytes(rstd);
+        bytes.insert(bytes.end(), stats.begin(), stats.end());
+        bytes.insert(bytes.end(), r.begin(), r.end());
+        return bytes;
+      });
+      ExpectSameBits(std::string("LayerNormBackward ") + DTypeName(dtype), sizeof(T), [&] {
+        std::vector<T> dx(kRows * kC), dw = Stored<T>(w), db = Stored<T>(bias);  // dw, db accumulate
+        EXPECT_TRUE(LayerNormBackward(1, dx.data(), dw.data(), db.data(), dys.data(), xs.data(), ws.data(),
+                                      mean.data(), rstd.data(), kRows, kC, dtype)
+                        .ok());
+        std::vector<uint8_t> bytes = Bytes(dx), bw = Bytes(dw), bb = Bytes(db);
+        bytes.insert(bytes.end(), bw.begin(), bw.end());
+        bytes.insert(bytes.end(), bb.begin(), bb.end());
+        return bytes;
       });
       return absl::OkStatus();
     }).IgnoreError();
