@@ -2,9 +2,10 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace zeroshard::kernels::cpu {
 
@@ -14,6 +15,11 @@ namespace {
 std::atomic<int>& ActiveSlot() {
   static std::atomic<int> slot{-1};
   return slot;
+}
+
+absl::Status Lacking(absl::string_view what, VectorIsa isa) {
+  return absl::InvalidArgumentError(absl::StrCat(what, ": this CPU lacks ", VectorIsaName(isa), "; it runs up to ",
+                                                 VectorIsaName(BestVectorIsa())));
 }
 
 }  // namespace
@@ -47,21 +53,19 @@ bool CpuSupports(VectorIsa isa) {
 }
 
 VectorIsa BestVectorIsa() {
-  for (VectorIsa isa : {VectorIsa::kAvx512, VectorIsa::kAvx2}) {
-    if (CpuSupports(isa)) return isa;
+  VectorIsa best = VectorIsa::kBaseline;
+  for (VectorIsa isa : kVectorIsas) {
+    if (CpuSupports(isa)) best = isa;
   }
-  return VectorIsa::kBaseline;
+  return best;
 }
 
 absl::StatusOr<VectorIsa> VectorIsaFromEnvironment() {
   const char* value = std::getenv(kVectorIsaEnv);
   if (value == nullptr || *value == '\0') return BestVectorIsa();
-  for (VectorIsa isa : {VectorIsa::kBaseline, VectorIsa::kAvx2, VectorIsa::kAvx512}) {
+  for (VectorIsa isa : kVectorIsas) {
     if (std::string_view(value) != VectorIsaName(isa)) continue;
-    if (!CpuSupports(isa)) {
-      return absl::InvalidArgumentError(absl::StrCat(kVectorIsaEnv, "=", value, ": this CPU lacks ", value,
-                                                     "; it runs up to ", VectorIsaName(BestVectorIsa())));
-    }
+    if (!CpuSupports(isa)) return Lacking(absl::StrCat(kVectorIsaEnv, "=", value), isa);
     return isa;
   }
   return absl::InvalidArgumentError(
@@ -80,10 +84,7 @@ VectorIsa ActiveVectorIsa() {
 }
 
 absl::Status SetActiveVectorIsa(VectorIsa isa) {
-  if (!CpuSupports(isa)) {
-    return absl::InvalidArgumentError(absl::StrCat("vector ISA ", VectorIsaName(isa), ": this CPU lacks it; it runs up to ",
-                                                   VectorIsaName(BestVectorIsa())));
-  }
+  if (!CpuSupports(isa)) return Lacking(absl::StrCat("vector ISA ", VectorIsaName(isa)), isa);
   ActiveSlot().store(static_cast<int>(isa), std::memory_order_relaxed);
   return absl::OkStatus();
 }

@@ -17,6 +17,7 @@ namespace zeroshard::kernels::cpu {
 
 // Ordered: each one's instructions include the previous one's.
 enum class VectorIsa { kBaseline, kAvx2, kAvx512 };
+inline constexpr VectorIsa kVectorIsas[] = {VectorIsa::kBaseline, VectorIsa::kAvx2, VectorIsa::kAvx512};
 
 // "baseline" (x86-64's SSE2), "avx2", "avx512".
 const char* VectorIsaName(VectorIsa isa);

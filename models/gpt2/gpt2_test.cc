@@ -318,16 +318,15 @@ TEST(Gpt2ThreadsTest, GradientsAreBitwiseIndependentOfThreadCount) {
 // may have different CPUs).
 TEST(Gpt2ThreadsTest, GradientsAreBitwiseIndependentOfVectorIsa) {
   using kernels::cpu::VectorIsa;
-  const VectorIsa saved = kernels::cpu::ActiveVectorIsa();
+  const kernels::cpu::ScopedVectorIsa restore(kernels::cpu::ActiveVectorIsa());
   std::vector<std::pair<std::string, std::function<void()>>> settings;
-  for (VectorIsa isa : {VectorIsa::kBaseline, VectorIsa::kAvx2, VectorIsa::kAvx512}) {
+  for (VectorIsa isa : kernels::cpu::kVectorIsas) {
     if (!kernels::cpu::CpuSupports(isa)) continue;
     settings.emplace_back(kernels::cpu::VectorIsaName(isa),
                           [isa] { ASSERT_TRUE(kernels::cpu::SetActiveVectorIsa(isa).ok()); });
   }
   if (settings.size() < 2) GTEST_SKIP() << "this CPU runs only the baseline ISA: nothing to compare";
   ExpectBitwiseAcrossSettings(settings);
-  ASSERT_TRUE(kernels::cpu::SetActiveVectorIsa(saved).ok());
 }
 
 TEST(Gpt2InitTest, InitialLossIsNearLnVocab) {
