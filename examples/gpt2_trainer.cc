@@ -38,6 +38,7 @@
 #include "models/gpt2/gpt2_model_config.h"
 #include "models/gpt2/gpt2_registration.h"
 #include "models/gpt2/train_config.h"
+#include "nn/tensor_checks.h"
 
 namespace zeroshard {
 namespace {
@@ -336,6 +337,9 @@ absl::Status RunGpt2Training(const TrainerFlags& flags, std::ostream& out, Train
     if (runtime.device != Device::kCpu) out << "zeroshard: device " << runtime.description << "\n";
     out << "zeroshard: cpu kernels " << runtime.cpu_kernels << "\n";
     if (!runtime.cpu_kernels_warning.empty()) out << "zeroshard: warning: " << runtime.cpu_kernels_warning << "\n";
+    if (PoisonOutputs()) {
+      out << "zeroshard: debug: unzeroed outputs are filled with NaN bytes (ZEROSHARD_POISON_OUTPUTS=1)\n";
+    }
     const std::string tp_warning = TpSpansHostsWarning(hosts, par.tp());
     if (!tp_warning.empty()) out << "zeroshard: warning: " << tp_warning << "\n";
     const ZeroConfig& zero = engine_config.zero();

@@ -108,6 +108,37 @@ grep -q "ZEROSHARD_CPU_ISA=sse9: expected one of baseline, avx2, avx512" "$tmp/b
 st=$?
 record_case unknown_vector_isa_refused $((rc != 0 && st == 0)) "rc=$rc: $(cat "$tmp/badisa.log")"
 
+# Outputs the units allocate without zeroing are written whole before they
+# are read: filled with NaN bytes instead (ZEROSHARD_POISON_OUTPUTS=1), each
+# layout trains with exactly the losses it trains with unpoisoned. The fused
+# backward (ZeRO-3), the split one with selective checkpointing (ZB-H1 at
+# pp 2, 2 micro-batches) and tp 2 with sequence parallelism.
+poison_case() {  # poison_case NAME SET...
+  local name=$1 sets=()
+  shift
+  for s in "$@"; do sets+=(--set "$s"); done
+  sets+=(--steps 6 --set engine.logging.interval=1)
+  run 2 "$name" "${sets[@]}" --set "engine.logging.metrics_path=$tmp/$name.jsonl"
+  local rc_plain=$rc
+  timeout 300 mpirun "${mpirun_flags[@]}" -np 2 -x ZEROSHARD_POISON_OUTPUTS=1 "$bin" --config "$config" "${common[@]}" \
+    "${sets[@]}" --set "engine.logging.metrics_path=$tmp/$name.poisoned.jsonl" >"$tmp/$name.poisoned.log" 2>&1
+  rc=$?
+  grep -q "^zeroshard: debug: unzeroed outputs are filled with NaN bytes (ZEROSHARD_POISON_OUTPUTS=1)$" \
+    "$tmp/$name.poisoned.log"
+  local said=$?
+  json_check x "len(rows) == 6 and [r['loss'] for r in rows] == [r['loss'] for r in data[1][1]]" \
+    "$tmp/$name.poisoned.jsonl" "$tmp/$name.jsonl"
+  st=$?
+  record_case "$name" $((rc_plain == 0 && rc == 0 && said == 0 && st == 0)) \
+    "rc=$rc_plain/$rc said=$said: $(tail -3 "$tmp/$name.log") / $(tail -3 "$tmp/$name.poisoned.log")"
+}
+poison_case poisoned_outputs_same_losses_stage3 engine.zero.stage=3
+poison_case poisoned_outputs_same_losses_zb_h1_selective engine.parallel.dp=1 engine.parallel.pp=2 \
+  engine.parallel.pipeline_schedule=ZERO_BUBBLE_H1 engine.gradient_accumulation_steps=2 \
+  engine.activation_checkpointing.selective=true
+poison_case poisoned_outputs_same_losses_tp2_sequence_parallel engine.parallel.dp=1 engine.parallel.tp=2 \
+  engine.parallel.sequence_parallel=true
+
 run 1 evalonly --eval_only --set engine.parallel.dp=1
 grep -qE "^val_loss [0-9]+\.[0-9]{6}$" "$tmp/evalonly.log"
 st=$?

@@ -26,8 +26,16 @@ absl::StatusOr<Buffer> AllocateOnDevice(const ComputeContext& ctx, MemoryCategor
 // The same with contents undefined, for the output of a call that WRITES
 // every element before anything reads it (a GEMM with beta 0, the
 // cross-entropy gradient): large outputs are not zero-filled for nothing.
+// With output poisoning on, the buffer is filled with 0xFF bytes instead (a
+// NaN in every float dtype), so a read of an element nothing wrote shows.
 absl::StatusOr<Buffer> AllocateOutputOnDevice(const ComputeContext& ctx, MemoryCategory category, DType dtype,
                                               int64_t numel);
+
+// Output poisoning: on when the environment has ZEROSHARD_POISON_OUTPUTS=1
+// at the first allocation, or as set here (tests). Off by default: it costs
+// a fill per allocation.
+bool PoisonOutputs();
+void SetPoisonOutputs(bool on);
 
 // A view of `buf` with `shape` (product must equal buf.numel()).
 TensorView View(Buffer& buf, std::vector<int64_t> shape);

@@ -278,7 +278,8 @@ absl::Status RowParallelForward(const UnitContext& uctx, const BlockLayout& l, c
   RETURN_IF_ERROR(CheckTensor(bias, absl::StrCat(name, ".bias"), ctx.compute_dtype, {l.c}, ctx.kernels.device));
   const std::string what = absl::StrCat(name, " output");
   if (l.sp) {
-    ASSIGN_OR_RETURN(Buffer partial, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, ctx.compute_dtype, l.n * l.c));
+    ASSIGN_OR_RETURN(Buffer partial,
+                     AllocateOutputOnDevice(ctx, MemoryCategory::kWorkspace, ctx.compute_dtype, l.n * l.c));
     RETURN_IF_ERROR(layer.Forward(ctx, weight, kNone, x, View(partial, {l.n, l.c})));
     RETURN_IF_ERROR(TpReduceScatterRows(uctx.parallel, ctx, View(partial, {l.n, l.c}), out, what));
   } else {
@@ -311,7 +312,7 @@ absl::StatusOr<TensorView> ColumnParallelInput(const UnitContext& uctx, const Bl
                                                MemoryCategory category = MemoryCategory::kWorkspace) {
   const TensorView v = View(local, {l.nl, l.c});
   if (!l.sp) return v;
-  ASSIGN_OR_RETURN(*gathered, AllocateOnDevice(uctx.compute, category, uctx.compute.compute_dtype, l.n * l.c));
+  ASSIGN_OR_RETURN(*gathered, AllocateOutputOnDevice(uctx.compute, category, uctx.compute.compute_dtype, l.n * l.c));
   RETURN_IF_ERROR(TpAllGatherRows(uctx.parallel, uctx.compute, v, View(*gathered, {l.n, l.c}), what));
   return View(*gathered, {l.n, l.c});
 }
@@ -332,9 +333,9 @@ absl::StatusOr<TensorView> SavedColumnParallelInput(const UnitContext& uctx, con
 absl::StatusOr<Buffer> RecomputeLayerNorm(const ComputeContext& ctx, const BlockLayout& l, const LayerNorm& ln,
                                           const TensorView& weight, const TensorView& bias, const Buffer& input,
                                           MemoryCategory category) {
-  ASSIGN_OR_RETURN(Buffer out, AllocateOnDevice(ctx, category, ctx.compute_dtype, l.nl * l.c));
-  ASSIGN_OR_RETURN(Buffer mean, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, l.nl));
-  ASSIGN_OR_RETURN(Buffer rstd, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, l.nl));
+  ASSIGN_OR_RETURN(Buffer out, AllocateOutputOnDevice(ctx, category, ctx.compute_dtype, l.nl * l.c));
+  ASSIGN_OR_RETURN(Buffer mean, AllocateOutputOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, l.nl));
+  ASSIGN_OR_RETURN(Buffer rstd, AllocateOutputOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, l.nl));
   RETURN_IF_ERROR(ln.Forward(ctx, weight, bias, View(input, {l.nl, l.c}), View(out, {l.nl, l.c}),
                              View(mean, {l.nl}), View(rstd, {l.nl})));
   return out;
@@ -344,7 +345,7 @@ absl::StatusOr<Buffer> RecomputeLayerNorm(const ComputeContext& ctx, const Block
 // computed it.
 absl::StatusOr<Buffer> RecomputeGelu(const ComputeContext& ctx, const BlockLayout& l, const Gelu& gelu,
                                      const Buffer& fch, MemoryCategory category) {
-  ASSIGN_OR_RETURN(Buffer out, AllocateOnDevice(ctx, category, ctx.compute_dtype, l.n * l.cf));
+  ASSIGN_OR_RETURN(Buffer out, AllocateOutputOnDevice(ctx, category, ctx.compute_dtype, l.n * l.cf));
   RETURN_IF_ERROR(gelu.Forward(ctx, View(fch, {l.n, l.cf}), View(out, {l.n, l.cf})));
   return out;
 }
@@ -385,19 +386,19 @@ absl::Status Gpt2BlockUnit::Forward(const UnitContext& uctx, absl::Span<const Te
   const auto ln_local = s->selective || s->keep_gathered ? MemoryCategory::kWorkspace : act;
   const auto gathered_category = s->keep_gathered ? act : MemoryCategory::kWorkspace;
   ASSIGN_OR_RETURN(s->x, CopyOf(ctx, in, act));
-  ASSIGN_OR_RETURN(s->ln1, AllocateOnDevice(ctx, ln_local, dt, nl * c_));
-  ASSIGN_OR_RETURN(s->ln1_mean, AllocateOnDevice(ctx, act, DType::kF32, nl));
-  ASSIGN_OR_RETURN(s->ln1_rstd, AllocateOnDevice(ctx, act, DType::kF32, nl));
-  ASSIGN_OR_RETURN(s->qkv, AllocateOnDevice(ctx, act, dt, n * l.cq));
-  ASSIGN_OR_RETURN(s->att_lse, AllocateOnDevice(ctx, act, DType::kF32, b * l.nh * t));
-  ASSIGN_OR_RETURN(s->atty, AllocateOnDevice(ctx, act, dt, n * l.ca));
-  ASSIGN_OR_RETURN(s->res2, AllocateOnDevice(ctx, act, dt, nl * c_));
-  ASSIGN_OR_RETURN(s->ln2, AllocateOnDevice(ctx, ln_local, dt, nl * c_));
-  ASSIGN_OR_RETURN(s->ln2_mean, AllocateOnDevice(ctx, act, DType::kF32, nl));
-  ASSIGN_OR_RETURN(s->ln2_rstd, AllocateOnDevice(ctx, act, DType::kF32, nl));
-  ASSIGN_OR_RETURN(s->fch, AllocateOnDevice(ctx, act, dt, n * l.cf));
-  ASSIGN_OR_RETURN(s->fch_gelu, AllocateOnDevice(ctx, dropped, dt, n * l.cf));
-  ASSIGN_OR_RETURN(Buffer y_buf, AllocateOnDevice(ctx, act, dt, nl * c_));
+  ASSIGN_OR_RETURN(s->ln1, AllocateOutputOnDevice(ctx, ln_local, dt, nl * c_));
+  ASSIGN_OR_RETURN(s->ln1_mean, AllocateOutputOnDevice(ctx, act, DType::kF32, nl));
+  ASSIGN_OR_RETURN(s->ln1_rstd, AllocateOutputOnDevice(ctx, act, DType::kF32, nl));
+  ASSIGN_OR_RETURN(s->qkv, AllocateOutputOnDevice(ctx, act, dt, n * l.cq));
+  ASSIGN_OR_RETURN(s->att_lse, AllocateOutputOnDevice(ctx, act, DType::kF32, b * l.nh * t));
+  ASSIGN_OR_RETURN(s->atty, AllocateOutputOnDevice(ctx, act, dt, n * l.ca));
+  ASSIGN_OR_RETURN(s->res2, AllocateOutputOnDevice(ctx, act, dt, nl * c_));
+  ASSIGN_OR_RETURN(s->ln2, AllocateOutputOnDevice(ctx, ln_local, dt, nl * c_));
+  ASSIGN_OR_RETURN(s->ln2_mean, AllocateOutputOnDevice(ctx, act, DType::kF32, nl));
+  ASSIGN_OR_RETURN(s->ln2_rstd, AllocateOutputOnDevice(ctx, act, DType::kF32, nl));
+  ASSIGN_OR_RETURN(s->fch, AllocateOutputOnDevice(ctx, act, dt, n * l.cf));
+  ASSIGN_OR_RETURN(s->fch_gelu, AllocateOutputOnDevice(ctx, dropped, dt, n * l.cf));
+  ASSIGN_OR_RETURN(Buffer y_buf, AllocateOutputOnDevice(ctx, act, dt, nl * c_));
 
   const TensorView x = View(s->x, {nl, c_});
   const TensorView res2 = View(s->res2, {nl, c_});
@@ -473,7 +474,7 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
   Buffer dres2;
   TensorView dres2_local, dres2_all;
   if (l.sp) {
-    ASSIGN_OR_RETURN(dres2, AllocateOnDevice(ctx, ws, dt, n * c_));
+    ASSIGN_OR_RETURN(dres2, AllocateOutputOnDevice(ctx, ws, dt, n * c_));
     dres2_all = View(dres2, {n, c_});
     dres2_local = TpRowSlice(dres2_all, l.rank, l.tp);
     RETURN_IF_ERROR(CopyInto(ctx, dres2_local, dy));
@@ -481,13 +482,13 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
     ASSIGN_OR_RETURN(dres2, CopyOf(ctx, dy, ws));
     dres2_local = dres2_all = View(dres2, {n, c_});
   }
-  ASSIGN_OR_RETURN(Buffer dfch, AllocateOnDevice(ctx, ws, dt, n * l.cf));
-  ASSIGN_OR_RETURN(Buffer dnc, AllocateOnDevice(ctx, ws, dt, n * c_));    // an (n,C) input grad
-  ASSIGN_OR_RETURN(Buffer dtmp, AllocateOnDevice(ctx, ws, dt, nl * c_));  // LayerNorm input grads
-  ASSIGN_OR_RETURN(Buffer dqkv, AllocateOnDevice(ctx, ws, dt, n * l.cq));
+  ASSIGN_OR_RETURN(Buffer dfch, AllocateOutputOnDevice(ctx, ws, dt, n * l.cf));
+  ASSIGN_OR_RETURN(Buffer dnc, AllocateOutputOnDevice(ctx, ws, dt, n * c_));    // an (n,C) input grad
+  ASSIGN_OR_RETURN(Buffer dtmp, AllocateOutputOnDevice(ctx, ws, dt, nl * c_));  // LayerNorm input grads
+  ASSIGN_OR_RETURN(Buffer dqkv, AllocateOutputOnDevice(ctx, ws, dt, n * l.cq));
   Buffer dln_local;  // sequence parallel: a column-parallel input grad, reduce-scattered
   if (l.sp) {
-    ASSIGN_OR_RETURN(dln_local, AllocateOnDevice(ctx, ws, dt, nl * c_));
+    ASSIGN_OR_RETURN(dln_local, AllocateOutputOnDevice(ctx, ws, dt, nl * c_));
   }
   ASSIGN_OR_RETURN(LayerNormGrads ln_grads,
                    LayerNormGrads::Create(ctx, l, {grads[kLn1W], grads[kLn1B], grads[kLn2W], grads[kLn2B]}));
@@ -498,7 +499,7 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
     Buffer dy_gathered;  // sequence parallel: the output grad on every row
     TensorView dy_all = dy;
     if (l.sp) {
-      ASSIGN_OR_RETURN(dy_gathered, AllocateOnDevice(ctx, ws, dt, n * c_));
+      ASSIGN_OR_RETURN(dy_gathered, AllocateOutputOnDevice(ctx, ws, dt, n * c_));
       dy_all = View(dy_gathered, {n, c_});
       RETURN_IF_ERROR(TpAllGatherRows(uctx.parallel, ctx, dy, dy_all, absl::StrCat(name_, " output grad")));
     }
@@ -559,7 +560,7 @@ absl::Status Gpt2BlockUnit::Backward(const UnitContext& uctx, absl::Span<const T
   }
   ASSIGN_OR_RETURN(const TensorView dln1, SumColumnParallelInputGrad(uctx, l, dnc_all, dln_l,
                                                                      absl::StrCat(name_, ".attn.c_attn input grad")));
-  ASSIGN_OR_RETURN(Buffer dx, AllocateOnDevice(ctx, MemoryCategory::kActivations, dt, nl * c_));
+  ASSIGN_OR_RETURN(Buffer dx, AllocateOutputOnDevice(ctx, MemoryCategory::kActivations, dt, nl * c_));
   RETURN_IF_ERROR(ln_1_.Backward(ctx, params[kLn1W], View(s->x, {nl, c_}), View(s->ln1_mean, {nl}),
                                  View(s->ln1_rstd, {nl}), dln1, View(dx, {nl, c_}), ln_grads.weight(0),
                                  ln_grads.bias(0)));
@@ -595,28 +596,28 @@ absl::Status Gpt2BlockUnit::BackwardInput(const UnitContext& uctx, absl::Span<co
   auto w = std::make_unique<BlockWeightInputs>();
   TensorView dres2_local, dres2;
   if (l.sp) {
-    ASSIGN_OR_RETURN(w->dy, AllocateOnDevice(ctx, act, dt, n * c_));
-    ASSIGN_OR_RETURN(w->dfch, AllocateOnDevice(ctx, act, dt, n * l.cf));
-    ASSIGN_OR_RETURN(w->dln2, AllocateOnDevice(ctx, act, dt, nl * c_));
-    ASSIGN_OR_RETURN(w->dres2, AllocateOnDevice(ctx, act, dt, n * c_));
+    ASSIGN_OR_RETURN(w->dy, AllocateOutputOnDevice(ctx, act, dt, n * c_));
+    ASSIGN_OR_RETURN(w->dfch, AllocateOutputOnDevice(ctx, act, dt, n * l.cf));
+    ASSIGN_OR_RETURN(w->dln2, AllocateOutputOnDevice(ctx, act, dt, nl * c_));
+    ASSIGN_OR_RETURN(w->dres2, AllocateOutputOnDevice(ctx, act, dt, n * c_));
     dres2 = View(w->dres2, {n, c_});
     dres2_local = TpRowSlice(dres2, l.rank, l.tp);
     RETURN_IF_ERROR(CopyInto(ctx, dres2_local, dy_in));  // += ln_2's input grad below
   } else {
     ASSIGN_OR_RETURN(w->dy, CopyOf(ctx, dy_in, act));
-    ASSIGN_OR_RETURN(w->dfch, AllocateOnDevice(ctx, act, dt, n * l.cf));
-    ASSIGN_OR_RETURN(w->dln2, AllocateOnDevice(ctx, act, dt, n * c_));
+    ASSIGN_OR_RETURN(w->dfch, AllocateOutputOnDevice(ctx, act, dt, n * l.cf));
+    ASSIGN_OR_RETURN(w->dln2, AllocateOutputOnDevice(ctx, act, dt, n * c_));
     ASSIGN_OR_RETURN(w->dres2, CopyOf(ctx, dy_in, act));  // += ln_2's input grad below
     dres2_local = dres2 = View(w->dres2, {n, c_});
   }
-  ASSIGN_OR_RETURN(w->dqkv, AllocateOnDevice(ctx, act, dt, n * l.cq));
-  ASSIGN_OR_RETURN(w->dln1, AllocateOnDevice(ctx, act, dt, nl * c_));
+  ASSIGN_OR_RETURN(w->dqkv, AllocateOutputOnDevice(ctx, act, dt, n * l.cq));
+  ASSIGN_OR_RETURN(w->dln1, AllocateOutputOnDevice(ctx, act, dt, nl * c_));
   const auto ws = MemoryCategory::kWorkspace;
-  ASSIGN_OR_RETURN(Buffer datty, AllocateOnDevice(ctx, ws, dt, n * l.ca));  // attention output grad
-  ASSIGN_OR_RETURN(Buffer dtmp, AllocateOnDevice(ctx, ws, dt, nl * c_));    // ln_2 input grad
+  ASSIGN_OR_RETURN(Buffer datty, AllocateOutputOnDevice(ctx, ws, dt, n * l.ca));  // attention output grad
+  ASSIGN_OR_RETURN(Buffer dtmp, AllocateOutputOnDevice(ctx, ws, dt, nl * c_));    // ln_2 input grad
   Buffer dnc;  // sequence parallel: a column-parallel layer's partial input grad (n, C)
   if (l.sp) {
-    ASSIGN_OR_RETURN(dnc, AllocateOnDevice(ctx, ws, dt, n * c_));
+    ASSIGN_OR_RETURN(dnc, AllocateOutputOnDevice(ctx, ws, dt, n * c_));
   }
   const TensorView dy = View(w->dy, {l.sp ? n : nl, c_});
   const TensorView dfch = View(w->dfch, {n, l.cf});
@@ -647,7 +648,7 @@ absl::Status Gpt2BlockUnit::BackwardInput(const UnitContext& uctx, absl::Span<co
   RETURN_IF_ERROR(SumColumnParallelInputGrad(uctx, l, l.sp ? partial : dln1, dln1,
                                              absl::StrCat(name_, ".attn.c_attn input grad"))
                       .status());
-  ASSIGN_OR_RETURN(Buffer dx, AllocateOnDevice(ctx, act, dt, nl * c_));
+  ASSIGN_OR_RETURN(Buffer dx, AllocateOutputOnDevice(ctx, act, dt, nl * c_));
   RETURN_IF_ERROR(ln_1_.Backward(ctx, params[kLn1W], View(s->x, {nl, c_}), View(s->ln1_mean, {nl}),
                                  View(s->ln1_rstd, {nl}), dln1, View(dx, {nl, c_}), kNone, kNone));
   RETURN_IF_ERROR(kernels::AddInPlace(ctx.kernels, dx.data(), dres2_local.data, nl * c_, dt));

@@ -81,8 +81,8 @@ absl::Status Gpt2EmbedUnit::Forward(const UnitContext& uctx, absl::Span<const Te
     *saved = std::make_unique<NothingSaved>();
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(Buffer y, AllocateOnDevice(ctx, MemoryCategory::kActivations, ctx.compute_dtype,
-                                              bt.first * bt.second * c_));
+  ASSIGN_OR_RETURN(Buffer y, AllocateOutputOnDevice(ctx, MemoryCategory::kActivations, ctx.compute_dtype,
+                                                    bt.first * bt.second * c_));
   RETURN_IF_ERROR(embedding_.Forward(ctx, params[0], params[1], *batch.Find("inputs"),
                                      View(y, {bt.first, bt.second, c_})));
   out->activations.Add(std::move(y), {bt.first, bt.second, c_});

@@ -144,12 +144,12 @@ absl::Status Gpt2HeadUnit::Forward(const UnitContext& uctx, absl::Span<const Ten
   const auto act = MemoryCategory::kActivations;
   auto s = std::make_unique<HeadSaved>();
   ASSIGN_OR_RETURN(s->x, CopyOf(ctx, in, act));
-  ASSIGN_OR_RETURN(s->lnf, AllocateOnDevice(ctx, act, dt, n * c_));
-  ASSIGN_OR_RETURN(s->lnf_mean, AllocateOnDevice(ctx, act, DType::kF32, n));
-  ASSIGN_OR_RETURN(s->lnf_rstd, AllocateOnDevice(ctx, act, DType::kF32, n));
+  ASSIGN_OR_RETURN(s->lnf, AllocateOutputOnDevice(ctx, act, dt, n * c_));
+  ASSIGN_OR_RETURN(s->lnf_mean, AllocateOutputOnDevice(ctx, act, DType::kF32, n));
+  ASSIGN_OR_RETURN(s->lnf_rstd, AllocateOutputOnDevice(ctx, act, DType::kF32, n));
   // The lm head's GEMM writes every logit.
   ASSIGN_OR_RETURN(s->logits, AllocateOutputOnDevice(ctx, act, dt, n * v_));
-  ASSIGN_OR_RETURN(s->lse, AllocateOnDevice(ctx, act, DType::kF32, n));
+  ASSIGN_OR_RETURN(s->lse, AllocateOutputOnDevice(ctx, act, DType::kF32, n));
   ASSIGN_OR_RETURN(Buffer losses, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, n));
   ASSIGN_OR_RETURN(Buffer sums, AllocateOnDevice(ctx, MemoryCategory::kWorkspace, DType::kF32, 2));
   RETURN_IF_ERROR(ln_f_.Forward(ctx, params[0], params[1], View(s->x, {n, c_}), View(s->lnf, {n, c_}),
@@ -202,7 +202,7 @@ absl::Status Gpt2HeadUnit::Backward(const UnitContext& uctx, absl::Span<const Te
                                           Reshaped(*batch.Find("targets"), {n}), dloss, View(dlogits, {n, v_})));
   RETURN_IF_ERROR(lm_head_.Backward(ctx, params[2], View(s->lnf, {n, c_}), View(dlogits, {n, v_}),
                                     View(dlnf, {n, c_}), grads[2]));
-  ASSIGN_OR_RETURN(Buffer dx, AllocateOnDevice(ctx, MemoryCategory::kActivations, dt, n * c_));
+  ASSIGN_OR_RETURN(Buffer dx, AllocateOutputOnDevice(ctx, MemoryCategory::kActivations, dt, n * c_));
   RETURN_IF_ERROR(ln_f_.Backward(ctx, params[0], View(s->x, {n, c_}), View(s->lnf_mean, {n}), View(s->lnf_rstd, {n}),
                                  View(dlnf, {n, c_}), View(dx, {n, c_}), grads[0], grads[1]));
   grad_in->Clear();
@@ -244,7 +244,7 @@ absl::Status Gpt2HeadUnit::BackwardInput(const UnitContext& uctx, absl::Span<con
                                           Reshaped(*batch.Find("targets"), {n}), dloss, View(w->dlogits, {n, v_})));
   RETURN_IF_ERROR(
       lm_head_.Backward(ctx, params[2], kNone, View(w->dlogits, {n, v_}), View(w->dlnf, {n, c_}), kNone));
-  ASSIGN_OR_RETURN(Buffer dx, AllocateOnDevice(ctx, act, dt, n * c_));
+  ASSIGN_OR_RETURN(Buffer dx, AllocateOutputOnDevice(ctx, act, dt, n * c_));
   RETURN_IF_ERROR(ln_f_.Backward(ctx, params[0], View(s->x, {n, c_}), View(s->lnf_mean, {n}), View(s->lnf_rstd, {n}),
                                  View(w->dlnf, {n, c_}), View(dx, {n, c_}), kNone, kNone));
   grad_in->Clear();

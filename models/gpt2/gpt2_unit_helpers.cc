@@ -48,7 +48,7 @@ absl::StatusOr<TensorView> OnlyInput(const std::string& unit, absl::Span<const T
 // A copy made on the kernels' stream (Cast to the same dtype is a copy), so it
 // is ordered after the kernel that produced `src`.
 absl::StatusOr<Buffer> CopyOf(const ComputeContext& ctx, const TensorView& src, MemoryCategory category) {
-  ASSIGN_OR_RETURN(Buffer buf, AllocateOnDevice(ctx, category, src.dtype, src.numel()));
+  ASSIGN_OR_RETURN(Buffer buf, AllocateOutputOnDevice(ctx, category, src.dtype, src.numel()));
   RETURN_IF_ERROR(kernels::Cast(ctx.kernels, buf.data(), src.dtype, src.data, src.dtype, src.numel()));
   return buf;
 }
